@@ -1,0 +1,12 @@
+/*
+ * Hermod: remote procedure calls and bulk data transfer for HPC jobs.
+ * Users include only this header.
+ */
+#ifndef HERMOD_H
+#define HERMOD_H
+
+#include <hermod/types.h>
+#include <hermod/proc.h>
+#include <hermod/core.h>
+
+#endif /* HERMOD_H */

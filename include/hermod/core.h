@@ -1,0 +1,260 @@
+/*
+ * Hermod core: classes, contexts, addresses, RPC registration, handles,
+ * progress and trigger.
+ *
+ * Threading: a context is driven by one thread at a time (the one calling
+ * hm_progress / hm_trigger). Calls on a context and its handles must come
+ * from that thread unless stated otherwise. Classes may be shared.
+ *
+ * Callbacks (forward completion, respond completion, RPC handlers) run only
+ * from hm_trigger, on the caller's thread, never from inside hm_progress.
+ */
+#ifndef HERMOD_CORE_H
+#define HERMOD_CORE_H
+
+#include <stdio.h>
+
+#include <hermod/proc.h>
+#include <hermod/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hm_class hm_class_t;
+typedef struct hm_context hm_context_t;
+typedef struct hm_addr hm_addr_t;
+typedef struct hm_handle hm_handle_t;
+typedef uint32_t hm_id_t;
+
+/* ---- Class ------------------------------------------------------------- */
+
+enum hm_class_opt_field {
+    HM_CLASS_OPT_CHECKSUM = 1u << 0,    /* .checksum */
+    HM_CLASS_OPT_EAGER_LIMIT = 1u << 1, /* .eager_limit */
+};
+
+typedef struct hm_class_opts {
+    uint64_t field_mask; /* which fields below are set (hm_class_opt_field) */
+    bool checksum;       /* CRC32C on every message sent (default: off) */
+    size_t eager_limit;  /* lower the transport's eager limit, in bytes */
+} hm_class_opts_t;
+
+/*
+ * hm_class_create: open the transport named by `uri` ("ucx+tcp://127.0.0.1:0",
+ * "ucx+shm://", ...). Blocks. `opts` may be NULL. Fails with
+ * HM_NOT_SUPPORTED when the plugin is not built in or the protocol cannot
+ * open on this machine (hm_error_detail() has the transport's reason),
+ * HM_INVALID_ARG for a malformed URI.
+ */
+HM_EXPORT hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
+                                      hm_class_t **class_out);
+/* hm_class_destroy: HM_BUSY while contexts of the class still exist. */
+HM_EXPORT hm_return_t hm_class_destroy(hm_class_t *cls);
+/* "ucx+tcp", "ucx+shm", ... */
+HM_EXPORT const char *hm_class_protocol(const hm_class_t *cls);
+/* Largest RPC argument (encoded) that travels in one message. */
+HM_EXPORT size_t hm_class_eager_limit(const hm_class_t *cls);
+
+/*
+ * hm_protocol_list: the protocols of every plugin compiled in, as
+ * "plugin+protocol" strings, NULL-terminated. Static storage.
+ */
+HM_EXPORT const char *const *hm_protocol_list(void);
+
+/* ---- RPC registration --------------------------------------------------- */
+
+/*
+ * An RPC handler runs from hm_trigger with a handle that it owns (one
+ * reference): it calls hm_get_input, hm_respond (possibly later, from another
+ * callback) and hm_handle_destroy. If it returns an error without having
+ * responded, an error response with that code is sent for it.
+ */
+typedef hm_return_t (*hm_rpc_handler_t)(hm_handle_t *handle);
+
+/*
+ * hm_register: register RPC `name` with its input and output procs (NULL for
+ * no arguments) and handler (NULL on a pure client). The id is a stable hash
+ * of the name, so peers agree without talking. Returns HM_EXISTS if the name
+ * is already registered, HM_INVALID_ARG if another name has the same hash.
+ */
+HM_EXPORT hm_return_t hm_register(hm_class_t *cls, const char *name, hm_proc_cb_t in_proc,
+                                  hm_proc_cb_t out_proc, hm_rpc_handler_t handler,
+                                  hm_id_t *id_out);
+/* hm_rpc_id: the id `name` has (or would have) once registered. */
+HM_EXPORT hm_id_t hm_rpc_id(const char *name);
+/* Attach user data to a registered RPC; `free_cb` runs at class destroy. */
+HM_EXPORT hm_return_t hm_register_data(hm_class_t *cls, hm_id_t id, void *data,
+                                       void (*free_cb)(void *data));
+HM_EXPORT void *hm_registered_data(hm_class_t *cls, hm_id_t id);
+/* One-way RPC: the server sends no response; forward completes once sent. */
+HM_EXPORT hm_return_t hm_registered_disable_response(hm_class_t *cls, hm_id_t id,
+                                                     bool disable);
+
+/* ---- Context ------------------------------------------------------------- */
+
+typedef enum hm_progress_mode {
+    HM_PROGRESS_DEFAULT = 0, /* spin a little, then block on the transport's fd */
+    HM_PROGRESS_BUSY = 1,    /* spin: lowest latency, one core busy */
+    HM_PROGRESS_WAIT = 2,    /* block on the fd at once: no idle CPU */
+} hm_progress_mode_t;
+
+enum hm_context_opt_field {
+    HM_CONTEXT_OPT_PROGRESS_MODE = 1u << 0, /* .progress_mode */
+    HM_CONTEXT_OPT_TIMEOUT = 1u << 1,       /* .timeout_ms */
+    HM_CONTEXT_OPT_POOL_SIZE = 1u << 2,     /* .pool_size */
+    HM_CONTEXT_OPT_SPIN_US = 1u << 3,       /* .spin_us */
+};
+
+typedef struct hm_context_opts {
+    uint64_t field_mask;
+    hm_progress_mode_t progress_mode; /* default: HM_PROGRESS_DEFAULT, env HM_PROGRESS */
+    uint32_t timeout_ms;              /* default RPC deadline; 0 = none (default 0) */
+    uint32_t pool_size;               /* handles with send buffers made up front (64) */
+    uint32_t spin_us;                 /* DEFAULT mode: spin this long before blocking (50) */
+} hm_context_opts_t;
+
+/* hm_context_create: a progress context of `cls`; `opts` may be NULL. */
+HM_EXPORT hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
+                                        hm_context_t **ctx_out);
+/*
+ * hm_context_destroy: HM_BUSY while handles of the context are held by the
+ * user or RPCs are in flight (cancel them and trigger first).
+ */
+HM_EXPORT hm_return_t hm_context_destroy(hm_context_t *ctx);
+HM_EXPORT hm_class_t *hm_context_class(const hm_context_t *ctx);
+
+/*
+ * hm_progress: move data and queue completions. Returns HM_SUCCESS as soon
+ * as there is something to trigger, HM_TIMEOUT if nothing came within
+ * `timeout_ms` (0 = just poll). Handles deadlines of RPCs in flight.
+ */
+HM_EXPORT hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms);
+/*
+ * hm_trigger: run up to `max` queued callbacks on this thread; `count_out`
+ * (may be NULL) gets how many ran. HM_TIMEOUT when none were queued.
+ */
+HM_EXPORT hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max,
+                                 unsigned int *count_out);
+
+/* Counters of one context; all monotonic. */
+typedef struct hm_stats {
+    uint64_t requests_sent;
+    uint64_t requests_received;
+    uint64_t responses_sent;
+    uint64_t responses_received;
+    uint64_t bytes_sent;
+    uint64_t bytes_received;
+    uint64_t timeouts;            /* RPCs completed with HM_TIMEOUT */
+    uint64_t cancels;             /* RPCs completed with HM_CANCELED */
+    uint64_t peer_failures;       /* RPCs failed because the peer died */
+    uint64_t handler_errors;      /* error responses sent for handlers */
+    uint64_t noentry_replies;     /* requests for an unknown RPC id */
+    uint64_t dropped_malformed;   /* header checks failed (magic, version, flags, length) */
+    uint64_t dropped_checksum;    /* CRC32C mismatch */
+    uint64_t dropped_expired;     /* request budget spent before its handler ran */
+    uint64_t dropped_late;        /* response with no RPC waiting (late or unknown) */
+    uint64_t dropped_decode;      /* arguments failed to decode */
+} hm_stats_t;
+
+HM_EXPORT hm_return_t hm_context_stats(const hm_context_t *ctx, hm_stats_t *stats);
+/* Print non-zero counters, one "name value" per line, each prefixed. */
+HM_EXPORT void hm_stats_print(const hm_stats_t *stats, const char *prefix, FILE *out);
+
+/* ---- Addresses ------------------------------------------------------------ */
+
+/*
+ * hm_addr_lookup: resolve `uri` (as printed by hm_addr_to_string, possibly
+ * with "#N" for context N) for use on `ctx`. May block while connecting.
+ * Returns a reference released with hm_addr_free.
+ */
+HM_EXPORT hm_return_t hm_addr_lookup(hm_context_t *ctx, const char *uri, hm_addr_t **addr_out);
+/* hm_addr_self: the address peers use to reach `ctx`. */
+HM_EXPORT hm_return_t hm_addr_self(hm_context_t *ctx, hm_addr_t **addr_out);
+/* hm_addr_dup: take another reference. */
+HM_EXPORT hm_addr_t *hm_addr_dup(hm_addr_t *addr);
+HM_EXPORT void hm_addr_free(hm_addr_t *addr);
+/*
+ * hm_addr_to_string: write the URI to `buf`; `*size` is the buffer size in,
+ * the length needed (with the NUL) out. HM_MSGSIZE if it did not fit.
+ */
+HM_EXPORT hm_return_t hm_addr_to_string(const hm_addr_t *addr, char *buf, size_t *size);
+
+/* ---- Handles and RPCs -------------------------------------------------------- */
+
+typedef struct hm_cb_info {
+    hm_return_t ret;     /* status of the operation */
+    hm_handle_t *handle; /* the handle it ran on */
+    void *arg;           /* the user's argument */
+} hm_cb_info_t;
+
+typedef void (*hm_cb_t)(const hm_cb_info_t *info);
+
+/* hm_handle_create: a handle to call RPC `id` at `addr`; reusable. */
+HM_EXPORT hm_return_t hm_handle_create(hm_context_t *ctx, hm_addr_t *addr, hm_id_t id,
+                                       hm_handle_t **handle_out);
+/* hm_handle_reset: point an idle handle at another address and RPC. */
+HM_EXPORT hm_return_t hm_handle_reset(hm_handle_t *handle, hm_addr_t *addr, hm_id_t id);
+HM_EXPORT void hm_handle_ref(hm_handle_t *handle);
+/* hm_handle_destroy: drop a reference; the handle is freed with the last one. */
+HM_EXPORT void hm_handle_destroy(hm_handle_t *handle);
+/* The peer's address (borrowed: valid while the handle is). */
+HM_EXPORT hm_addr_t *hm_handle_get_addr(hm_handle_t *handle);
+HM_EXPORT hm_id_t hm_handle_get_id(const hm_handle_t *handle);
+HM_EXPORT hm_context_t *hm_handle_get_context(const hm_handle_t *handle);
+HM_EXPORT void *hm_handle_get_data(const hm_handle_t *handle); /* registered data */
+
+enum hm_forward_opt_field {
+    HM_FORWARD_OPT_TIMEOUT = 1u << 0, /* .timeout_ms */
+};
+
+typedef struct hm_forward_opts {
+    uint64_t field_mask;
+    uint32_t timeout_ms; /* deadline of this RPC; 0 = none */
+} hm_forward_opts_t;
+
+/*
+ * hm_forward: encode `in` and send the request; `cb` runs once from
+ * hm_trigger with the result: HM_SUCCESS (then hm_get_output), HM_TIMEOUT,
+ * HM_CANCELED, HM_UNREACHABLE, or the error the server returned. Fails at
+ * once with HM_BUSY if the handle already has an RPC in flight, HM_MSGSIZE if
+ * `in` does not fit the eager limit, HM_UNREACHABLE for a dead peer; `cb`
+ * does not run then.
+ */
+HM_EXPORT hm_return_t hm_forward(hm_handle_t *handle, const void *in, hm_cb_t cb, void *arg,
+                                 const hm_forward_opts_t *opts);
+/* hm_get_output: decode the response in place into `out`. */
+HM_EXPORT hm_return_t hm_get_output(hm_handle_t *handle, void *out);
+/* hm_free_output: free what decoding allocated and release the receive buffer. */
+HM_EXPORT hm_return_t hm_free_output(hm_handle_t *handle, void *out);
+/* hm_get_input / hm_free_input: the same for a request, on the server. */
+HM_EXPORT hm_return_t hm_get_input(hm_handle_t *handle, void *in);
+HM_EXPORT hm_return_t hm_free_input(hm_handle_t *handle, void *in);
+/*
+ * hm_respond: encode `out` and send the response; `cb` (may be NULL) runs
+ * once it has left or failed.
+ */
+HM_EXPORT hm_return_t hm_respond(hm_handle_t *handle, const void *out, hm_cb_t cb, void *arg);
+/* hm_respond_error: send an error response carrying `error` (not HM_SUCCESS). */
+HM_EXPORT hm_return_t hm_respond_error(hm_handle_t *handle, hm_return_t error, hm_cb_t cb,
+                                       void *arg);
+/*
+ * hm_cancel: complete the RPC in flight on `handle` with HM_CANCELED unless
+ * it already completed. Either way its callback runs exactly once.
+ */
+HM_EXPORT hm_return_t hm_cancel(hm_handle_t *handle);
+
+/*
+ * hm_call: forward and wait (progress + trigger on this thread) for the
+ * response, which is decoded into `out` (release with hm_free_output).
+ * `timeout_ms` 0 uses the context default. Other callbacks that come due
+ * meanwhile run too.
+ */
+HM_EXPORT hm_return_t hm_call(hm_handle_t *handle, const void *in, void *out,
+                              unsigned int timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HERMOD_CORE_H */

@@ -1,0 +1,301 @@
+/*
+ * NA dispatch: finds a plugin by URI scheme, allocates every NA object with
+ * the plugin's private state, keeps op state honest (each post completes
+ * once) and runs op callbacks after plugin progress.
+ */
+#include "na/na.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/compiler.h"
+#include "util/log.h"
+
+/* Private state follows the public struct, aligned for any type. */
+#define NA_PRIV_ALIGN 16u
+
+static size_t na_align(size_t n)
+{
+    return (n + NA_PRIV_ALIGN - 1) & ~(size_t)(NA_PRIV_ALIGN - 1);
+}
+
+/* Allocate `pub` bytes then `priv` bytes, zeroed; *priv_out points at the latter. */
+static void *na_alloc_with_priv(size_t pub, size_t priv, void **priv_out)
+{
+    size_t head = na_align(pub);
+    char *mem = aligned_alloc(NA_PRIV_ALIGN, na_align(head + priv));
+    if (mem == NULL)
+        return NULL;
+    memset(mem, 0, head + priv);
+    *priv_out = priv ? mem + head : NULL;
+    return mem;
+}
+
+/* The slots every plugin must fill; checked once when a class opens. */
+static bool na_ops_complete(const struct hm_na_ops *ops)
+{
+    return ops->name && ops->protocols && ops->class_open && ops->class_close &&
+           ops->context_open && ops->context_close && ops->addr_lookup && ops->addr_self &&
+           ops->addr_to_string && ops->addr_ref && ops->addr_unref && ops->msg_buf_alloc &&
+           ops->msg_buf_free && ops->msg_send && ops->msg_release && ops->mem_register &&
+           ops->mem_deregister && ops->mem_key_pack && ops->rkey_unpack &&
+           ops->rkey_release && ops->put && ops->get && ops->progress && ops->poll_fd &&
+           ops->poll_arm && ops->cancel;
+}
+
+static bool na_has_protocol(const struct hm_na_ops *ops, const char *proto, size_t len)
+{
+    for (const char *const *p = ops->protocols; *p; p++)
+        if (strlen(*p) == len && memcmp(*p, proto, len) == 0)
+            return true;
+    return false;
+}
+
+/* Split "ucx+tcp://rest" into plugin, protocol and rest; find the plugin. */
+static hm_return_t na_parse_uri(const char *uri, const struct hm_na_ops **ops_out,
+                                const char **proto_out, size_t *proto_len_out,
+                                const char **rest_out)
+{
+    const char *plus = strchr(uri, '+');
+    const char *sep = strstr(uri, "://");
+    if (plus == NULL || sep == NULL || plus > sep) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
+                "na: malformed URI \"%s\" (expected plugin+protocol://address)", uri);
+        return HM_INVALID_ARG;
+    }
+    size_t name_len = (size_t)(plus - uri);
+    for (const struct hm_na_ops *const *p = hm_na_plugins; *p; p++) {
+        if (strlen((*p)->name) != name_len || memcmp((*p)->name, uri, name_len) != 0)
+            continue;
+        *ops_out = *p;
+        *proto_out = plus + 1;
+        *proto_len_out = (size_t)(sep - plus - 1);
+        *rest_out = sep + 3;
+        return HM_SUCCESS;
+    }
+    hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "na: plugin \"%.*s\" of URI \"%s\" is not built in",
+            (int)name_len, uri, uri);
+    return HM_NOT_SUPPORTED;
+}
+
+hm_return_t hm_na_class_open(const char *uri, hm_na_class_t **cls_out)
+{
+    const struct hm_na_ops *ops;
+    const char *proto, *rest;
+    size_t proto_len;
+    hm_return_t ret = na_parse_uri(uri, &ops, &proto, &proto_len, &rest);
+    if (ret != HM_SUCCESS)
+        return ret;
+    if (!na_ops_complete(ops)) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "na: plugin %s lacks mandatory ops", ops->name);
+        return HM_FAULT;
+    }
+    if (!na_has_protocol(ops, proto, proto_len)) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "na: %s: no protocol \"%.*s\"", ops->name,
+                (int)proto_len, proto);
+        return HM_NOT_SUPPORTED;
+    }
+    void *priv;
+    hm_na_class_t *cls = na_alloc_with_priv(sizeof(*cls), ops->class_size, &priv);
+    if (cls == NULL)
+        return HM_NOMEM;
+    cls->c_ops = *ops;
+    cls->c_priv = priv;
+    snprintf(cls->c_protocol, sizeof(cls->c_protocol), "%s+%.*s", ops->name,
+             (int)proto_len, proto);
+    char proto_z[32];
+    snprintf(proto_z, sizeof(proto_z), "%.*s", (int)proto_len, proto);
+    ret = ops->class_open(cls, proto_z, rest);
+    if (ret != HM_SUCCESS) {
+        free(cls);
+        return ret;
+    }
+    *cls_out = cls;
+    return HM_SUCCESS;
+}
+
+hm_return_t hm_na_class_close(hm_na_class_t *cls)
+{
+    if (cls->c_nctx != 0) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "na: %s: class closed with %u contexts open",
+                cls->c_protocol, cls->c_nctx);
+        return HM_BUSY;
+    }
+    cls->c_ops.class_close(cls);
+    free(cls);
+    return HM_SUCCESS;
+}
+
+hm_return_t hm_na_context_open(hm_na_class_t *cls, unsigned int index,
+                               hm_na_recv_cb_t recv_cb, void *recv_arg,
+                               hm_na_fail_cb_t fail_cb, void *fail_arg,
+                               hm_na_context_t **ctx_out)
+{
+    void *priv;
+    hm_na_context_t *ctx = na_alloc_with_priv(sizeof(*ctx), cls->c_ops.context_size, &priv);
+    if (ctx == NULL)
+        return HM_NOMEM;
+    ctx->x_class = cls;
+    ctx->x_index = index;
+    ctx->x_recv_cb = recv_cb;
+    ctx->x_recv_arg = recv_arg;
+    ctx->x_fail_cb = fail_cb;
+    ctx->x_fail_arg = fail_arg;
+    ctx->x_priv = priv;
+    hmi_list_init(&ctx->x_done);
+    hm_return_t ret = cls->c_ops.context_open(ctx);
+    if (ret != HM_SUCCESS) {
+        free(ctx);
+        return ret;
+    }
+    cls->c_nctx++;
+    *ctx_out = ctx;
+    return HM_SUCCESS;
+}
+
+/* Run the callbacks of completed ops. Callbacks may post again. */
+static int na_dispatch(hm_na_context_t *ctx)
+{
+    int count = 0;
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(&ctx->x_done)) != NULL) {
+        hm_na_op_t *op = hmi_container_of(link, hm_na_op_t, o_link);
+        op->o_state = HM_NA_OP_IDLE;
+        op->o_cb(op, op->o_status);
+        count++;
+    }
+    return count;
+}
+
+void hm_na_context_close(hm_na_context_t *ctx)
+{
+    hm_na_class_t *cls = ctx->x_class;
+    cls->c_ops.context_close(ctx);
+    na_dispatch(ctx);
+    cls->c_nctx--;
+    free(ctx);
+}
+
+hm_na_op_t *hm_na_op_create(hm_na_class_t *cls)
+{
+    void *priv;
+    hm_na_op_t *op = na_alloc_with_priv(sizeof(*op), cls->c_ops.op_size, &priv);
+    if (op == NULL)
+        return NULL;
+    op->o_priv = priv;
+    hmi_list_init(&op->o_link);
+    return op;
+}
+
+void hm_na_op_destroy(hm_na_op_t *op)
+{
+    free(op);
+}
+
+hm_return_t hm_na_mem_register(hm_na_class_t *cls, void *base, size_t len,
+                               unsigned int access, hm_na_mem_t **mem_out)
+{
+    void *priv;
+    hm_na_mem_t *mem = na_alloc_with_priv(sizeof(*mem), cls->c_ops.mem_size, &priv);
+    if (mem == NULL)
+        return HM_NOMEM;
+    mem->m_class = cls;
+    mem->m_base = base;
+    mem->m_len = len;
+    mem->m_access = access;
+    mem->m_priv = priv;
+    hm_return_t ret = cls->c_ops.mem_register(cls, mem);
+    if (ret != HM_SUCCESS) {
+        free(mem);
+        return ret;
+    }
+    *mem_out = mem;
+    return HM_SUCCESS;
+}
+
+void hm_na_mem_deregister(hm_na_mem_t *mem)
+{
+    mem->m_class->c_ops.mem_deregister(mem->m_class, mem);
+    free(mem);
+}
+
+int hm_na_progress(hm_na_context_t *ctx)
+{
+    int events = ctx->x_class->c_ops.progress(ctx);
+    return events + na_dispatch(ctx);
+}
+
+void hm_na_op_complete(hm_na_op_t *op, hm_return_t status)
+{
+    if (hmi_unlikely(op->o_state != HM_NA_OP_POSTED)) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "na: op %p completed twice (state %u), ignored",
+                (void *)op, op->o_state);
+        return;
+    }
+    op->o_state = HM_NA_OP_COMPLETED;
+    op->o_status = status;
+    hmi_list_push_back(&op->o_ctx->x_done, &op->o_link);
+}
+
+/* Mark `op` posted on `ctx`; refuse an op that is still in flight. */
+static hm_return_t na_op_begin(hm_na_context_t *ctx, hm_na_op_t *op)
+{
+    if (hmi_unlikely(op->o_state != HM_NA_OP_IDLE || op->o_cb == NULL))
+        return HM_BUSY;
+    op->o_ctx = ctx;
+    op->o_state = HM_NA_OP_POSTED;
+    return HM_SUCCESS;
+}
+
+/* A post failed: the op never completes, so it is idle again. */
+static hm_return_t na_op_end(hm_na_op_t *op, hm_return_t ret)
+{
+    if (ret != HM_SUCCESS && op->o_state == HM_NA_OP_POSTED)
+        op->o_state = HM_NA_OP_IDLE;
+    return ret;
+}
+
+hm_return_t hm_na_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
+                           size_t len, void *desc, hm_na_op_t *op)
+{
+    if (hmi_unlikely(len > ctx->x_class->c_eager_limit))
+        return HM_MSGSIZE;
+    hm_return_t ret = na_op_begin(ctx, op);
+    if (ret != HM_SUCCESS)
+        return ret;
+    return na_op_end(op, ctx->x_class->c_ops.msg_send(ctx, dest, buf, len, desc, op));
+}
+
+hm_return_t hm_na_put(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
+                      size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
+                      size_t len)
+{
+    if (local_off > local->m_len || len > local->m_len - local_off)
+        return HM_INVALID_ARG;
+    hm_return_t ret = na_op_begin(ctx, op);
+    if (ret != HM_SUCCESS)
+        return ret;
+    return na_op_end(op, ctx->x_class->c_ops.put(ctx, op, local, local_off, peer, rkey,
+                                                 remote_off, len));
+}
+
+hm_return_t hm_na_get(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
+                      size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
+                      size_t len)
+{
+    if (local_off > local->m_len || len > local->m_len - local_off)
+        return HM_INVALID_ARG;
+    hm_return_t ret = na_op_begin(ctx, op);
+    if (ret != HM_SUCCESS)
+        return ret;
+    return na_op_end(op, ctx->x_class->c_ops.get(ctx, op, local, local_off, peer, rkey,
+                                                 remote_off, len));
+}
+
+hm_return_t hm_na_cancel(hm_na_op_t *op)
+{
+    if (op->o_state != HM_NA_OP_POSTED)
+        return HM_NOENTRY;
+    return op->o_ctx->x_class->c_ops.cancel(op->o_ctx, op);
+}

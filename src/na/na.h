@@ -1,0 +1,309 @@
+/*
+ * NA: the network abstraction. The contract between the core and a plugin.
+ *
+ * A plugin is one `const struct hm_na_ops` table (see the end of
+ * src/na/ucx/ucx_plugin.c), listed in src/na/na_registry.c under its build
+ * flag. It offers three things and nothing else:
+ *
+ *   1. Messages: send a buffer to an address; every message that arrives,
+ *      request or response alike, is handed to the context's receive callback
+ *      in place, with a release token. The plugin never looks inside.
+ *   2. Memory: register a region, pack its remote key, RMA put/get.
+ *   3. Progress: a non-blocking progress call, a file descriptor to block on,
+ *      and cancel.
+ *
+ * Objects. The NA layer (na.c) allocates every class, context, op and memory
+ * region together with the plugin's private state for it, sized by the
+ * *_size slots of the table, and hands the plugin a pointer to that state
+ * (hm_na_*_priv). Addresses are the plugin's own refcounted objects: the core
+ * only holds pointers and calls addr_ref / addr_unref. An address is
+ * canonical per peer and context: a lookup of a peer and the messages that
+ * peer sends give the same object, so the core compares pointers.
+ *
+ * Completion. Every posted operation completes exactly once, by the plugin
+ * calling hm_na_op_complete(op, status), which only queues the op on its
+ * context (no callback runs inside the plugin). hm_na_progress() then runs
+ * the queued ops' callbacks. A post that returns an error never completes.
+ * After completing an op the plugin never touches it or its buffers again.
+ *
+ * Back-pressure. A send or RMA the transport cannot take now (queue full,
+ * EAGAIN) is queued inside the plugin and retried from progress; it is never
+ * an error to the caller.
+ *
+ * Threads. A context is progressed by one thread at a time, and every call on
+ * a context comes from the thread progressing it. Class-level calls
+ * (mem_register, msg_buf_alloc, ...) may come from any thread.
+ */
+#ifndef HM_NA_H
+#define HM_NA_H
+
+#include <stdalign.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hermod/types.h>
+
+#include "util/list.h"
+
+typedef struct hm_na_class hm_na_class_t;
+typedef struct hm_na_context hm_na_context_t;
+typedef struct hm_na_addr hm_na_addr_t; /* defined by each plugin */
+typedef struct hm_na_op hm_na_op_t;
+typedef struct hm_na_mem hm_na_mem_t;
+
+/* Access a memory region grants to remote peers. */
+enum hm_na_access {
+    HM_NA_ACCESS_READ = 1u << 0,  /* peers may get from it */
+    HM_NA_ACCESS_WRITE = 1u << 1, /* peers may put into it */
+};
+
+/* Completion callback of an op; runs from hm_na_progress, never nested. */
+typedef void (*hm_na_op_cb_t)(hm_na_op_t *op, hm_return_t status);
+
+/*
+ * Receive callback: a message of `len` bytes at `buf` came from `source`.
+ * Runs from inside progress. `buf` stays valid (and 8-byte aligned) until the
+ * core calls hm_na_msg_release(ctx, token); `source` is valid during the call
+ * only (addr_ref it to keep it). The callback may post sends.
+ */
+typedef void (*hm_na_recv_cb_t)(void *arg, hm_na_addr_t *source, void *buf, size_t len,
+                                uintptr_t token);
+
+/*
+ * Peer-failure callback: `peer` is dead or unreachable. Runs from inside
+ * progress, once per address. Ops posted to it have been (or are being)
+ * completed with an error; new posts to it fail with HM_UNREACHABLE.
+ */
+typedef void (*hm_na_fail_cb_t)(void *arg, hm_na_addr_t *peer);
+
+/* An operation in flight. The NA layer allocates it with the plugin's part. */
+struct hm_na_op {
+    hm_na_op_cb_t o_cb;      /* set by the caller before posting */
+    void *o_arg;             /* caller's, untouched by NA */
+    hm_na_context_t *o_ctx;  /* set at post */
+    hm_return_t o_status;    /* set by hm_na_op_complete */
+    uint32_t o_state;        /* HM_NA_OP_IDLE / POSTED / COMPLETED */
+    struct hmi_list o_link;  /* queue of completed ops; plugin may not use it */
+    void *o_priv;            /* ops->op_size bytes for the plugin */
+};
+
+enum hm_na_op_state {
+    HM_NA_OP_IDLE = 0,
+    HM_NA_OP_POSTED = 1,
+    HM_NA_OP_COMPLETED = 2, /* queued, callback not run yet */
+};
+
+/* A registered memory region. */
+struct hm_na_mem {
+    hm_na_class_t *m_class;
+    void *m_base;
+    size_t m_len;
+    unsigned int m_access; /* hm_na_access bits */
+    void *m_priv;          /* ops->mem_size bytes for the plugin */
+};
+
+struct hm_na_ops {
+    /* URI scheme before '+', e.g. "ucx", and the protocols after it. */
+    const char *name;
+    const char *const *protocols; /* NULL-terminated, e.g. {"tcp", "shm", NULL} */
+
+    /* Sizes of the plugin's private state the NA layer allocates. */
+    size_t class_size;
+    size_t context_size;
+    size_t op_size;
+    size_t mem_size;
+
+    /*
+     * class_open: open `protocol`, listening where `listen` says (the URI
+     * after "://", may be ""). Must set cls->c_eager_limit (largest message,
+     * header included). Blocks. Returns HM_NOT_SUPPORTED, with an error log
+     * line carrying the library's reason, when the protocol cannot open here.
+     * On error the plugin has released everything it took.
+     */
+    hm_return_t (*class_open)(hm_na_class_t *cls, const char *protocol, const char *listen);
+    /* class_close: every context and memory region is gone already. */
+    void (*class_close)(hm_na_class_t *cls);
+
+    /* context_open: a progress context (x_index is set). Blocks. */
+    hm_return_t (*context_open)(hm_na_context_t *ctx);
+    /*
+     * context_close: completes every op still posted with HM_CANCELED (they
+     * are dispatched before the context is freed) and releases addresses the
+     * plugin still holds for this context. Blocks briefly; never calls back
+     * into the receive callback.
+     */
+    void (*context_close)(hm_na_context_t *ctx);
+
+    /*
+     * addr_lookup: an address for the plugin URI `uri` ("ucx+tcp://h:p"),
+     * one reference. May block while connecting. HM_INVALID_ARG for a URI
+     * the plugin cannot parse, HM_UNREACHABLE if the peer cannot be reached.
+     */
+    hm_return_t (*addr_lookup)(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **addr_out);
+    /* addr_self: the context's own address, one reference. */
+    hm_return_t (*addr_self)(hm_na_context_t *ctx, hm_na_addr_t **addr_out);
+    /*
+     * addr_to_string: the full URI a peer passes to addr_lookup. `*size` is
+     * the buffer size in, the length with NUL out; HM_MSGSIZE if too small.
+     */
+    hm_return_t (*addr_to_string)(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
+                                  size_t *size);
+    void (*addr_ref)(hm_na_addr_t *addr);
+    /* addr_unref: may run from the thread progressing the address's context only. */
+    void (*addr_unref)(hm_na_addr_t *addr);
+
+    /*
+     * msg_buf_alloc / msg_buf_free: memory for messages, registered if the
+     * transport needs it; `*desc` is passed back to msg_send. Any thread.
+     */
+    void *(*msg_buf_alloc)(hm_na_class_t *cls, size_t size, void **desc_out);
+    void (*msg_buf_free)(hm_na_class_t *cls, void *buf, void *desc);
+    /*
+     * msg_send: send `len` bytes (<= c_eager_limit) from a msg_buf_alloc
+     * buffer. The buffer must stay untouched until `op` completes. Returns
+     * HM_UNREACHABLE for a dead peer, HM_MSGSIZE past the eager limit.
+     */
+    hm_return_t (*msg_send)(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
+                            size_t len, void *desc, hm_na_op_t *op);
+    /* msg_release: give back a received buffer (token from the receive callback). */
+    void (*msg_release)(hm_na_context_t *ctx, uintptr_t token);
+
+    /* mem_register: register mem->m_base/m_len for m_access. Any thread. */
+    hm_return_t (*mem_register)(hm_na_class_t *cls, hm_na_mem_t *mem);
+    void (*mem_deregister)(hm_na_class_t *cls, hm_na_mem_t *mem);
+    /*
+     * mem_key_pack: serialize what a peer needs to reach `mem` (base address
+     * included) into `buf`; `*size` in/out as for addr_to_string.
+     */
+    hm_return_t (*mem_key_pack)(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf, size_t *size);
+    /*
+     * rkey_unpack: turn a packed key from `peer` into a handle for put/get
+     * on `ctx`. HM_PROTOCOL_ERROR for a key that does not parse.
+     */
+    hm_return_t (*rkey_unpack)(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
+                               size_t key_len, void **rkey_out);
+    void (*rkey_release)(hm_na_context_t *ctx, void *rkey);
+    /*
+     * put / get: move `len` bytes between `local` at `local_off` and the
+     * peer's region at `remote_off` (offsets from the start of each region;
+     * the caller has checked both ranges). The local region must stay
+     * registered until `op` completes.
+     */
+    hm_return_t (*put)(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
+                       size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
+                       size_t len);
+    hm_return_t (*get)(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
+                       size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
+                       size_t len);
+
+    /*
+     * progress: drive the transport without blocking; deliver messages and
+     * complete ops. Returns the number of events handled (0: nothing).
+     */
+    int (*progress)(hm_na_context_t *ctx);
+    /* poll_fd: readable when progress has work; -1 if the plugin has none. */
+    int (*poll_fd)(hm_na_context_t *ctx);
+    /*
+     * poll_arm: prepare to block on poll_fd. HM_SUCCESS: safe to block;
+     * HM_AGAIN: work is pending, call progress instead.
+     */
+    hm_return_t (*poll_arm)(hm_na_context_t *ctx);
+    /*
+     * cancel: ask to abort a posted op. HM_SUCCESS: it will complete with
+     * HM_CANCELED (possibly only once the transport has let go of its
+     * buffers). HM_NOENTRY: it had already completed; its status stands.
+     */
+    hm_return_t (*cancel)(hm_na_context_t *ctx, hm_na_op_t *op);
+};
+
+struct hm_na_class {
+    struct hm_na_ops c_ops;   /* by value: one less indirection per call */
+    char c_protocol[32];      /* "ucx+tcp" */
+    size_t c_eager_limit;     /* set by class_open */
+    unsigned int c_nctx;      /* contexts open */
+    void *c_priv;             /* ops->class_size bytes */
+};
+
+struct hm_na_context {
+    hm_na_class_t *x_class;
+    unsigned int x_index;       /* context index within the class */
+    hm_na_recv_cb_t x_recv_cb;
+    void *x_recv_arg;
+    hm_na_fail_cb_t x_fail_cb;
+    void *x_fail_arg;
+    struct hmi_list x_done;     /* completed ops whose callbacks have not run */
+    void *x_priv;               /* ops->context_size bytes */
+};
+
+/* ---- Used by the core ---------------------------------------------------- */
+
+/* Open the plugin and protocol named by `uri` ("ucx+tcp://127.0.0.1:0"). */
+hm_return_t hm_na_class_open(const char *uri, hm_na_class_t **cls_out);
+/* HM_BUSY while contexts are open. */
+hm_return_t hm_na_class_close(hm_na_class_t *cls);
+hm_return_t hm_na_context_open(hm_na_class_t *cls, unsigned int index,
+                               hm_na_recv_cb_t recv_cb, void *recv_arg,
+                               hm_na_fail_cb_t fail_cb, void *fail_arg,
+                               hm_na_context_t **ctx_out);
+/* Closes the plugin context and runs the callbacks of every op it completed. */
+void hm_na_context_close(hm_na_context_t *ctx);
+
+/* An op with room for the plugin's part; reusable after it completes. */
+hm_na_op_t *hm_na_op_create(hm_na_class_t *cls);
+void hm_na_op_destroy(hm_na_op_t *op);
+
+/* Register / deregister memory: one hm_na_mem_t, freed by deregister. */
+hm_return_t hm_na_mem_register(hm_na_class_t *cls, void *base, size_t len,
+                               unsigned int access, hm_na_mem_t **mem_out);
+void hm_na_mem_deregister(hm_na_mem_t *mem);
+
+/* Progress once: plugin progress, then the callbacks of completed ops. */
+int hm_na_progress(hm_na_context_t *ctx);
+
+/* Thin wrappers that check and set op state, then call the plugin. */
+hm_return_t hm_na_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
+                           size_t len, void *desc, hm_na_op_t *op);
+hm_return_t hm_na_put(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
+                      size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
+                      size_t len);
+hm_return_t hm_na_get(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
+                      size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
+                      size_t len);
+hm_return_t hm_na_cancel(hm_na_op_t *op);
+
+static inline void hm_na_msg_release(hm_na_context_t *ctx, uintptr_t token)
+{
+    ctx->x_class->c_ops.msg_release(ctx, token);
+}
+
+/* ---- Used by plugins ----------------------------------------------------- */
+
+static inline void *hm_na_class_priv(const hm_na_class_t *cls) { return cls->c_priv; }
+static inline void *hm_na_context_priv(const hm_na_context_t *ctx) { return ctx->x_priv; }
+static inline void *hm_na_op_priv(const hm_na_op_t *op) { return op->o_priv; }
+static inline void *hm_na_mem_priv(const hm_na_mem_t *mem) { return mem->m_priv; }
+
+/* Complete `op` with `status`: queue it for dispatch. Exactly once per post. */
+void hm_na_op_complete(hm_na_op_t *op, hm_return_t status);
+
+/* Hand a received message to the core (runs the receive callback). */
+static inline void hm_na_deliver(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf,
+                                 size_t len, uintptr_t token)
+{
+    ctx->x_recv_cb(ctx->x_recv_arg, source, buf, len, token);
+}
+
+/* Report a dead peer to the core. */
+static inline void hm_na_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer)
+{
+    if (ctx->x_fail_cb)
+        ctx->x_fail_cb(ctx->x_fail_arg, peer);
+}
+
+/* ---- Registry ------------------------------------------------------------ */
+
+/* The plugins compiled in, NULL-terminated (na_registry.c). */
+extern const struct hm_na_ops *const hm_na_plugins[];
+
+#endif /* HM_NA_H */

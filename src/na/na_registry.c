@@ -1,0 +1,28 @@
+/*
+ * The one list of NA plugins, each under its build flag. A new plugin adds
+ * its table here and nowhere else.
+ */
+#include "na/na.h"
+
+#ifdef HM_NA_UCX
+extern const struct hm_na_ops hm_na_ucx_ops;
+#endif
+#ifdef HM_NA_OFI
+extern const struct hm_na_ops hm_na_ofi_ops;
+#endif
+#ifdef HM_NA_VERBS
+extern const struct hm_na_ops hm_na_verbs_ops;
+#endif
+
+const struct hm_na_ops *const hm_na_plugins[] = {
+#ifdef HM_NA_UCX
+    &hm_na_ucx_ops,
+#endif
+#ifdef HM_NA_OFI
+    &hm_na_ofi_ops,
+#endif
+#ifdef HM_NA_VERBS
+    &hm_na_verbs_ops,
+#endif
+    NULL,
+};

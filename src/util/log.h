@@ -1,0 +1,51 @@
+/*
+ * Logging. Off by default; HM_LOG=error|warn|info|debug sets the level and
+ * HM_LOG_SUBSYS=na,core,... limits it to some subsystems (default: all).
+ * Lines go to stderr as "hm: <subsys>: <level>: <message>".
+ *
+ * Every error-level message is also kept in a thread-local buffer, logged or
+ * not, and returned by hm_error_detail(), so a caller can show the cause of
+ * the last failure without turning logging on.
+ */
+#ifndef HM_UTIL_LOG_H
+#define HM_UTIL_LOG_H
+
+#include <stdbool.h>
+
+typedef enum hmi_log_level {
+    HMI_LOG_NONE = 0,
+    HMI_LOG_ERROR = 1,
+    HMI_LOG_WARN = 2,
+    HMI_LOG_INFO = 3,
+    HMI_LOG_DEBUG = 4,
+} hmi_log_level_t;
+
+typedef enum hmi_log_subsys {
+    HMI_SUBSYS_UTIL = 0,
+    HMI_SUBSYS_NA,
+    HMI_SUBSYS_PROC,
+    HMI_SUBSYS_CORE,
+    HMI_SUBSYS_BULK,
+    HMI_SUBSYS_GROUP,
+    HMI_SUBSYS_COUNT
+} hmi_log_subsys_t;
+
+/*
+ * Per-subsystem level in force, read once from the environment on first use
+ * (hmi_log_init is idempotent and thread-safe). Tests may change it with
+ * hmi_log_set_level.
+ */
+extern hmi_log_level_t hmi_log_levels[HMI_SUBSYS_COUNT];
+void hmi_log_init(void);
+void hmi_log_set_level(hmi_log_subsys_t subsys, hmi_log_level_t level);
+
+static inline bool hmi_log_enabled(hmi_log_subsys_t subsys, hmi_log_level_t level)
+{
+    return hmi_log_levels[subsys] >= level;
+}
+
+/* Write one line if enabled; error lines are always kept for hm_error_detail. */
+void hmi_log(hmi_log_subsys_t subsys, hmi_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif
