@@ -1,0 +1,117 @@
+/* Classes: one transport, its registry of RPCs, and the list of protocols. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core_internal.h"
+#include "util/log.h"
+
+static hm_return_t class_apply_opts(hm_class_t *cls, const hm_class_opts_t *opts)
+{
+    if (opts == NULL)
+        return HM_SUCCESS;
+    if (opts->field_mask & HM_CLASS_OPT_CHECKSUM)
+        cls->k_checksum = opts->checksum;
+    if (opts->field_mask & HM_CLASS_OPT_EAGER_LIMIT) {
+        size_t limit = opts->eager_limit + HMI_WIRE_HEADER_SIZE;
+        if (opts->eager_limit == 0 || limit > cls->k_msg_limit) {
+            hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
+                    "core: eager limit %zu is outside 1..%zu for %s", opts->eager_limit,
+                    cls->k_msg_limit - HMI_WIRE_HEADER_SIZE, cls->k_na->c_protocol);
+            return HM_INVALID_ARG;
+        }
+        cls->k_msg_limit = limit;
+    }
+    return HM_SUCCESS;
+}
+
+hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
+                            hm_class_t **class_out)
+{
+    hmi_log_init();
+    if (uri == NULL || class_out == NULL)
+        return HM_INVALID_ARG;
+    hm_class_t *cls = calloc(1, sizeof(*cls));
+    if (cls == NULL)
+        return HM_NOMEM;
+    hm_return_t ret = hmi_hmap_init(&cls->k_rpcs, 64);
+    if (ret != HM_SUCCESS)
+        goto err_free;
+    ret = hm_na_class_open(uri, &cls->k_na);
+    if (ret != HM_SUCCESS)
+        goto err_registry;
+    cls->k_msg_limit = cls->k_na->c_eager_limit;
+    if (cls->k_msg_limit <= HMI_WIRE_HEADER_SIZE) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: %s eager limit %zu is too small",
+                uri, cls->k_msg_limit);
+        ret = HM_NOT_SUPPORTED;
+        goto err_na;
+    }
+    ret = class_apply_opts(cls, opts);
+    if (ret != HM_SUCCESS)
+        goto err_na;
+    *class_out = cls;
+    return HM_SUCCESS;
+
+err_na:
+    hm_na_class_close(cls->k_na);
+err_registry:
+    hmi_hmap_destroy(&cls->k_rpcs);
+err_free:
+    free(cls);
+    return ret;
+}
+
+hm_return_t hm_class_destroy(hm_class_t *cls)
+{
+    if (cls == NULL)
+        return HM_INVALID_ARG;
+    if (cls->k_nctx != 0) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
+                "core: class %s destroyed while %u contexts are alive",
+                cls->k_na->c_protocol, cls->k_nctx);
+        return HM_BUSY;
+    }
+    hm_return_t ret = hm_na_class_close(cls->k_na);
+    if (ret != HM_SUCCESS)
+        return ret;
+    hmi_registry_destroy(cls);
+    free(cls);
+    return HM_SUCCESS;
+}
+
+const char *hm_class_protocol(const hm_class_t *cls)
+{
+    return cls->k_na->c_protocol;
+}
+
+size_t hm_class_eager_limit(const hm_class_t *cls)
+{
+    return cls->k_msg_limit - HMI_WIRE_HEADER_SIZE;
+}
+
+/* "plugin+protocol" for every protocol of every plugin, built once. */
+static const char *protocol_names[64];
+static char protocol_storage[64][32];
+static pthread_once_t protocol_once = PTHREAD_ONCE_INIT;
+
+static void protocol_list_build(void)
+{
+    size_t n = 0;
+    for (const struct hm_na_ops *const *p = hm_na_plugins; *p; p++) {
+        for (const char *const *proto = (*p)->protocols; *proto && n < 63; proto++) {
+            snprintf(protocol_storage[n], sizeof(protocol_storage[n]), "%s+%s", (*p)->name,
+                     *proto);
+            protocol_names[n] = protocol_storage[n];
+            n++;
+        }
+    }
+    protocol_names[n] = NULL;
+}
+
+const char *const *hm_protocol_list(void)
+{
+    pthread_once(&protocol_once, protocol_list_build);
+    return protocol_names;
+}

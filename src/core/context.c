@@ -1,0 +1,298 @@
+/*
+ * Contexts: an NA context plus the pools that keep the RPC path free of
+ * malloc after warm-up (handles, send slots), the completion queue, the
+ * deadline heap and the counters.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/core_internal.h"
+#include "util/log.h"
+
+#define CTX_DEFAULT_POOL 64u
+#define CTX_DEFAULT_SPIN_US 50u
+
+/* ---- handle pool ----------------------------------------------------------- */
+
+/* Make one more handle, with a permanent slot in the cookie table. */
+static hm_handle_t *ctx_handle_new(hm_context_t *ctx)
+{
+    if (ctx->c_table_size == ctx->c_table_cap) {
+        uint32_t cap = ctx->c_table_cap ? ctx->c_table_cap * 2 : 64;
+        hm_handle_t **grown = realloc(ctx->c_table, cap * sizeof(*grown));
+        if (grown == NULL)
+            return NULL;
+        ctx->c_table = grown;
+        ctx->c_table_cap = cap;
+    }
+    hm_handle_t *handle = calloc(1, sizeof(*handle));
+    if (handle == NULL)
+        return NULL;
+    handle->h_ctx = ctx;
+    handle->h_slot = ctx->c_table_size;
+    hmi_list_init(&handle->h_link);
+    hmi_timer_init(&handle->h_timer);
+    ctx->c_table[ctx->c_table_size++] = handle;
+    return handle;
+}
+
+hm_handle_t *hmi_handle_get(hm_context_t *ctx)
+{
+    struct hmi_list *link = hmi_list_pop_front(&ctx->c_free_handles);
+    hm_handle_t *handle = link ? hmi_container_of(link, hm_handle_t, h_link)
+                               : ctx_handle_new(ctx);
+    if (handle == NULL) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: out of memory for a handle");
+        return NULL;
+    }
+    uint32_t slot = handle->h_slot, gen = handle->h_gen;
+    memset(handle, 0, sizeof(*handle));
+    handle->h_ctx = ctx;
+    handle->h_slot = slot;
+    handle->h_gen = gen;
+    handle->h_refs = 1;
+    hmi_list_init(&handle->h_link);
+    hmi_timer_init(&handle->h_timer);
+    ctx->c_handles_alive++;
+    return handle;
+}
+
+/* Return a handle whose last reference is gone. */
+void hmi_handle_put(hm_handle_t *handle)
+{
+    hm_context_t *ctx = handle->h_ctx;
+    hmi_handle_release_msg(handle);
+    if (handle->h_addr)
+        hm_addr_free(handle->h_addr);
+    handle->h_addr = NULL;
+    handle->h_gen++; /* stale cookies no longer match */
+    handle->h_state = HMI_H_IDLE;
+    ctx->c_handles_alive--;
+    hmi_list_push_front(&ctx->c_free_handles, &handle->h_link);
+}
+
+/* ---- send slots -------------------------------------------------------------- */
+
+static void ctx_send_done(hm_na_op_t *op, hm_return_t status);
+
+static struct hmi_send_slot *ctx_send_slot_new(hm_context_t *ctx)
+{
+    hm_na_class_t *na = ctx->c_class->k_na;
+    struct hmi_send_slot *slot = calloc(1, sizeof(*slot));
+    if (slot == NULL)
+        return NULL;
+    slot->s_ctx = ctx;
+    slot->s_op = hm_na_op_create(na);
+    if (slot->s_op == NULL)
+        goto err_free_slot;
+    slot->s_buf = na->c_ops.msg_buf_alloc(na, ctx->c_class->k_msg_limit, &slot->s_desc);
+    if (slot->s_buf == NULL)
+        goto err_free_op;
+    slot->s_op->o_cb = ctx_send_done;
+    slot->s_op->o_arg = slot;
+    hmi_list_init(&slot->s_link);
+    ctx->c_sends_total++;
+    return slot;
+
+err_free_op:
+    hm_na_op_destroy(slot->s_op);
+err_free_slot:
+    free(slot);
+    return NULL;
+}
+
+static void ctx_send_slot_free(struct hmi_send_slot *slot)
+{
+    hm_na_class_t *na = slot->s_ctx->c_class->k_na;
+    na->c_ops.msg_buf_free(na, slot->s_buf, slot->s_desc);
+    hm_na_op_destroy(slot->s_op);
+    slot->s_ctx->c_sends_total--;
+    free(slot);
+}
+
+struct hmi_send_slot *hmi_send_slot_get(hm_context_t *ctx)
+{
+    struct hmi_list *link = hmi_list_pop_front(&ctx->c_free_sends);
+    struct hmi_send_slot *slot = link ? hmi_container_of(link, struct hmi_send_slot, s_link)
+                                      : ctx_send_slot_new(ctx);
+    if (slot == NULL) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: out of memory for a send buffer");
+        return NULL;
+    }
+    slot->s_handle = NULL;
+    slot->s_cookie = 0;
+    ctx->c_sends_busy++;
+    return slot;
+}
+
+void hmi_send_slot_put(struct hmi_send_slot *slot)
+{
+    slot->s_ctx->c_sends_busy--;
+    hmi_list_push_front(&slot->s_ctx->c_free_sends, &slot->s_link);
+}
+
+/* NA completion of a send: route it by what the slot carried. */
+static void ctx_send_done(hm_na_op_t *op, hm_return_t status)
+{
+    struct hmi_send_slot *slot = op->o_arg;
+    hm_context_t *ctx = slot->s_ctx;
+    enum hmi_send_kind kind = slot->s_kind;
+    hm_handle_t *handle = slot->s_handle;
+    uint64_t cookie = slot->s_cookie;
+    hmi_send_slot_put(slot);
+    if (status != HM_SUCCESS && status != HM_CANCELED)
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG, "core: send failed: %s", hm_strerror(status));
+    if (kind == HMI_SEND_REQUEST)
+        hmi_forward_send_done(ctx, cookie, status);
+    else if (kind == HMI_SEND_RESPONSE)
+        hmi_respond_send_done(handle, status);
+}
+
+/* ---- completion queue ------------------------------------------------------------ */
+
+void hmi_comp_enqueue(hm_handle_t *handle, enum hmi_comp_kind kind)
+{
+    handle->h_comp = kind;
+    hmi_list_push_back(&handle->h_ctx->c_comp, &handle->h_link);
+}
+
+/* ---- create / destroy ---------------------------------------------------------------- */
+
+static hm_progress_mode_t ctx_mode_from_env(hm_progress_mode_t mode)
+{
+    const char *env = getenv("HM_PROGRESS");
+    if (env == NULL)
+        return mode;
+    if (strcasecmp(env, "busy") == 0)
+        return HM_PROGRESS_BUSY;
+    if (strcasecmp(env, "wait") == 0)
+        return HM_PROGRESS_WAIT;
+    if (strcasecmp(env, "default") == 0)
+        return HM_PROGRESS_DEFAULT;
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "core: HM_PROGRESS=%s ignored (busy|wait|default)",
+            env);
+    return mode;
+}
+
+static void ctx_apply_opts(hm_context_t *ctx, const hm_context_opts_t *opts,
+                           uint32_t *pool_size)
+{
+    uint64_t mask = opts ? opts->field_mask : 0;
+    ctx->c_mode = (mask & HM_CONTEXT_OPT_PROGRESS_MODE) ? opts->progress_mode
+                                                        : HM_PROGRESS_DEFAULT;
+    ctx->c_mode = ctx_mode_from_env(ctx->c_mode);
+    ctx->c_timeout_ms = (mask & HM_CONTEXT_OPT_TIMEOUT) ? opts->timeout_ms : 0;
+    ctx->c_spin_us = (mask & HM_CONTEXT_OPT_SPIN_US) ? opts->spin_us : CTX_DEFAULT_SPIN_US;
+    *pool_size = (mask & HM_CONTEXT_OPT_POOL_SIZE) ? opts->pool_size : CTX_DEFAULT_POOL;
+}
+
+/* Fill the pools up front so the first RPCs do not allocate either. */
+static hm_return_t ctx_prefill(hm_context_t *ctx, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        hm_handle_t *handle = ctx_handle_new(ctx);
+        if (handle == NULL)
+            return HM_NOMEM;
+        hmi_list_push_back(&ctx->c_free_handles, &handle->h_link);
+        struct hmi_send_slot *slot = ctx_send_slot_new(ctx);
+        if (slot == NULL)
+            return HM_NOMEM;
+        hmi_list_push_back(&ctx->c_free_sends, &slot->s_link);
+    }
+    return HM_SUCCESS;
+}
+
+static void ctx_free_pools(hm_context_t *ctx)
+{
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(&ctx->c_free_sends)) != NULL)
+        ctx_send_slot_free(hmi_container_of(link, struct hmi_send_slot, s_link));
+    for (uint32_t i = 0; i < ctx->c_table_size; i++)
+        free(ctx->c_table[i]);
+    free(ctx->c_table);
+    ctx->c_table = NULL;
+    ctx->c_table_size = ctx->c_table_cap = 0;
+}
+
+hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
+                              hm_context_t **ctx_out)
+{
+    if (cls == NULL || ctx_out == NULL)
+        return HM_INVALID_ARG;
+    if (cls->k_next_ctx >= HMI_CTX_MAX)
+        return HM_NOT_SUPPORTED;
+    hm_context_t *ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL)
+        return HM_NOMEM;
+    uint32_t pool_size;
+    ctx->c_class = cls;
+    ctx->c_index = (uint16_t)cls->k_next_ctx;
+    ctx_apply_opts(ctx, opts, &pool_size);
+    hmi_list_init(&ctx->c_comp);
+    hmi_list_init(&ctx->c_free_handles);
+    hmi_list_init(&ctx->c_free_sends);
+    hm_return_t ret = hmi_hmap_init(&ctx->c_addr_cache, 64);
+    if (ret != HM_SUCCESS)
+        goto err_free;
+    ret = hmi_timer_heap_init(&ctx->c_timers, pool_size);
+    if (ret != HM_SUCCESS)
+        goto err_cache;
+    ret = hm_na_context_open(cls->k_na, ctx->c_index, hmi_recv_cb, ctx, hmi_peer_fail_cb,
+                             ctx, &ctx->c_na);
+    if (ret != HM_SUCCESS)
+        goto err_timers;
+    ret = ctx_prefill(ctx, pool_size);
+    if (ret != HM_SUCCESS)
+        goto err_na;
+    cls->k_next_ctx++;
+    cls->k_nctx++;
+    *ctx_out = ctx;
+    return HM_SUCCESS;
+
+err_na:
+    hm_na_context_close(ctx->c_na);
+    ctx_free_pools(ctx);
+err_timers:
+    hmi_timer_heap_destroy(&ctx->c_timers);
+err_cache:
+    hmi_hmap_destroy(&ctx->c_addr_cache);
+err_free:
+    free(ctx);
+    return ret;
+}
+
+hm_return_t hm_context_destroy(hm_context_t *ctx)
+{
+    if (ctx == NULL)
+        return HM_INVALID_ARG;
+    if (ctx->c_handles_alive != 0 || !hmi_list_empty(&ctx->c_comp)) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
+                "core: context %u destroyed with %u handles alive%s", ctx->c_index,
+                ctx->c_handles_alive,
+                hmi_list_empty(&ctx->c_comp) ? "" : " and callbacks not triggered");
+        return HM_BUSY;
+    }
+    hmi_addr_cache_clear(ctx);
+    /* Sends still in flight complete (canceled) here and return their slots. */
+    hm_na_context_close(ctx->c_na);
+    ctx_free_pools(ctx);
+    hmi_timer_heap_destroy(&ctx->c_timers);
+    hmi_hmap_destroy(&ctx->c_addr_cache);
+    ctx->c_class->k_nctx--;
+    free(ctx);
+    return HM_SUCCESS;
+}
+
+hm_class_t *hm_context_class(const hm_context_t *ctx)
+{
+    return ctx->c_class;
+}
+
+hm_return_t hm_context_stats(const hm_context_t *ctx, hm_stats_t *stats)
+{
+    if (ctx == NULL || stats == NULL)
+        return HM_INVALID_ARG;
+    *stats = ctx->c_stats;
+    return HM_SUCCESS;
+}

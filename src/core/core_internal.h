@@ -1,0 +1,206 @@
+/*
+ * Core internals shared by the files of src/core. Nothing here is public.
+ *
+ * Ownership in one place:
+ *  - a class owns its NA class and its registry of RPCs;
+ *  - a context owns its NA context, its handle pool, its send slots, its
+ *    address cache and its timer heap;
+ *  - a handle holds one reference to its address; the user holds references
+ *    to the handle, and so does every RPC or response in flight on it;
+ *  - a send slot (message buffer + NA op) belongs to the context's pool and
+ *    is lent to one outgoing message until its NA op completes, so a handle
+ *    never waits for its previous send to reuse itself.
+ */
+#ifndef HM_CORE_INTERNAL_H
+#define HM_CORE_INTERNAL_H
+
+#include <hermod/core.h>
+
+#include "core/timer.h"
+#include "core/wire.h"
+#include "na/na.h"
+#include "util/hmap.h"
+#include "util/list.h"
+
+#define HMI_CTX_MAX 65535u
+
+struct hmi_rpc_info {
+    hm_id_t r_id;
+    char *r_name;
+    hm_proc_cb_t r_in_proc;
+    hm_proc_cb_t r_out_proc;
+    hm_rpc_handler_t r_handler;
+    void *r_data;
+    void (*r_data_free)(void *data);
+    bool r_no_response;
+};
+
+struct hm_class {
+    hm_na_class_t *k_na;
+    struct hmi_hmap k_rpcs;   /* hm_id_t -> struct hmi_rpc_info */
+    size_t k_msg_limit;       /* largest message, header included */
+    bool k_checksum;
+    unsigned int k_nctx;      /* contexts alive */
+    unsigned int k_next_ctx;  /* index of the next context */
+};
+
+struct hm_addr {
+    hm_context_t *a_ctx;
+    hm_na_addr_t *a_na;      /* one reference */
+    uint16_t a_ctx_index;    /* context of the peer this address targets */
+    uint32_t a_refs;
+};
+
+/* Send slot: a message buffer and the NA op that carries it. */
+enum hmi_send_kind { HMI_SEND_REQUEST, HMI_SEND_RESPONSE, HMI_SEND_RAW };
+
+struct hmi_send_slot {
+    hm_context_t *s_ctx;
+    hm_na_op_t *s_op;
+    void *s_buf;
+    void *s_desc;
+    struct hmi_list s_link;   /* free list while idle */
+    enum hmi_send_kind s_kind;
+    hm_handle_t *s_handle;    /* responses: the handle (one ref) */
+    uint64_t s_cookie;        /* requests: to report a failed send */
+};
+
+/* What a handle is queued for in the completion queue. */
+enum hmi_comp_kind {
+    HMI_COMP_NONE = 0,
+    HMI_COMP_FORWARD,  /* client: the RPC completed, run the forward callback */
+    HMI_COMP_REQUEST,  /* server: a request arrived, run the handler */
+    HMI_COMP_RESPOND,  /* server: the response left, run the respond callback */
+};
+
+enum hmi_handle_state {
+    HMI_H_IDLE = 0,     /* client: ready to forward */
+    HMI_H_WAITING,      /* client: request sent or sending, no outcome yet */
+    HMI_H_DONE,         /* client: outcome known, callback queued or run */
+    HMI_H_RECEIVED,     /* server: request delivered, not responded */
+    HMI_H_RESPONDING,   /* server: response posted */
+    HMI_H_RESPONDED,    /* server: response left (or was not needed) */
+};
+
+/* A received message kept in place until its owner frees it. */
+struct hmi_recv_msg {
+    void *m_buf;        /* the whole message, header first */
+    size_t m_len;
+    uintptr_t m_token;
+    bool m_held;
+};
+
+struct hm_handle {
+    hm_context_t *h_ctx;
+    hm_addr_t *h_addr;               /* one reference; NULL when unset */
+    struct hmi_rpc_info *h_rpc;      /* NULL if the id is not registered here */
+    hm_id_t h_id;
+    uint32_t h_refs;
+    uint32_t h_slot;                 /* index in the context's handle table */
+    uint32_t h_gen;                  /* bumped per forward; cookie = gen:slot */
+    enum hmi_handle_state h_state;
+    bool h_server;
+
+    struct hmi_recv_msg h_msg;       /* response (client) or request (server) */
+    bool h_decoded;                  /* get_input/get_output ran on h_msg */
+
+    /* client */
+    hm_cb_t h_cb;
+    void *h_cb_arg;
+    hm_return_t h_ret;
+    struct hmi_timer h_timer;
+
+    /* server */
+    uint64_t h_peer_cookie;
+    uint64_t h_deadline_ns;          /* 0: none */
+    bool h_no_response;
+    hm_cb_t h_resp_cb;
+    void *h_resp_arg;
+    hm_return_t h_resp_ret;
+
+    enum hmi_comp_kind h_comp;
+    struct hmi_list h_link;          /* completion queue, or pool free list */
+};
+
+struct hm_context {
+    hm_class_t *c_class;
+    hm_na_context_t *c_na;
+    uint16_t c_index;
+    hm_progress_mode_t c_mode;
+    uint32_t c_timeout_ms;
+    uint32_t c_spin_us;
+
+    struct hmi_list c_comp;           /* handles with a callback due */
+    struct hmi_list c_free_handles;
+    hm_handle_t **c_table;            /* slot -> handle, for cookies */
+    uint32_t c_table_size;
+    uint32_t c_table_cap;
+    uint32_t c_handles_alive;         /* handed out of the pool */
+
+    struct hmi_list c_free_sends;
+    uint32_t c_sends_total;
+    uint32_t c_sends_busy;
+
+    struct hmi_hmap c_addr_cache;     /* (na addr, ctx index) -> hm_addr_t */
+    struct hmi_timer_heap c_timers;
+    hm_stats_t c_stats;
+};
+
+/* class / registry */
+struct hmi_rpc_info *hmi_registry_find(hm_class_t *cls, hm_id_t id);
+void hmi_registry_destroy(hm_class_t *cls);
+
+/* context.c: pools */
+hm_handle_t *hmi_handle_get(hm_context_t *ctx);
+void hmi_handle_put(hm_handle_t *handle);
+struct hmi_send_slot *hmi_send_slot_get(hm_context_t *ctx);
+void hmi_send_slot_put(struct hmi_send_slot *slot);
+void hmi_comp_enqueue(hm_handle_t *handle, enum hmi_comp_kind kind);
+
+/* addr.c */
+hm_addr_t *hmi_addr_create(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index);
+hm_addr_t *hmi_addr_cached(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index);
+void hmi_addr_cache_drop(hm_context_t *ctx, hm_na_addr_t *na);
+void hmi_addr_cache_clear(hm_context_t *ctx);
+
+/* handle.c */
+void hmi_handle_release_msg(hm_handle_t *handle);
+void hmi_handle_set_msg(hm_handle_t *handle, void *buf, size_t len, uintptr_t token);
+void *hmi_handle_payload(const hm_handle_t *handle, size_t *len_out);
+hm_return_t hmi_handle_decode(hm_handle_t *handle, hm_proc_cb_t proc, void *data);
+hm_return_t hmi_handle_free_decoded(hm_handle_t *handle, hm_proc_cb_t proc, void *data);
+
+/* send.c */
+hm_return_t hmi_send_encode(struct hmi_send_slot *slot, const struct hmi_wire_header *hdr,
+                            hm_proc_cb_t proc, const void *data, size_t *len_out);
+hm_return_t hmi_send_post(struct hmi_send_slot *slot, hm_addr_t *dest, size_t len);
+hm_return_t hmi_send_error_reply(hm_context_t *ctx, hm_na_addr_t *dest,
+                                 const struct hmi_wire_header *req, hm_return_t error);
+
+/* forward.c (client side) */
+void hmi_forward_response(hm_context_t *ctx, const struct hmi_wire_header *hdr, void *buf,
+                          size_t len, uintptr_t token);
+void hmi_forward_send_done(hm_context_t *ctx, uint64_t cookie, hm_return_t status);
+void hmi_forward_complete(hm_handle_t *handle, hm_return_t ret);
+void hmi_forward_expire(hm_context_t *ctx, uint64_t now_ns);
+void hmi_forward_fail_peer(hm_context_t *ctx, hm_na_addr_t *peer);
+void hmi_forward_trigger(hm_handle_t *handle);
+
+/* respond.c (server side) */
+void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
+                         const struct hmi_wire_header *hdr, void *buf, size_t len,
+                         uintptr_t token);
+void hmi_respond_trigger_request(hm_handle_t *handle);
+void hmi_respond_send_done(hm_handle_t *handle, hm_return_t status);
+void hmi_respond_trigger_done(hm_handle_t *handle);
+
+/* recv.c */
+void hmi_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr_t token);
+void hmi_peer_fail_cb(void *arg, hm_na_addr_t *peer);
+
+static inline uint64_t hmi_cookie(uint32_t gen, uint32_t slot)
+{
+    return ((uint64_t)gen << 32) | slot;
+}
+
+#endif

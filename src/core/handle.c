@@ -1,0 +1,167 @@
+/*
+ * Handles: creation, references, and the received message each one may hold
+ * (a response on a client, a request on a server), decoded in place.
+ */
+#include "core/core_internal.h"
+#include "proc/proc_internal.h"
+#include "util/log.h"
+
+hm_return_t hm_handle_create(hm_context_t *ctx, hm_addr_t *addr, hm_id_t id,
+                             hm_handle_t **handle_out)
+{
+    if (ctx == NULL || addr == NULL || handle_out == NULL || addr->a_ctx != ctx)
+        return HM_INVALID_ARG;
+    hm_handle_t *handle = hmi_handle_get(ctx);
+    if (handle == NULL)
+        return HM_NOMEM;
+    handle->h_addr = hm_addr_dup(addr);
+    handle->h_id = id;
+    handle->h_rpc = hmi_registry_find(ctx->c_class, id);
+    handle->h_state = HMI_H_IDLE;
+    *handle_out = handle;
+    return HM_SUCCESS;
+}
+
+hm_return_t hm_handle_reset(hm_handle_t *handle, hm_addr_t *addr, hm_id_t id)
+{
+    if (handle == NULL || addr == NULL || handle->h_server || addr->a_ctx != handle->h_ctx)
+        return HM_INVALID_ARG;
+    if (handle->h_state == HMI_H_WAITING || handle->h_comp != HMI_COMP_NONE)
+        return HM_BUSY;
+    hmi_handle_release_msg(handle);
+    hm_addr_t *old = handle->h_addr;
+    handle->h_addr = hm_addr_dup(addr);
+    hm_addr_free(old);
+    handle->h_id = id;
+    handle->h_rpc = hmi_registry_find(handle->h_ctx->c_class, id);
+    handle->h_state = HMI_H_IDLE;
+    return HM_SUCCESS;
+}
+
+void hm_handle_ref(hm_handle_t *handle)
+{
+    if (handle)
+        handle->h_refs++;
+}
+
+void hm_handle_destroy(hm_handle_t *handle)
+{
+    if (handle == NULL)
+        return;
+    if (handle->h_refs == 0) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: handle %p destroyed twice",
+                (void *)handle);
+        return;
+    }
+    if (--handle->h_refs == 0)
+        hmi_handle_put(handle);
+}
+
+hm_addr_t *hm_handle_get_addr(hm_handle_t *handle)
+{
+    return handle ? handle->h_addr : NULL;
+}
+
+hm_id_t hm_handle_get_id(const hm_handle_t *handle)
+{
+    return handle ? handle->h_id : 0;
+}
+
+hm_context_t *hm_handle_get_context(const hm_handle_t *handle)
+{
+    return handle ? handle->h_ctx : NULL;
+}
+
+void *hm_handle_get_data(const hm_handle_t *handle)
+{
+    return handle && handle->h_rpc ? handle->h_rpc->r_data : NULL;
+}
+
+/* ---- the message a handle holds ---------------------------------------------- */
+
+void hmi_handle_set_msg(hm_handle_t *handle, void *buf, size_t len, uintptr_t token)
+{
+    hmi_handle_release_msg(handle);
+    handle->h_msg.m_buf = buf;
+    handle->h_msg.m_len = len;
+    handle->h_msg.m_token = token;
+    handle->h_msg.m_held = true;
+    handle->h_decoded = false;
+}
+
+void hmi_handle_release_msg(hm_handle_t *handle)
+{
+    if (!handle->h_msg.m_held)
+        return;
+    handle->h_msg.m_held = false;
+    handle->h_decoded = false;
+    hm_na_msg_release(handle->h_ctx->c_na, handle->h_msg.m_token);
+}
+
+void *hmi_handle_payload(const hm_handle_t *handle, size_t *len_out)
+{
+    *len_out = handle->h_msg.m_len - HMI_WIRE_HEADER_SIZE;
+    return (char *)handle->h_msg.m_buf + HMI_WIRE_HEADER_SIZE;
+}
+
+/* Decode the held message's payload into `data`; it must be consumed whole. */
+hm_return_t hmi_handle_decode(hm_handle_t *handle, hm_proc_cb_t proc, void *data)
+{
+    if (!handle->h_msg.m_held)
+        return HM_NOENTRY;
+    size_t len, used;
+    void *payload = hmi_handle_payload(handle, &len);
+    hm_return_t ret = hmi_proc_run(proc, HM_PROC_DECODE, payload, len, data,
+                                   handle->h_ctx->c_class, &used);
+    if (ret == HM_SUCCESS && used != len)
+        ret = HM_PROTOCOL_ERROR;
+    if (ret != HM_SUCCESS) {
+        handle->h_ctx->c_stats.dropped_decode++;
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
+                "core: cannot decode %s of RPC 0x%08x (%zu bytes): %s",
+                handle->h_server ? "input" : "output", handle->h_id, len, hm_strerror(ret));
+        return ret;
+    }
+    handle->h_decoded = true;
+    return HM_SUCCESS;
+}
+
+/* Free what decoding produced, then give the receive buffer back. */
+hm_return_t hmi_handle_free_decoded(hm_handle_t *handle, hm_proc_cb_t proc, void *data)
+{
+    hm_return_t ret = HM_SUCCESS;
+    if (handle->h_decoded && proc)
+        ret = hmi_proc_run(proc, HM_PROC_FREE, NULL, 0, data, handle->h_ctx->c_class, NULL);
+    hmi_handle_release_msg(handle);
+    return ret;
+}
+
+hm_return_t hm_get_input(hm_handle_t *handle, void *in)
+{
+    if (handle == NULL || !handle->h_server || handle->h_rpc == NULL)
+        return HM_INVALID_ARG;
+    return hmi_handle_decode(handle, handle->h_rpc->r_in_proc, in);
+}
+
+hm_return_t hm_free_input(hm_handle_t *handle, void *in)
+{
+    if (handle == NULL || !handle->h_server || handle->h_rpc == NULL)
+        return HM_INVALID_ARG;
+    return hmi_handle_free_decoded(handle, handle->h_rpc->r_in_proc, in);
+}
+
+hm_return_t hm_get_output(hm_handle_t *handle, void *out)
+{
+    if (handle == NULL || handle->h_server || handle->h_rpc == NULL)
+        return HM_INVALID_ARG;
+    if (handle->h_state != HMI_H_DONE || handle->h_ret != HM_SUCCESS)
+        return HM_NOENTRY;
+    return hmi_handle_decode(handle, handle->h_rpc->r_out_proc, out);
+}
+
+hm_return_t hm_free_output(hm_handle_t *handle, void *out)
+{
+    if (handle == NULL || handle->h_server || handle->h_rpc == NULL)
+        return HM_INVALID_ARG;
+    return hmi_handle_free_decoded(handle, handle->h_rpc->r_out_proc, out);
+}

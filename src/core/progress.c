@@ -1,0 +1,93 @@
+/*
+ * Progress and trigger. hm_progress moves data, expires deadlines and queues
+ * completions; hm_trigger runs the queued callbacks. Waiting is busy (spin),
+ * blocking (poll on the transport's fd), or spin-then-block.
+ */
+#include <errno.h>
+#include <poll.h>
+
+#include "core/core_internal.h"
+#include "util/log.h"
+#include "util/time.h"
+
+/* Milliseconds to block: until `deadline`, or the next RPC deadline if sooner. */
+static int progress_block_ms(hm_context_t *ctx, uint64_t now, uint64_t deadline)
+{
+    struct hmi_timer *timer = hmi_timer_first(&ctx->c_timers);
+    if (timer && timer->t_deadline_ns < deadline)
+        deadline = timer->t_deadline_ns;
+    if (deadline <= now)
+        return 0;
+    return (int)((deadline - now + 999999u) / 1000000u);
+}
+
+/* Block on the transport's fd; returns once it may have work, or at the bound. */
+static void progress_block(hm_context_t *ctx, uint64_t now, uint64_t deadline)
+{
+    hm_na_context_t *na = ctx->c_na;
+    int fd = na->x_class->c_ops.poll_fd(na);
+    if (fd < 0 || na->x_class->c_ops.poll_arm(na) != HM_SUCCESS)
+        return;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    if (poll(&pfd, 1, progress_block_ms(ctx, now, deadline)) < 0 && errno != EINTR)
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: poll on transport fd failed: %d",
+                errno);
+}
+
+hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms)
+{
+    if (ctx == NULL)
+        return HM_INVALID_ARG;
+    uint64_t start = hmi_time_ns();
+    uint64_t deadline = start + (uint64_t)timeout_ms * 1000000u;
+    uint64_t spin_until = start + (uint64_t)ctx->c_spin_us * 1000u;
+    for (;;) {
+        if (!hmi_list_empty(&ctx->c_comp))
+            return HM_SUCCESS;
+        int events = hm_na_progress(ctx->c_na);
+        uint64_t now = hmi_time_ns();
+        hmi_forward_expire(ctx, now);
+        if (!hmi_list_empty(&ctx->c_comp))
+            return HM_SUCCESS;
+        if (now >= deadline)
+            return HM_TIMEOUT;
+        if (events > 0 || ctx->c_mode == HM_PROGRESS_BUSY)
+            continue;
+        if (ctx->c_mode == HM_PROGRESS_DEFAULT && now < spin_until)
+            continue;
+        progress_block(ctx, now, deadline);
+    }
+}
+
+static void trigger_one(hm_handle_t *handle)
+{
+    switch (handle->h_comp) {
+    case HMI_COMP_FORWARD:
+        hmi_forward_trigger(handle);
+        break;
+    case HMI_COMP_REQUEST:
+        hmi_respond_trigger_request(handle);
+        break;
+    case HMI_COMP_RESPOND:
+        hmi_respond_trigger_done(handle);
+        break;
+    case HMI_COMP_NONE:
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: handle queued with nothing to do");
+        break;
+    }
+}
+
+hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max, unsigned int *count_out)
+{
+    if (ctx == NULL)
+        return HM_INVALID_ARG;
+    unsigned int count = 0;
+    struct hmi_list *link;
+    while (count < max && (link = hmi_list_pop_front(&ctx->c_comp)) != NULL) {
+        trigger_one(hmi_container_of(link, hm_handle_t, h_link));
+        count++;
+    }
+    if (count_out)
+        *count_out = count;
+    return count ? HM_SUCCESS : HM_TIMEOUT;
+}

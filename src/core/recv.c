@@ -1,0 +1,50 @@
+/*
+ * Every message the NA layer delivers lands here. The header is checked
+ * field by field before anything trusts it; a message that fails is dropped,
+ * counted and logged, and the context carries on.
+ */
+#include "core/core_internal.h"
+#include "util/compiler.h"
+#include "util/log.h"
+
+static void recv_drop(hm_context_t *ctx, hmi_wire_verdict_t verdict, size_t len,
+                      uintptr_t token)
+{
+    if (verdict == HMI_WIRE_BAD_CHECKSUM)
+        ctx->c_stats.dropped_checksum++;
+    else
+        ctx->c_stats.dropped_malformed++;
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "core: context %u dropped a %zu-byte message: %s",
+            ctx->c_index, len, hmi_wire_verdict_str(verdict));
+    hm_na_msg_release(ctx->c_na, token);
+}
+
+void hmi_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr_t token)
+{
+    hm_context_t *ctx = arg;
+    struct hmi_wire_header hdr;
+    hmi_wire_verdict_t verdict = hmi_wire_check(buf, len, ctx->c_class->k_checksum, &hdr);
+    if (hmi_unlikely(verdict != HMI_WIRE_OK)) {
+        recv_drop(ctx, verdict, len, token);
+        return;
+    }
+    if (hmi_unlikely(hdr.target_ctx != ctx->c_index)) {
+        recv_drop(ctx, HMI_WIRE_BAD_FIELD, len, token);
+        return;
+    }
+    ctx->c_stats.bytes_received += len;
+    if (hdr.flags & HMI_WIRE_F_REQUEST)
+        hmi_respond_request(ctx, source, &hdr, buf, len, token);
+    else
+        hmi_forward_response(ctx, &hdr, buf, len, token);
+}
+
+void hmi_peer_fail_cb(void *arg, hm_na_addr_t *peer)
+{
+    hm_context_t *ctx = arg;
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
+            "core: context %u lost a peer; its RPCs in flight fail with HM_UNREACHABLE",
+            ctx->c_index);
+    hmi_forward_fail_peer(ctx, peer);
+    hmi_addr_cache_drop(ctx, peer);
+}

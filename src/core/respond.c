@@ -1,0 +1,187 @@
+/*
+ * The server side of an RPC: a request becomes a handle queued for its
+ * handler; the handler (or a later callback) responds; the response's send
+ * completion may run a respond callback.
+ *
+ * A request whose caller's budget is spent by the time its handler would run
+ * is dropped there and counted: nobody is waiting for that answer.
+ */
+#include "core/core_internal.h"
+#include "util/log.h"
+#include "util/time.h"
+
+static void respond_noentry(hm_context_t *ctx, hm_na_addr_t *source,
+                            const struct hmi_wire_header *hdr)
+{
+    ctx->c_stats.noentry_replies++;
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
+            "core: request for unknown RPC id 0x%08x, answered HM_NOENTRY", hdr->rpc_id);
+    if ((hdr->flags & HMI_WIRE_F_NO_RESPONSE) == 0)
+        hmi_send_error_reply(ctx, source, hdr, HM_NOENTRY);
+}
+
+/* Fill a fresh server handle for the request in `hdr`. */
+static hm_return_t respond_handle_init(hm_handle_t *handle, hm_na_addr_t *source,
+                                       const struct hmi_wire_header *hdr,
+                                       struct hmi_rpc_info *rpc)
+{
+    hm_addr_t *addr = hmi_addr_cached(handle->h_ctx, source, hdr->origin_ctx);
+    if (addr == NULL)
+        return HM_NOMEM;
+    handle->h_server = true;
+    handle->h_addr = hm_addr_dup(addr);
+    handle->h_rpc = rpc;
+    handle->h_id = hdr->rpc_id;
+    handle->h_peer_cookie = hdr->cookie;
+    handle->h_no_response = (hdr->flags & HMI_WIRE_F_NO_RESPONSE) != 0;
+    handle->h_deadline_ns = hdr->budget_us == HMI_WIRE_NO_BUDGET
+                                ? 0
+                                : hmi_time_ns() + (uint64_t)hdr->budget_us * 1000u;
+    handle->h_state = HMI_H_RECEIVED;
+    return HM_SUCCESS;
+}
+
+void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
+                         const struct hmi_wire_header *hdr, void *buf, size_t len,
+                         uintptr_t token)
+{
+    struct hmi_rpc_info *rpc = hmi_registry_find(ctx->c_class, hdr->rpc_id);
+    if (rpc == NULL || rpc->r_handler == NULL) {
+        respond_noentry(ctx, source, hdr);
+        hm_na_msg_release(ctx->c_na, token);
+        return;
+    }
+    hm_handle_t *handle = hmi_handle_get(ctx);
+    if (handle == NULL || respond_handle_init(handle, source, hdr, rpc) != HM_SUCCESS) {
+        if (handle)
+            hm_handle_destroy(handle);
+        hm_na_msg_release(ctx->c_na, token);
+        if ((hdr->flags & HMI_WIRE_F_NO_RESPONSE) == 0)
+            hmi_send_error_reply(ctx, source, hdr, HM_NOMEM);
+        return;
+    }
+    hmi_handle_set_msg(handle, buf, len, token);
+    ctx->c_stats.requests_received++;
+    hmi_comp_enqueue(handle, HMI_COMP_REQUEST);
+}
+
+void hmi_respond_trigger_request(hm_handle_t *handle)
+{
+    hm_context_t *ctx = handle->h_ctx;
+    handle->h_comp = HMI_COMP_NONE;
+    if (handle->h_deadline_ns && hmi_time_ns() >= handle->h_deadline_ns) {
+        ctx->c_stats.dropped_expired++;
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_INFO,
+                "core: request for RPC 0x%08x dropped: its caller's deadline passed while "
+                "it was queued",
+                handle->h_id);
+        hm_handle_destroy(handle);
+        return;
+    }
+    hm_handle_ref(handle); /* our guard: the handler may destroy its reference */
+    hm_return_t ret = handle->h_rpc->r_handler(handle);
+    if (ret != HM_SUCCESS && handle->h_state == HMI_H_RECEIVED) {
+        ctx->c_stats.handler_errors++;
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "core: handler of RPC \"%s\" failed: %s",
+                handle->h_rpc->r_name, hm_strerror(ret));
+        hm_respond_error(handle, ret, NULL, NULL);
+    }
+    hm_handle_destroy(handle);
+}
+
+/* Queue the respond callback (if any) or drop the reference the response held. */
+static void respond_finish(hm_handle_t *handle, hm_return_t status)
+{
+    handle->h_state = HMI_H_RESPONDED;
+    handle->h_resp_ret = status;
+    if (handle->h_resp_cb)
+        hmi_comp_enqueue(handle, HMI_COMP_RESPOND);
+    else
+        hm_handle_destroy(handle);
+}
+
+void hmi_respond_send_done(hm_handle_t *handle, hm_return_t status)
+{
+    if (status != HM_SUCCESS)
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "core: response to RPC 0x%08x not sent: %s",
+                handle->h_id, hm_strerror(status));
+    respond_finish(handle, status);
+}
+
+void hmi_respond_trigger_done(hm_handle_t *handle)
+{
+    hm_cb_info_t info = {
+        .ret = handle->h_resp_ret, .handle = handle, .arg = handle->h_resp_arg};
+    handle->h_comp = HMI_COMP_NONE;
+    handle->h_resp_cb(&info);
+    hm_handle_destroy(handle);
+}
+
+static hm_return_t respond_check(hm_handle_t *handle)
+{
+    if (handle == NULL || !handle->h_server)
+        return HM_INVALID_ARG;
+    return handle->h_state == HMI_H_RECEIVED ? HM_SUCCESS : HM_BUSY;
+}
+
+/* Encode and post a response (`error` != HM_SUCCESS: an error response). */
+static hm_return_t respond_post(hm_handle_t *handle, const void *out, hm_return_t error,
+                                hm_cb_t cb, void *arg)
+{
+    hm_context_t *ctx = handle->h_ctx;
+    handle->h_resp_cb = cb;
+    handle->h_resp_arg = arg;
+    handle->h_refs++; /* held until the response has left */
+    if (handle->h_no_response) {
+        respond_finish(handle, HM_SUCCESS);
+        return HM_SUCCESS;
+    }
+    struct hmi_send_slot *slot = hmi_send_slot_get(ctx);
+    if (slot == NULL) {
+        handle->h_refs--;
+        return HM_NOMEM;
+    }
+    struct hmi_wire_header hdr = {
+        .flags = HMI_WIRE_F_RESPONSE | (error != HM_SUCCESS ? HMI_WIRE_F_ERROR : 0),
+        .origin_ctx = ctx->c_index,
+        .target_ctx = handle->h_addr->a_ctx_index,
+        .rpc_id = handle->h_id,
+        .cookie = handle->h_peer_cookie,
+        .budget_us = HMI_WIRE_NO_BUDGET,
+        .ret = (int32_t)error,
+    };
+    size_t len;
+    hm_proc_cb_t proc = error == HM_SUCCESS ? handle->h_rpc->r_out_proc : NULL;
+    hm_return_t ret = hmi_send_encode(slot, &hdr, proc, out, &len);
+    if (ret != HM_SUCCESS)
+        goto err_slot;
+    slot->s_kind = HMI_SEND_RESPONSE;
+    slot->s_handle = handle;
+    handle->h_state = HMI_H_RESPONDING;
+    ret = hmi_send_post(slot, handle->h_addr, len);
+    if (ret != HM_SUCCESS) {
+        handle->h_state = HMI_H_RECEIVED;
+        goto err_slot;
+    }
+    ctx->c_stats.responses_sent++;
+    return HM_SUCCESS;
+
+err_slot:
+    hmi_send_slot_put(slot);
+    handle->h_refs--;
+    return ret;
+}
+
+hm_return_t hm_respond(hm_handle_t *handle, const void *out, hm_cb_t cb, void *arg)
+{
+    hm_return_t ret = respond_check(handle);
+    return ret == HM_SUCCESS ? respond_post(handle, out, HM_SUCCESS, cb, arg) : ret;
+}
+
+hm_return_t hm_respond_error(hm_handle_t *handle, hm_return_t error, hm_cb_t cb, void *arg)
+{
+    if (error == HM_SUCCESS || (unsigned)error >= HM_RETURN_MAX)
+        return HM_INVALID_ARG;
+    hm_return_t ret = respond_check(handle);
+    return ret == HM_SUCCESS ? respond_post(handle, NULL, error, cb, arg) : ret;
+}

@@ -1,0 +1,31 @@
+/* Printing the counters of a context. */
+#include <string.h>
+
+#include "core/core_internal.h"
+
+struct stat_field {
+    const char *name;
+    size_t offset;
+};
+
+#define STAT(name) {#name, offsetof(hm_stats_t, name)}
+static const struct stat_field stat_fields[] = {
+    STAT(requests_sent),     STAT(requests_received), STAT(responses_sent),
+    STAT(responses_received), STAT(bytes_sent),       STAT(bytes_received),
+    STAT(timeouts),          STAT(cancels),           STAT(peer_failures),
+    STAT(handler_errors),    STAT(noentry_replies),   STAT(dropped_malformed),
+    STAT(dropped_checksum),  STAT(dropped_expired),   STAT(dropped_late),
+    STAT(dropped_decode),
+};
+#undef STAT
+
+void hm_stats_print(const hm_stats_t *stats, const char *prefix, FILE *out)
+{
+    for (size_t i = 0; i < sizeof(stat_fields) / sizeof(stat_fields[0]); i++) {
+        uint64_t value;
+        memcpy(&value, (const char *)stats + stat_fields[i].offset, sizeof(value));
+        if (value)
+            fprintf(out, "%s%s %llu\n", prefix ? prefix : "", stat_fields[i].name,
+                    (unsigned long long)value);
+    }
+}

@@ -1,0 +1,145 @@
+/* Wire header encoding and checking; see wire.h for the layout. */
+#include "core/wire.h"
+
+#include <string.h>
+
+#include "util/crc32c.h"
+
+enum {
+    OFF_MAGIC = 0,
+    OFF_VERSION = 4,
+    OFF_FLAGS = 5,
+    OFF_ORIGIN_CTX = 6,
+    OFF_RPC_ID = 8,
+    OFF_PAYLOAD_LEN = 12,
+    OFF_COOKIE = 16,
+    OFF_BUDGET = 24,
+    OFF_RET = 28,
+    OFF_TARGET_CTX = 32,
+    OFF_RESERVED = 34,
+    OFF_CRC = 36,
+};
+
+#define WIRE_KNOWN_FLAGS                                                                 \
+    (HMI_WIRE_F_REQUEST | HMI_WIRE_F_RESPONSE | HMI_WIRE_F_NO_RESPONSE |                 \
+     HMI_WIRE_F_OVERFLOW | HMI_WIRE_F_CHECKSUM | HMI_WIRE_F_ERROR)
+
+/* Little-endian stores and loads that work at any alignment and byte order. */
+static void put_le(uint8_t *p, uint64_t v, unsigned int bytes)
+{
+    for (unsigned int i = 0; i < bytes; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, unsigned int bytes)
+{
+    uint64_t v = 0;
+    for (unsigned int i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+const char *hmi_wire_verdict_str(hmi_wire_verdict_t verdict)
+{
+    switch (verdict) {
+    case HMI_WIRE_OK: return "ok";
+    case HMI_WIRE_BAD_LENGTH: return "bad length";
+    case HMI_WIRE_BAD_MAGIC: return "bad magic";
+    case HMI_WIRE_BAD_VERSION: return "unsupported version";
+    case HMI_WIRE_BAD_FLAGS: return "bad flags";
+    case HMI_WIRE_BAD_FIELD: return "bad field";
+    case HMI_WIRE_BAD_CHECKSUM: return "checksum mismatch";
+    }
+    return "unknown";
+}
+
+/* CRC of header (CRC field taken as 0) and payload. */
+static uint32_t wire_crc(const uint8_t *buf, size_t payload_len)
+{
+    static const uint8_t zero_crc[4];
+    uint32_t crc = hmi_crc32c(0, buf, OFF_CRC);
+    crc = hmi_crc32c(crc, zero_crc, sizeof(zero_crc));
+    return hmi_crc32c(crc, buf + HMI_WIRE_HEADER_SIZE, payload_len);
+}
+
+void hmi_wire_encode(void *buf, const struct hmi_wire_header *hdr, bool checksum)
+{
+    uint8_t *p = buf;
+    uint8_t flags = hdr->flags;
+    if (checksum)
+        flags |= HMI_WIRE_F_CHECKSUM;
+    put_le(p + OFF_MAGIC, HMI_WIRE_MAGIC, 4);
+    p[OFF_VERSION] = HMI_WIRE_VERSION;
+    p[OFF_FLAGS] = flags;
+    put_le(p + OFF_ORIGIN_CTX, hdr->origin_ctx, 2);
+    put_le(p + OFF_RPC_ID, hdr->rpc_id, 4);
+    put_le(p + OFF_PAYLOAD_LEN, hdr->payload_len, 4);
+    put_le(p + OFF_COOKIE, hdr->cookie, 8);
+    put_le(p + OFF_BUDGET, hdr->budget_us, 4);
+    put_le(p + OFF_RET, (uint32_t)hdr->ret, 4);
+    put_le(p + OFF_TARGET_CTX, hdr->target_ctx, 2);
+    put_le(p + OFF_RESERVED, 0, 2);
+    put_le(p + OFF_CRC, checksum ? wire_crc(p, hdr->payload_len) : 0, 4);
+}
+
+/* Flags must name exactly one direction and only combinations that mean something. */
+static bool wire_flags_valid(uint8_t flags)
+{
+    bool request = flags & HMI_WIRE_F_REQUEST;
+    bool response = flags & HMI_WIRE_F_RESPONSE;
+    if ((flags & ~WIRE_KNOWN_FLAGS) != 0 || request == response)
+        return false;
+    if (request && (flags & HMI_WIRE_F_ERROR))
+        return false;
+    if (response && (flags & HMI_WIRE_F_NO_RESPONSE))
+        return false;
+    /* Overflow payloads (bulk descriptors) are not implemented yet. */
+    return (flags & HMI_WIRE_F_OVERFLOW) == 0;
+}
+
+static void wire_decode_fields(const uint8_t *p, struct hmi_wire_header *hdr)
+{
+    hdr->flags = p[OFF_FLAGS];
+    hdr->origin_ctx = (uint16_t)get_le(p + OFF_ORIGIN_CTX, 2);
+    hdr->rpc_id = (uint32_t)get_le(p + OFF_RPC_ID, 4);
+    hdr->payload_len = (uint32_t)get_le(p + OFF_PAYLOAD_LEN, 4);
+    hdr->cookie = get_le(p + OFF_COOKIE, 8);
+    hdr->budget_us = (uint32_t)get_le(p + OFF_BUDGET, 4);
+    hdr->ret = (int32_t)(uint32_t)get_le(p + OFF_RET, 4);
+    hdr->target_ctx = (uint16_t)get_le(p + OFF_TARGET_CTX, 2);
+}
+
+/* Return code: 0 unless an error response, which carries a known error and no payload. */
+static bool wire_ret_valid(const struct hmi_wire_header *hdr)
+{
+    if ((hdr->flags & HMI_WIRE_F_ERROR) == 0)
+        return hdr->ret == 0;
+    return hdr->ret > 0 && hdr->ret < HM_RETURN_MAX && hdr->payload_len == 0;
+}
+
+hmi_wire_verdict_t hmi_wire_check(const void *buf, size_t len, bool require_checksum,
+                                  struct hmi_wire_header *hdr)
+{
+    const uint8_t *p = buf;
+    if (len < HMI_WIRE_HEADER_SIZE)
+        return HMI_WIRE_BAD_LENGTH;
+    if (get_le(p + OFF_MAGIC, 4) != HMI_WIRE_MAGIC)
+        return HMI_WIRE_BAD_MAGIC;
+    if (p[OFF_VERSION] != HMI_WIRE_VERSION)
+        return HMI_WIRE_BAD_VERSION;
+    wire_decode_fields(p, hdr);
+    if (!wire_flags_valid(hdr->flags))
+        return HMI_WIRE_BAD_FLAGS;
+    if (hdr->payload_len != len - HMI_WIRE_HEADER_SIZE)
+        return HMI_WIRE_BAD_LENGTH;
+    if (get_le(p + OFF_RESERVED, 2) != 0 || !wire_ret_valid(hdr))
+        return HMI_WIRE_BAD_FIELD;
+    uint32_t crc = (uint32_t)get_le(p + OFF_CRC, 4);
+    if (hdr->flags & HMI_WIRE_F_CHECKSUM) {
+        if (crc != wire_crc(p, hdr->payload_len))
+            return HMI_WIRE_BAD_CHECKSUM;
+    } else if (require_checksum || crc != 0) {
+        return HMI_WIRE_BAD_CHECKSUM;
+    }
+    return HMI_WIRE_OK;
+}

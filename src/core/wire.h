@@ -1,0 +1,87 @@
+/*
+ * The wire header every Hermod message starts with (DESIGN §5).
+ *
+ * 40 bytes, little-endian, fixed whatever the build:
+ *
+ *   off size field
+ *    0   4   magic "HMRD"
+ *    4   1   version (1)
+ *    5   1   flags (HMI_WIRE_F_*)
+ *    6   2   origin context index (the sender's)
+ *    8   4   RPC id
+ *   12   4   payload length (bytes after the header)
+ *   16   8   cookie: pairs a response with its request
+ *   24   4   budget: microseconds left before the caller's deadline
+ *              (HMI_WIRE_NO_BUDGET: none); clocks are not shared
+ *   28   4   return code (error responses; 0 otherwise)
+ *   32   2   target context index
+ *   34   2   reserved, 0
+ *   36   4   CRC32C of header (this field as 0) and payload, when
+ *              HMI_WIRE_F_CHECKSUM is set; 0 otherwise
+ *
+ * The payload that follows starts 8-byte aligned when the buffer is.
+ */
+#ifndef HM_CORE_WIRE_H
+#define HM_CORE_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hermod/types.h>
+
+#define HMI_WIRE_MAGIC 0x44524d48u /* "HMRD" read as little-endian u32 */
+#define HMI_WIRE_VERSION 1u
+#define HMI_WIRE_HEADER_SIZE 40u
+#define HMI_WIRE_NO_BUDGET UINT32_MAX
+
+enum hmi_wire_flag {
+    HMI_WIRE_F_REQUEST = 1u << 0,
+    HMI_WIRE_F_RESPONSE = 1u << 1,
+    HMI_WIRE_F_NO_RESPONSE = 1u << 2, /* request expects no response */
+    HMI_WIRE_F_OVERFLOW = 1u << 3,    /* payload is a bulk descriptor (not yet) */
+    HMI_WIRE_F_CHECKSUM = 1u << 4,
+    HMI_WIRE_F_ERROR = 1u << 5,       /* response carries only a return code */
+};
+
+struct hmi_wire_header {
+    uint8_t flags;
+    uint16_t origin_ctx;
+    uint16_t target_ctx;
+    uint32_t rpc_id;
+    uint32_t payload_len;
+    uint64_t cookie;
+    uint32_t budget_us;
+    int32_t ret;
+};
+
+/* Why a message was refused; each maps to a counter. */
+typedef enum hmi_wire_verdict {
+    HMI_WIRE_OK = 0,
+    HMI_WIRE_BAD_LENGTH,   /* shorter than a header, or length field disagrees */
+    HMI_WIRE_BAD_MAGIC,
+    HMI_WIRE_BAD_VERSION,
+    HMI_WIRE_BAD_FLAGS,    /* unknown bits or an impossible combination */
+    HMI_WIRE_BAD_FIELD,    /* reserved not 0, return code out of range */
+    HMI_WIRE_BAD_CHECKSUM, /* CRC mismatch, or missing when required */
+} hmi_wire_verdict_t;
+
+/* Human-readable name of a verdict, for log lines. */
+const char *hmi_wire_verdict_str(hmi_wire_verdict_t verdict);
+
+/*
+ * hmi_wire_encode: write `hdr` into buf[0..HMI_WIRE_HEADER_SIZE). When
+ * `checksum` is set, also sets HMI_WIRE_F_CHECKSUM and the CRC over the
+ * header and the `hdr->payload_len` payload bytes that follow it in `buf`.
+ */
+void hmi_wire_encode(void *buf, const struct hmi_wire_header *hdr, bool checksum);
+
+/*
+ * hmi_wire_check: validate a received message of `len` bytes and decode its
+ * header into `hdr`. Checks every field before trusting it; never reads
+ * outside buf[0..len). `require_checksum` refuses messages without a CRC.
+ */
+hmi_wire_verdict_t hmi_wire_check(const void *buf, size_t len, bool require_checksum,
+                                  struct hmi_wire_header *hdr);
+
+#endif
