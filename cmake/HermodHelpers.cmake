@@ -60,3 +60,9 @@ function(hm_add_test)
   set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
     ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=stdout")
 endfunction()
+
+# hm_protocol_name(OUT uri): "ucx+tcp://127.0.0.1:0" -> "ucx+tcp", for test names.
+function(hm_protocol_name out uri)
+  string(REGEX REPLACE "://.*$" "" name "${uri}")
+  set(${out} ${name} PARENT_SCOPE)
+endfunction()

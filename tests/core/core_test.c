@@ -1,0 +1,406 @@
+/* The test server and client fixture shared by the core's tests. */
+#include "core_test.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t (*core_malloc_count)(void);
+
+/* ---- procs ---------------------------------------------------------------- */
+
+static const hm_proc_field_t echo_fields[] = {
+    HM_PROC_FIELD(struct core_echo, str, hm_proc_string),
+};
+static hm_return_t echo_proc(hm_proc_t *p, void *d)
+{
+    return hm_proc_struct(p, d, echo_fields, HM_PROC_FIELD_COUNT(echo_fields));
+}
+
+static const hm_proc_field_t ms_fields[] = {
+    HM_PROC_FIELD(struct core_ms, ms, hm_proc_uint32),
+};
+static hm_return_t ms_proc(hm_proc_t *p, void *d)
+{
+    return hm_proc_struct(p, d, ms_fields, HM_PROC_FIELD_COUNT(ms_fields));
+}
+
+static const hm_proc_field_t stats_fields[] = {
+    HM_PROC_FIELD(struct core_server_stats, requests_received, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, dropped_malformed, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, dropped_checksum, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, dropped_expired, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, marked_handled, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, noentry_replies, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, mallocs, hm_proc_uint64),
+};
+static hm_return_t stats_proc(hm_proc_t *p, void *d)
+{
+    return hm_proc_struct(p, d, stats_fields, HM_PROC_FIELD_COUNT(stats_fields));
+}
+
+/* ---- server state (lives in the child) -------------------------------------- */
+
+#define MAX_PARKED 4096
+
+struct parked {
+    hm_handle_t *handle;
+    uint64_t due_ns; /* 0: never (hang) */
+};
+
+static struct {
+    hm_context_t *ctx;
+    struct core_ids ids;
+    struct parked parked[MAX_PARKED];
+    size_t nparked;
+    uint64_t busy_until_ns;
+    uint64_t marked_handled;
+    bool shutdown;
+} srv;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static hm_return_t respond_and_release(hm_handle_t *handle, const void *out)
+{
+    hm_return_t ret = hm_respond(handle, out, NULL, NULL);
+    hm_handle_destroy(handle);
+    return ret;
+}
+
+static hm_return_t on_noop(hm_handle_t *handle)
+{
+    return respond_and_release(handle, NULL);
+}
+
+static hm_return_t on_echo(hm_handle_t *handle)
+{
+    struct core_echo in;
+    hm_return_t ret = hm_get_input(handle, &in);
+    if (ret != HM_SUCCESS) {
+        hm_handle_destroy(handle);
+        return ret;
+    }
+    ret = hm_respond(handle, &in, NULL, NULL);
+    hm_free_input(handle, &in);
+    hm_handle_destroy(handle);
+    return ret;
+}
+
+static hm_return_t park(hm_handle_t *handle, uint64_t due_ns)
+{
+    if (srv.nparked == MAX_PARKED) {
+        hm_handle_destroy(handle);
+        return HM_NOMEM;
+    }
+    srv.parked[srv.nparked++] = (struct parked){handle, due_ns};
+    return HM_SUCCESS;
+}
+
+static hm_return_t on_hang(hm_handle_t *handle)
+{
+    return park(handle, 0);
+}
+
+static hm_return_t on_delay(hm_handle_t *handle)
+{
+    struct core_ms in;
+    hm_return_t ret = hm_get_input(handle, &in);
+    if (ret != HM_SUCCESS) {
+        hm_handle_destroy(handle);
+        return ret;
+    }
+    return park(handle, now_ns() + (uint64_t)in.ms * 1000000u);
+}
+
+static hm_return_t on_busy(hm_handle_t *handle)
+{
+    struct core_ms in;
+    hm_return_t ret = hm_get_input(handle, &in);
+    if (ret != HM_SUCCESS) {
+        hm_handle_destroy(handle);
+        return ret;
+    }
+    srv.busy_until_ns = now_ns() + (uint64_t)in.ms * 1000000u;
+    return respond_and_release(handle, NULL);
+}
+
+static hm_return_t on_marked(hm_handle_t *handle)
+{
+    srv.marked_handled++;
+    return respond_and_release(handle, NULL);
+}
+
+static hm_return_t on_stats(hm_handle_t *handle)
+{
+    hm_stats_t st;
+    hm_context_stats(srv.ctx, &st);
+    struct core_server_stats out = {
+        .requests_received = st.requests_received,
+        .dropped_malformed = st.dropped_malformed,
+        .dropped_checksum = st.dropped_checksum,
+        .dropped_expired = st.dropped_expired,
+        .marked_handled = srv.marked_handled,
+        .noentry_replies = st.noentry_replies,
+        .mallocs = core_malloc_count ? core_malloc_count() : 0,
+    };
+    return respond_and_release(handle, &out);
+}
+
+static hm_return_t on_shutdown(hm_handle_t *handle)
+{
+    srv.shutdown = true;
+    return respond_and_release(handle, NULL);
+}
+
+hm_return_t core_register(hm_class_t *cls, struct core_ids *ids, bool server)
+{
+    struct {
+        const char *name;
+        hm_proc_cb_t in, out;
+        hm_rpc_handler_t handler;
+        hm_id_t *id;
+    } rpcs[] = {
+        {"test.noop", NULL, NULL, on_noop, &ids->noop},
+        {"test.echo", echo_proc, echo_proc, on_echo, &ids->echo},
+        {"test.hang", NULL, NULL, on_hang, &ids->hang},
+        {"test.delay", ms_proc, NULL, on_delay, &ids->delay},
+        {"test.busy", ms_proc, NULL, on_busy, &ids->busy},
+        {"test.marked", NULL, NULL, on_marked, &ids->marked},
+        {"test.stats", NULL, stats_proc, on_stats, &ids->stats},
+        {"test.shutdown", NULL, NULL, on_shutdown, &ids->shutdown},
+    };
+    for (size_t i = 0; i < sizeof(rpcs) / sizeof(rpcs[0]); i++) {
+        hm_return_t ret = hm_register(cls, rpcs[i].name, rpcs[i].in, rpcs[i].out,
+                                      server ? rpcs[i].handler : NULL, rpcs[i].id);
+        if (ret != HM_SUCCESS)
+            return ret;
+    }
+    if (server)
+        return HM_SUCCESS;
+    return hm_register(cls, "test.not-on-server", NULL, NULL, NULL, &ids->unknown);
+}
+
+/* Respond to parked requests whose time has come; `all` flushes hung ones too. */
+static void server_release_parked(bool all)
+{
+    uint64_t now = now_ns();
+    size_t kept = 0;
+    for (size_t i = 0; i < srv.nparked; i++) {
+        struct parked *p = &srv.parked[i];
+        if (p->due_ns && p->due_ns <= now)
+            respond_and_release(p->handle, NULL);
+        else if (all)
+            hm_handle_destroy(p->handle);
+        else
+            srv.parked[kept++] = *p;
+    }
+    srv.nparked = kept;
+}
+
+static void server_loop(void)
+{
+    while (!srv.shutdown) {
+        hm_progress(srv.ctx, 20);
+        if (now_ns() < srv.busy_until_ns)
+            continue; /* busy: requests pile up in the queue untriggered */
+        server_release_parked(false);
+        hm_trigger(srv.ctx, UINT32_MAX, NULL);
+    }
+    server_release_parked(true);
+    /* Let the last responses leave before tearing down. */
+    for (int i = 0; i < 100 && hm_context_destroy(srv.ctx) == HM_BUSY; i++) {
+        hm_progress(srv.ctx, 10);
+        hm_trigger(srv.ctx, UINT32_MAX, NULL);
+    }
+}
+
+static int server_main(const char *protocol, int ready_fd)
+{
+    hm_class_t *cls;
+    if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS) {
+        fprintf(stderr, "server: cannot open %s: %s\n", protocol, hm_error_detail());
+        return 2;
+    }
+    if (core_register(cls, &srv.ids, true) != HM_SUCCESS ||
+        hm_context_create(cls, NULL, &srv.ctx) != HM_SUCCESS)
+        return 3;
+    hm_addr_t *self;
+    char uri[512];
+    size_t size = sizeof(uri);
+    if (hm_addr_self(srv.ctx, &self) != HM_SUCCESS ||
+        hm_addr_to_string(self, uri, &size) != HM_SUCCESS)
+        return 4;
+    hm_addr_free(self);
+    dprintf(ready_fd, "%s\n", uri);
+    close(ready_fd);
+    server_loop();
+    return hm_class_destroy(cls) == HM_SUCCESS ? 0 : 5;
+}
+
+/* Read one line from `fd` within `timeout_ms`. */
+static bool read_line(int fd, char *buf, size_t size, int timeout_ms)
+{
+    size_t len = 0;
+    while (len + 1 < size) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, timeout_ms) <= 0)
+            return false;
+        ssize_t n = read(fd, buf + len, 1);
+        if (n <= 0)
+            return false;
+        if (buf[len] == '\n') {
+            buf[len] = '\0';
+            return true;
+        }
+        len++;
+    }
+    return false;
+}
+
+pid_t core_server_start(const char *protocol, char *uri, size_t uri_size, unsigned life_s)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(life_s); /* the bound: SIGALRM ends a server nobody stops */
+        _exit(server_main(protocol, fds[1]));
+    }
+    close(fds[1]);
+    bool ready = pid > 0 && read_line(fds[0], uri, uri_size, 20000);
+    close(fds[0]);
+    if (pid > 0 && !ready) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+}
+
+void core_server_stop(pid_t pid, hm_context_t *ctx, hm_addr_t *addr,
+                      const struct core_ids *ids)
+{
+    if (pid <= 0)
+        return;
+    if (ctx && addr) {
+        hm_handle_t *handle;
+        if (hm_handle_create(ctx, addr, ids->shutdown, &handle) == HM_SUCCESS) {
+            hm_call(handle, NULL, NULL, 2000);
+            hm_handle_destroy(handle);
+        }
+    }
+    for (int i = 0; i < 500; i++) {
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            return;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* ---- client -------------------------------------------------------------------- */
+
+hm_return_t core_client_open(struct core_client *client, const char *protocol,
+                             const char *server_uri)
+{
+    client->cls = NULL;
+    client->ctx = NULL;
+    client->server = NULL;
+    char uri[128];
+    const char *sep = strstr(protocol, "://");
+    /* The client listens on the same protocol, any port. */
+    snprintf(uri, sizeof(uri), "%.*s://%s", (int)(sep - protocol), protocol,
+             strstr(protocol, "+tcp") ? "127.0.0.1:0" : "");
+    hm_return_t ret = hm_class_create(uri, NULL, &client->cls);
+    if (ret != HM_SUCCESS)
+        return ret;
+    ret = core_register(client->cls, &client->ids, false);
+    if (ret == HM_SUCCESS)
+        ret = hm_context_create(client->cls, NULL, &client->ctx);
+    if (ret == HM_SUCCESS)
+        ret = hm_addr_lookup(client->ctx, server_uri, &client->server);
+    return ret;
+}
+
+void core_client_close(struct core_client *client)
+{
+    if (client->server)
+        hm_addr_free(client->server);
+    if (client->ctx) {
+        for (int i = 0; i < 100 && hm_context_destroy(client->ctx) == HM_BUSY; i++) {
+            hm_progress(client->ctx, 10);
+            hm_trigger(client->ctx, UINT32_MAX, NULL);
+        }
+    }
+    if (client->cls)
+        hm_class_destroy(client->cls);
+    client->cls = NULL;
+    client->ctx = NULL;
+    client->server = NULL;
+}
+
+int core_fixture_start(struct core_client *client, const char *protocol)
+{
+    memset(client, 0, sizeof(*client));
+    client->server_pid = core_server_start(protocol, client->server_uri,
+                                           sizeof(client->server_uri), 300);
+    if (client->server_pid <= 0)
+        return -1;
+    hm_return_t ret = core_client_open(client, protocol, client->server_uri);
+    if (ret != HM_SUCCESS) {
+        fprintf(stderr, "client: cannot open %s: %s (%s)\n", protocol, hm_strerror(ret),
+                hm_error_detail());
+        core_fixture_stop(client);
+        return -1;
+    }
+    return 0;
+}
+
+int core_fixture_stop(struct core_client *client)
+{
+    core_server_stop(client->server_pid, client->ctx, client->server, &client->ids);
+    client->server_pid = 0;
+    core_client_close(client);
+    return 0;
+}
+
+hm_return_t core_call(struct core_client *client, hm_id_t id, const void *in, void *out,
+                      unsigned timeout_ms)
+{
+    hm_handle_t *handle;
+    hm_return_t ret = hm_handle_create(client->ctx, client->server, id, &handle);
+    if (ret != HM_SUCCESS)
+        return ret;
+    ret = hm_call(handle, in, out, timeout_ms);
+    if (ret == HM_SUCCESS && out)
+        hm_free_output(handle, out);
+    hm_handle_destroy(handle);
+    return ret;
+}
+
+hm_return_t core_server_stats(struct core_client *client, struct core_server_stats *stats)
+{
+    hm_handle_t *handle;
+    hm_return_t ret = hm_handle_create(client->ctx, client->server, client->ids.stats, &handle);
+    if (ret != HM_SUCCESS)
+        return ret;
+    ret = hm_call(handle, NULL, stats, 5000);
+    if (ret == HM_SUCCESS)
+        hm_free_output(handle, stats);
+    hm_handle_destroy(handle);
+    return ret;
+}

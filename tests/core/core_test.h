@@ -1,0 +1,82 @@
+/*
+ * Shared pieces of the core's multi-process tests: the RPCs of the test
+ * server, the server's main loop (run in a forked child), and a client
+ * fixture. Each test program takes the protocol URI as argv[1].
+ */
+#ifndef HM_TESTS_CORE_TEST_H
+#define HM_TESTS_CORE_TEST_H
+
+#include <sys/types.h>
+
+#include <hermod.h>
+
+/* RPC ids of the test service; every process registers all of them. */
+struct core_ids {
+    hm_id_t noop;     /* no arguments, responds at once */
+    hm_id_t echo;     /* string in, the same string out */
+    hm_id_t hang;     /* never responds (the handle is kept until shutdown) */
+    hm_id_t delay;    /* u32 ms in: responds after that long */
+    hm_id_t busy;     /* u32 ms in: responds, then receives without triggering for that long */
+    hm_id_t marked;   /* no arguments; counted, responds at once */
+    hm_id_t stats;    /* server's counters out */
+    hm_id_t shutdown; /* responds, then the server exits */
+    hm_id_t unknown;  /* registered by clients only: the server has never heard of it */
+};
+
+struct core_echo {
+    hm_string_t str;
+};
+
+struct core_ms {
+    uint32_t ms;
+};
+
+/* What "stats" returns. */
+struct core_server_stats {
+    uint64_t requests_received;
+    uint64_t dropped_malformed;
+    uint64_t dropped_checksum;
+    uint64_t dropped_expired;
+    uint64_t marked_handled;
+    uint64_t noentry_replies;
+    uint64_t mallocs; /* allocations counted by the test binary, if it counts */
+};
+
+hm_return_t core_register(hm_class_t *cls, struct core_ids *ids, bool server);
+
+/*
+ * Start a test server for `protocol` in a child process; returns its pid and
+ * writes its URI to `uri`. The child exits on "shutdown" or after
+ * `life_s` seconds, whichever comes first.
+ */
+pid_t core_server_start(const char *protocol, char *uri, size_t uri_size, unsigned life_s);
+/* Ask the server to shut down and reap it (SIGKILL after a bound). */
+void core_server_stop(pid_t pid, hm_context_t *ctx, hm_addr_t *addr,
+                      const struct core_ids *ids);
+
+/* A client of the test server. */
+struct core_client {
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    hm_addr_t *server;
+    struct core_ids ids;
+    pid_t server_pid;
+    char server_uri[512];
+};
+
+hm_return_t core_client_open(struct core_client *client, const char *protocol,
+                             const char *server_uri);
+void core_client_close(struct core_client *client);
+/* Start a server and open a client of it (cmocka setup); stop both (teardown). */
+int core_fixture_start(struct core_client *client, const char *protocol);
+int core_fixture_stop(struct core_client *client);
+
+/* Call `id` synchronously with a timeout; output decoded into `out`, then freed. */
+hm_return_t core_call(struct core_client *client, hm_id_t id, const void *in, void *out,
+                      unsigned timeout_ms);
+hm_return_t core_server_stats(struct core_client *client, struct core_server_stats *stats);
+
+/* Allocation counter hook: the alloc test overrides it; others leave it 0. */
+extern uint64_t (*core_malloc_count)(void);
+
+#endif
