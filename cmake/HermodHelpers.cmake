@@ -40,17 +40,22 @@ function(hm_find_plugin_lib var module lib dir)
   message(STATUS "${var}: ${module} not found, plugin not built")
 endfunction()
 
-# hm_add_test(NAME name SOURCES ... LABELS ... [ARGS ...] [TIMEOUT s] [LIBS ...])
+# hm_add_test(NAME name SOURCES ... LABELS ... [ARGS ...] [TIMEOUT s] [LIBS ...]
+#             [LINK lib])
 # One executable, one CTest. Tests link the static testing library, which
-# exposes internals.
+# exposes internals; LINK replaces it with a narrower one (e.g. LINK hm_util,
+# a layer's object library) so a layer's tests build without the layers above.
 function(hm_add_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT;TARGET" "SOURCES;LABELS;ARGS;LIBS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TIMEOUT;TARGET;LINK" "SOURCES;LABELS;ARGS;LIBS" ${ARGN})
   if(NOT T_TARGET)
     set(T_TARGET ${T_NAME})
   endif()
+  if(NOT T_LINK)
+    set(T_LINK hermod_testing)
+  endif()
   if(NOT TARGET ${T_TARGET})
     add_executable(${T_TARGET} ${T_SOURCES})
-    target_link_libraries(${T_TARGET} PRIVATE hermod_testing ${T_LIBS})
+    target_link_libraries(${T_TARGET} PRIVATE ${T_LINK} ${T_LIBS})
     target_compile_options(${T_TARGET} PRIVATE ${HM_WARN_FLAGS})
   endif()
   if(NOT T_TIMEOUT)

@@ -48,7 +48,7 @@ err_free:
     free(addr);
 err_unref:
     ctx->c_class->k_na->c_ops.addr_unref(na);
-    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: out of memory for a peer address");
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "out of memory for a peer address");
     return NULL;
 }
 
@@ -118,7 +118,7 @@ hm_return_t hm_addr_lookup(hm_context_t *ctx, const char *uri, hm_addr_t **addr_
     char na_uri[1024];
     uint16_t index;
     if (addr_split_index(uri, na_uri, sizeof(na_uri), &index) != HM_SUCCESS) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: malformed address \"%.200s\"", uri);
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "malformed address \"%.200s\"", uri);
         return HM_INVALID_ARG;
     }
     hm_na_addr_t *na;

@@ -17,7 +17,7 @@ static hm_return_t class_apply_opts(hm_class_t *cls, const hm_class_opts_t *opts
         size_t limit = opts->eager_limit + HMI_WIRE_HEADER_SIZE;
         if (opts->eager_limit == 0 || limit > cls->k_msg_limit) {
             hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-                    "core: eager limit %zu is outside 1..%zu for %s", opts->eager_limit,
+                    "eager limit %zu is outside 1..%zu for %s", opts->eager_limit,
                     cls->k_msg_limit - HMI_WIRE_HEADER_SIZE, cls->k_na->c_protocol);
             return HM_INVALID_ARG;
         }
@@ -43,7 +43,7 @@ hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
         goto err_registry;
     cls->k_msg_limit = cls->k_na->c_eager_limit;
     if (cls->k_msg_limit <= HMI_WIRE_HEADER_SIZE) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: %s eager limit %zu is too small",
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "%s eager limit %zu is too small",
                 uri, cls->k_msg_limit);
         ret = HM_NOT_SUPPORTED;
         goto err_na;
@@ -69,7 +69,7 @@ hm_return_t hm_class_destroy(hm_class_t *cls)
         return HM_INVALID_ARG;
     if (cls->k_nctx != 0) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-                "core: class %s destroyed while %u contexts are alive",
+                "class %s destroyed while %u contexts are alive",
                 cls->k_na->c_protocol, cls->k_nctx);
         return HM_BUSY;
     }

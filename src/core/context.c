@@ -43,7 +43,7 @@ hm_handle_t *hmi_handle_get(hm_context_t *ctx)
     hm_handle_t *handle = link ? hmi_container_of(link, hm_handle_t, h_link)
                                : ctx_handle_new(ctx);
     if (handle == NULL) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: out of memory for a handle");
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "out of memory for a handle");
         return NULL;
     }
     uint32_t slot = handle->h_slot, gen = handle->h_gen;
@@ -117,7 +117,7 @@ struct hmi_send_slot *hmi_send_slot_get(hm_context_t *ctx)
     struct hmi_send_slot *slot = link ? hmi_container_of(link, struct hmi_send_slot, s_link)
                                       : ctx_send_slot_new(ctx);
     if (slot == NULL) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: out of memory for a send buffer");
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "out of memory for a send buffer");
         return NULL;
     }
     slot->s_handle = NULL;
@@ -142,7 +142,7 @@ static void ctx_send_done(hm_na_op_t *op, hm_return_t status)
     uint64_t cookie = slot->s_cookie;
     hmi_send_slot_put(slot);
     if (status != HM_SUCCESS && status != HM_CANCELED)
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG, "core: send failed: %s", hm_strerror(status));
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG, "send failed: %s", hm_strerror(status));
     if (kind == HMI_SEND_REQUEST)
         hmi_forward_send_done(ctx, cookie, status);
     else if (kind == HMI_SEND_RESPONSE)
@@ -170,7 +170,7 @@ static hm_progress_mode_t ctx_mode_from_env(hm_progress_mode_t mode)
         return HM_PROGRESS_WAIT;
     if (strcasecmp(env, "default") == 0)
         return HM_PROGRESS_DEFAULT;
-    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "core: HM_PROGRESS=%s ignored (busy|wait|default)",
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "HM_PROGRESS=%s ignored (busy|wait|default)",
             env);
     return mode;
 }
@@ -268,7 +268,7 @@ hm_return_t hm_context_destroy(hm_context_t *ctx)
         return HM_INVALID_ARG;
     if (ctx->c_handles_alive != 0 || !hmi_list_empty(&ctx->c_comp)) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-                "core: context %u destroyed with %u handles alive%s", ctx->c_index,
+                "context %u destroyed with %u handles alive%s", ctx->c_index,
                 ctx->c_handles_alive,
                 hmi_list_empty(&ctx->c_comp) ? "" : " and callbacks not triggered");
         return HM_BUSY;

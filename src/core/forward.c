@@ -51,7 +51,7 @@ static hm_return_t forward_check(hm_handle_t *handle)
         return HM_BUSY;
     if (handle->h_rpc == NULL) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-                "core: forward of RPC 0x%08x, which is not registered on this class",
+                "forward of RPC 0x%08x, which is not registered on this class",
                 handle->h_id);
         return HM_NOENTRY;
     }
@@ -153,7 +153,7 @@ void hmi_forward_response(hm_context_t *ctx, const struct hmi_wire_header *hdr, 
     if (hmi_unlikely(handle == NULL || handle->h_id != hdr->rpc_id)) {
         ctx->c_stats.dropped_late++;
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG,
-                "core: response to RPC 0x%08x cookie 0x%llx has no caller waiting, dropped",
+                "response to RPC 0x%08x cookie 0x%llx has no caller waiting, dropped",
                 hdr->rpc_id, (unsigned long long)hdr->cookie);
         hm_na_msg_release(ctx->c_na, token);
         return;
@@ -174,7 +174,7 @@ void hmi_forward_expire(hm_context_t *ctx, uint64_t now_ns)
     while ((timer = hmi_timer_first(&ctx->c_timers)) != NULL &&
            timer->t_deadline_ns <= now_ns) {
         hm_handle_t *handle = hmi_container_of(timer, hm_handle_t, h_timer);
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG, "core: RPC 0x%08x timed out", handle->h_id);
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG, "RPC 0x%08x timed out", handle->h_id);
         hmi_forward_complete(handle, HM_TIMEOUT);
     }
 }

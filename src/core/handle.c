@@ -49,7 +49,7 @@ void hm_handle_destroy(hm_handle_t *handle)
     if (handle == NULL)
         return;
     if (handle->h_refs == 0) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: handle %p destroyed twice",
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "handle %p destroyed twice",
                 (void *)handle);
         return;
     }
@@ -118,7 +118,7 @@ hm_return_t hmi_handle_decode(hm_handle_t *handle, hm_proc_cb_t proc, void *data
     if (ret != HM_SUCCESS) {
         handle->h_ctx->c_stats.dropped_decode++;
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-                "core: cannot decode %s of RPC 0x%08x (%zu bytes): %s",
+                "cannot decode %s of RPC 0x%08x (%zu bytes): %s",
                 handle->h_server ? "input" : "output", handle->h_id, len, hm_strerror(ret));
         return ret;
     }

@@ -30,7 +30,7 @@ static void progress_block(hm_context_t *ctx, uint64_t now, uint64_t deadline)
         return;
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     if (poll(&pfd, 1, progress_block_ms(ctx, now, deadline)) < 0 && errno != EINTR)
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: poll on transport fd failed: %d",
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "poll on transport fd failed: %d",
                 errno);
 }
 
@@ -72,7 +72,7 @@ static void trigger_one(hm_handle_t *handle)
         hmi_respond_trigger_done(handle);
         break;
     case HMI_COMP_NONE:
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: handle queued with nothing to do");
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "handle queued with nothing to do");
         break;
     }
 }

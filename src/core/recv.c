@@ -14,7 +14,7 @@ static void recv_drop(hm_context_t *ctx, hmi_wire_verdict_t verdict, size_t len,
         ctx->c_stats.dropped_checksum++;
     else
         ctx->c_stats.dropped_malformed++;
-    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "core: context %u dropped a %zu-byte message: %s",
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "context %u dropped a %zu-byte message: %s",
             ctx->c_index, len, hmi_wire_verdict_str(verdict));
     hm_na_msg_release(ctx->c_na, token);
 }
@@ -43,7 +43,7 @@ void hmi_peer_fail_cb(void *arg, hm_na_addr_t *peer)
 {
     hm_context_t *ctx = arg;
     hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
-            "core: context %u lost a peer; its RPCs in flight fail with HM_UNREACHABLE",
+            "context %u lost a peer; its RPCs in flight fail with HM_UNREACHABLE",
             ctx->c_index);
     hmi_forward_fail_peer(ctx, peer);
     hmi_addr_cache_drop(ctx, peer);

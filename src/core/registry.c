@@ -30,12 +30,12 @@ static hm_return_t registry_check_new(hm_class_t *cls, const char *name, hm_id_t
     if (other == NULL)
         return HM_SUCCESS;
     if (strcmp(other->r_name, name) == 0) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: RPC \"%s\" is already registered",
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "RPC \"%s\" is already registered",
                 name);
         return HM_EXISTS;
     }
     hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-            "core: RPC \"%s\" has the same id (0x%08x) as \"%s\"; rename one", name, id,
+            "RPC \"%s\" has the same id (0x%08x) as \"%s\"; rename one", name, id,
             other->r_name);
     return HM_INVALID_ARG;
 }

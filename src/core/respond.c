@@ -15,7 +15,7 @@ static void respond_noentry(hm_context_t *ctx, hm_na_addr_t *source,
 {
     ctx->c_stats.noentry_replies++;
     hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
-            "core: request for unknown RPC id 0x%08x, answered HM_NOENTRY", hdr->rpc_id);
+            "request for unknown RPC id 0x%08x, answered HM_NOENTRY", hdr->rpc_id);
     if ((hdr->flags & HMI_WIRE_F_NO_RESPONSE) == 0)
         hmi_send_error_reply(ctx, source, hdr, HM_NOENTRY);
 }
@@ -72,7 +72,7 @@ void hmi_respond_trigger_request(hm_handle_t *handle)
     if (handle->h_deadline_ns && hmi_time_ns() >= handle->h_deadline_ns) {
         ctx->c_stats.dropped_expired++;
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_INFO,
-                "core: request for RPC 0x%08x dropped: its caller's deadline passed while "
+                "request for RPC 0x%08x dropped: its caller's deadline passed while "
                 "it was queued",
                 handle->h_id);
         hm_handle_destroy(handle);
@@ -82,7 +82,7 @@ void hmi_respond_trigger_request(hm_handle_t *handle)
     hm_return_t ret = handle->h_rpc->r_handler(handle);
     if (ret != HM_SUCCESS && handle->h_state == HMI_H_RECEIVED) {
         ctx->c_stats.handler_errors++;
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "core: handler of RPC \"%s\" failed: %s",
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "handler of RPC \"%s\" failed: %s",
                 handle->h_rpc->r_name, hm_strerror(ret));
         hm_respond_error(handle, ret, NULL, NULL);
     }
@@ -103,7 +103,7 @@ static void respond_finish(hm_handle_t *handle, hm_return_t status)
 void hmi_respond_send_done(hm_handle_t *handle, hm_return_t status)
 {
     if (status != HM_SUCCESS)
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "core: response to RPC 0x%08x not sent: %s",
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "response to RPC 0x%08x not sent: %s",
                 handle->h_id, hm_strerror(status));
     respond_finish(handle, status);
 }

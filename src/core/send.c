@@ -20,13 +20,13 @@ hm_return_t hmi_send_encode(struct hmi_send_slot *slot, const struct hmi_wire_he
     hm_return_t ret = hmi_proc_run(proc, HM_PROC_ENCODE, payload, room, (void *)data, cls,
                                    &used);
     if (ret != HM_SUCCESS) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "core: cannot encode RPC 0x%08x: %s",
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "cannot encode RPC 0x%08x: %s",
                 hdr->rpc_id, hm_strerror(ret));
         return ret;
     }
     if (used > room) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-                "core: RPC 0x%08x arguments need %zu bytes, eager limit is %zu", hdr->rpc_id,
+                "RPC 0x%08x arguments need %zu bytes, eager limit is %zu", hdr->rpc_id,
                 used, room);
         return HM_MSGSIZE;
     }
@@ -70,7 +70,7 @@ hm_return_t hmi_send_error_reply(hm_context_t *ctx, hm_na_addr_t *dest,
                                      slot->s_desc, slot->s_op);
     if (ret != HM_SUCCESS) {
         hmi_send_slot_put(slot);
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "core: cannot send error reply: %s",
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "cannot send error reply: %s",
                 hm_strerror(ret));
         return ret;
     }

@@ -61,7 +61,7 @@ static hm_return_t na_parse_uri(const char *uri, const struct hm_na_ops **ops_ou
     const char *sep = strstr(uri, "://");
     if (plus == NULL || sep == NULL || plus > sep) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
-                "na: malformed URI \"%s\" (expected plugin+protocol://address)", uri);
+                "malformed URI \"%s\" (expected plugin+protocol://address)", uri);
         return HM_INVALID_ARG;
     }
     size_t name_len = (size_t)(plus - uri);
@@ -74,7 +74,7 @@ static hm_return_t na_parse_uri(const char *uri, const struct hm_na_ops **ops_ou
         *rest_out = sep + 3;
         return HM_SUCCESS;
     }
-    hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "na: plugin \"%.*s\" of URI \"%s\" is not built in",
+    hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "plugin \"%.*s\" of URI \"%s\" is not built in",
             (int)name_len, uri, uri);
     return HM_NOT_SUPPORTED;
 }
@@ -88,11 +88,11 @@ hm_return_t hm_na_class_open(const char *uri, hm_na_class_t **cls_out)
     if (ret != HM_SUCCESS)
         return ret;
     if (!na_ops_complete(ops)) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "na: plugin %s lacks mandatory ops", ops->name);
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "plugin %s lacks mandatory ops", ops->name);
         return HM_FAULT;
     }
     if (!na_has_protocol(ops, proto, proto_len)) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "na: %s: no protocol \"%.*s\"", ops->name,
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "%s: no protocol \"%.*s\"", ops->name,
                 (int)proto_len, proto);
         return HM_NOT_SUPPORTED;
     }
@@ -118,7 +118,7 @@ hm_return_t hm_na_class_open(const char *uri, hm_na_class_t **cls_out)
 hm_return_t hm_na_class_close(hm_na_class_t *cls)
 {
     if (cls->c_nctx != 0) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "na: %s: class closed with %u contexts open",
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "%s: class closed with %u contexts open",
                 cls->c_protocol, cls->c_nctx);
         return HM_BUSY;
     }
@@ -229,7 +229,7 @@ int hm_na_progress(hm_na_context_t *ctx)
 void hm_na_op_complete(hm_na_op_t *op, hm_return_t status)
 {
     if (hmi_unlikely(op->o_state != HM_NA_OP_POSTED)) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "na: op %p completed twice (state %u), ignored",
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "op %p completed twice (state %u), ignored",
                 (void *)op, op->o_state);
         return;
     }
