@@ -113,8 +113,11 @@ hm_return_t hmi_handle_decode(hm_handle_t *handle, hm_proc_cb_t proc, void *data
     void *payload = hmi_handle_payload(handle, &len);
     hm_return_t ret = hmi_proc_run(proc, HM_PROC_DECODE, payload, len, data,
                                    handle->h_ctx->c_class, &used);
-    if (ret == HM_SUCCESS && used != len)
+    if (ret == HM_SUCCESS && used != len) {
+        /* Trailing bytes: refuse, and free what user procs may have allocated. */
+        hmi_proc_run(proc, HM_PROC_FREE, NULL, 0, data, handle->h_ctx->c_class, NULL);
         ret = HM_PROTOCOL_ERROR;
+    }
     if (ret != HM_SUCCESS) {
         handle->h_ctx->c_stats.dropped_decode++;
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,

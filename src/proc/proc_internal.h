@@ -1,0 +1,55 @@
+/*
+ * Proc internals: the proc object and the entry points the core uses.
+ *
+ * A proc is a cursor over one buffer with one operation. The core runs a
+ * whole encode, decode or free with hmi_proc_run(); nothing here allocates,
+ * so a proc lives on the caller's stack.
+ *
+ * Invariants the primitives rely on:
+ *  - decode: p_pos <= p_size always; every read is checked against
+ *    p_size - p_pos before it happens.
+ *  - encode: while !p_overflow, p_pos <= p_size. The first write that does
+ *    not fit sets p_overflow; from then on nothing is written and p_pos
+ *    keeps counting the bytes the whole encoding needs.
+ *  - free: p_buf may be NULL and p_size 0; in-place primitives do nothing.
+ */
+#ifndef HM_PROC_PROC_INTERNAL_H
+#define HM_PROC_PROC_INTERNAL_H
+
+#include <hermod/proc.h>
+
+struct hm_proc {
+    hm_proc_op_t p_op;
+    uint8_t *p_buf;  /* start of the payload, 8-byte aligned in memory */
+    size_t p_size;   /* bytes available at p_buf */
+    size_t p_pos;    /* bytes encoded (needed) or decoded so far */
+    bool p_overflow; /* encode: something did not fit, p_pos > p_size */
+    void *p_user;    /* the core's class, for procs of addresses and bulk handles */
+};
+
+/*
+ * hmi_proc_init: prepare `proc` to run `op` over `size` bytes at `buf`.
+ * `buf` must be 8-byte aligned for decoded arrays of 2/4/8-byte elements to
+ * be aligned; it may be NULL with size 0 (a sizing pass, or a free).
+ * Decoding arrays on big-endian hosts byte-swaps them in place in `buf`.
+ */
+void hmi_proc_init(hm_proc_t *proc, hm_proc_op_t op, void *buf, size_t size, void *user);
+
+/* hmi_proc_overflowed: an encode did not fit; hm_proc_get_size is the size needed. */
+bool hmi_proc_overflowed(const hm_proc_t *proc);
+
+/* hmi_proc_remaining: bytes between the position and the end of the buffer (0 past it). */
+size_t hmi_proc_remaining(const hm_proc_t *proc);
+
+/*
+ * hmi_proc_run: run `cb` over `data` with a fresh proc. `cb` may be NULL:
+ * nothing to code, HM_SUCCESS, 0 bytes used. `used_out` (may be NULL) gets
+ * hm_proc_get_size at the end, also on error. An encode that does not fit
+ * returns HM_SUCCESS with *used_out > size: the caller retries with a buffer
+ * of *used_out bytes. A decode that fails has freed whatever it decoded
+ * (hm_proc_struct unwinds), so the caller must not run HM_PROC_FREE after it.
+ */
+hm_return_t hmi_proc_run(hm_proc_cb_t cb, hm_proc_op_t op, void *buf, size_t size, void *data,
+                         void *user, size_t *used_out);
+
+#endif
