@@ -110,7 +110,7 @@ typedef struct hm_context_opts {
     uint64_t field_mask;
     hm_progress_mode_t progress_mode; /* default: HM_PROGRESS_DEFAULT, env HM_PROGRESS */
     uint32_t timeout_ms;              /* default RPC deadline; 0 = none (default 0) */
-    uint32_t pool_size;               /* handles with send buffers made up front (64) */
+    uint32_t pool_size;               /* send buffers made up front (64); handles: twice that */
     uint32_t spin_us;                 /* DEFAULT mode: spin this long before blocking (50) */
 } hm_context_opts_t;
 

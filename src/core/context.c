@@ -37,11 +37,34 @@ static hm_handle_t *ctx_handle_new(hm_context_t *ctx)
     return handle;
 }
 
+/*
+ * Pools grow by doubling (at most CTX_GROW_MAX at a time), so the number of
+ * growth steps during warm-up is logarithmic in the high-water mark and the
+ * steady state never allocates.
+ */
+#define CTX_GROW_MAX 1024u
+
+static uint32_t ctx_grow_count(uint32_t current)
+{
+    return current < 16 ? 16 : current > CTX_GROW_MAX ? CTX_GROW_MAX : current;
+}
+
+static void ctx_handles_grow(hm_context_t *ctx)
+{
+    for (uint32_t n = ctx_grow_count(ctx->c_table_size); n > 0; n--) {
+        hm_handle_t *handle = ctx_handle_new(ctx);
+        if (handle == NULL)
+            return;
+        hmi_list_push_back(&ctx->c_free_handles, &handle->h_link);
+    }
+}
+
 hm_handle_t *hmi_handle_get(hm_context_t *ctx)
 {
+    if (hmi_list_empty(&ctx->c_free_handles))
+        ctx_handles_grow(ctx);
     struct hmi_list *link = hmi_list_pop_front(&ctx->c_free_handles);
-    hm_handle_t *handle = link ? hmi_container_of(link, hm_handle_t, h_link)
-                               : ctx_handle_new(ctx);
+    hm_handle_t *handle = link ? hmi_container_of(link, hm_handle_t, h_link) : NULL;
     if (handle == NULL) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "out of memory for a handle");
         return NULL;
@@ -111,11 +134,23 @@ static void ctx_send_slot_free(struct hmi_send_slot *slot)
     free(slot);
 }
 
+static void ctx_sends_grow(hm_context_t *ctx)
+{
+    for (uint32_t n = ctx_grow_count(ctx->c_sends_total); n > 0; n--) {
+        struct hmi_send_slot *slot = ctx_send_slot_new(ctx);
+        if (slot == NULL)
+            return;
+        hmi_list_push_back(&ctx->c_free_sends, &slot->s_link);
+    }
+}
+
 struct hmi_send_slot *hmi_send_slot_get(hm_context_t *ctx)
 {
+    if (hmi_list_empty(&ctx->c_free_sends))
+        ctx_sends_grow(ctx);
     struct hmi_list *link = hmi_list_pop_front(&ctx->c_free_sends);
-    struct hmi_send_slot *slot = link ? hmi_container_of(link, struct hmi_send_slot, s_link)
-                                      : ctx_send_slot_new(ctx);
+    struct hmi_send_slot *slot =
+        link ? hmi_container_of(link, struct hmi_send_slot, s_link) : NULL;
     if (slot == NULL) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "out of memory for a send buffer");
         return NULL;
@@ -187,14 +222,21 @@ static void ctx_apply_opts(hm_context_t *ctx, const hm_context_opts_t *opts,
     *pool_size = (mask & HM_CONTEXT_OPT_POOL_SIZE) ? opts->pool_size : CTX_DEFAULT_POOL;
 }
 
-/* Fill the pools up front so the first RPCs do not allocate either. */
+/*
+ * Fill the pools up front so the first RPCs do not allocate either. A server
+ * handle lives from the request's arrival until its response has left, which
+ * can overlap the peer's next request, so handles (a few hundred bytes each)
+ * get twice the count of send slots (an eager-limit buffer each).
+ */
 static hm_return_t ctx_prefill(hm_context_t *ctx, uint32_t count)
 {
-    for (uint32_t i = 0; i < count; i++) {
+    for (uint32_t i = 0; i < 2 * count; i++) {
         hm_handle_t *handle = ctx_handle_new(ctx);
         if (handle == NULL)
             return HM_NOMEM;
         hmi_list_push_back(&ctx->c_free_handles, &handle->h_link);
+    }
+    for (uint32_t i = 0; i < count; i++) {
         struct hmi_send_slot *slot = ctx_send_slot_new(ctx);
         if (slot == NULL)
             return HM_NOMEM;

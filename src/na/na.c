@@ -222,7 +222,11 @@ void hm_na_mem_deregister(hm_na_mem_t *mem)
 
 int hm_na_progress(hm_na_context_t *ctx)
 {
-    int events = ctx->x_class->c_ops.progress(ctx);
+    /* Ops completed since the last call (e.g. sends that left inside their
+     * post) are dispatched first, so their buffers and handles are back in
+     * the pools before the transport delivers new work. */
+    int events = na_dispatch(ctx);
+    events += ctx->x_class->c_ops.progress(ctx);
     return events + na_dispatch(ctx);
 }
 
