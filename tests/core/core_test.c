@@ -1,13 +1,9 @@
 /* The test server and client fixture shared by the core's tests. */
 #include "core_test.h"
 
-#include <errno.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -225,7 +221,7 @@ static void server_loop(void)
     }
 }
 
-static int server_main(const char *protocol, int ready_fd)
+static int server_main(const char *protocol)
 {
     hm_class_t *cls;
     if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS) {
@@ -242,59 +238,40 @@ static int server_main(const char *protocol, int ready_fd)
         hm_addr_to_string(self, uri, &size) != HM_SUCCESS)
         return 4;
     hm_addr_free(self);
-    dprintf(ready_fd, "%s\n", uri);
-    close(ready_fd);
+    hm_test_ready(uri);
     server_loop();
     return hm_class_destroy(cls) == HM_SUCCESS ? 0 : 5;
 }
 
-/* Read one line from `fd` within `timeout_ms`. */
-static bool read_line(int fd, char *buf, size_t size, int timeout_ms)
+struct server_args {
+    const char *protocol;
+    unsigned life_s;
+};
+
+static int server_child_main(void *arg)
 {
-    size_t len = 0;
-    while (len + 1 < size) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        if (poll(&pfd, 1, timeout_ms) <= 0)
-            return false;
-        ssize_t n = read(fd, buf + len, 1);
-        if (n <= 0)
-            return false;
-        if (buf[len] == '\n') {
-            buf[len] = '\0';
-            return true;
-        }
-        len++;
-    }
-    return false;
+    struct server_args *args = arg;
+    alarm(args->life_s); /* the bound: SIGALRM ends a server nobody stops */
+    return server_main(args->protocol);
 }
 
-pid_t core_server_start(const char *protocol, char *uri, size_t uri_size, unsigned life_s)
+int core_server_start(struct hm_test_child *child, const char *protocol, char *uri,
+                      size_t uri_size, unsigned life_s)
 {
-    int fds[2];
-    if (pipe(fds) != 0)
+    struct server_args args = {.protocol = protocol, .life_s = life_s};
+    if (hm_test_spawn(child, server_child_main, &args) != 0)
         return -1;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        alarm(life_s); /* the bound: SIGALRM ends a server nobody stops */
-        _exit(server_main(protocol, fds[1]));
-    }
-    close(fds[1]);
-    bool ready = pid > 0 && read_line(fds[0], uri, uri_size, 20000);
-    close(fds[0]);
-    if (pid > 0 && !ready) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
+    if (hm_test_recv(child, uri, uri_size, 20000) != 0) {
+        hm_test_child_kill(child);
         return -1;
     }
-    return pid;
+    return 0;
 }
 
-void core_server_stop(pid_t pid, hm_context_t *ctx, hm_addr_t *addr,
+void core_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t *addr,
                       const struct core_ids *ids)
 {
-    if (pid <= 0)
+    if (child->pid <= 0)
         return;
     if (ctx && addr) {
         hm_handle_t *handle;
@@ -303,13 +280,7 @@ void core_server_stop(pid_t pid, hm_context_t *ctx, hm_addr_t *addr,
             hm_handle_destroy(handle);
         }
     }
-    for (int i = 0; i < 500; i++) {
-        if (waitpid(pid, NULL, WNOHANG) == pid)
-            return;
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    hm_test_wait(child, 5);
 }
 
 /* ---- client -------------------------------------------------------------------- */
@@ -356,9 +327,8 @@ void core_client_close(struct core_client *client)
 int core_fixture_start(struct core_client *client, const char *protocol)
 {
     memset(client, 0, sizeof(*client));
-    client->server_pid = core_server_start(protocol, client->server_uri,
-                                           sizeof(client->server_uri), 300);
-    if (client->server_pid <= 0)
+    if (core_server_start(&client->server_child, protocol, client->server_uri,
+                          sizeof(client->server_uri), 300) != 0)
         return -1;
     hm_return_t ret = core_client_open(client, protocol, client->server_uri);
     if (ret != HM_SUCCESS) {
@@ -372,8 +342,7 @@ int core_fixture_start(struct core_client *client, const char *protocol)
 
 int core_fixture_stop(struct core_client *client)
 {
-    core_server_stop(client->server_pid, client->ctx, client->server, &client->ids);
-    client->server_pid = 0;
+    core_server_stop(&client->server_child, client->ctx, client->server, &client->ids);
     core_client_close(client);
     return 0;
 }

@@ -6,9 +6,9 @@
 #ifndef HM_TESTS_CORE_TEST_H
 #define HM_TESTS_CORE_TEST_H
 
-#include <sys/types.h>
-
 #include <hermod.h>
+
+#include "harness.h"
 
 /* RPC ids of the test service; every process registers all of them. */
 struct core_ids {
@@ -45,13 +45,14 @@ struct core_server_stats {
 hm_return_t core_register(hm_class_t *cls, struct core_ids *ids, bool server);
 
 /*
- * Start a test server for `protocol` in a child process; returns its pid and
- * writes its URI to `uri`. The child exits on "shutdown" or after
- * `life_s` seconds, whichever comes first.
+ * Start a test server for `protocol` in a child process and write its URI to
+ * `uri`. The child exits on "shutdown" or after `life_s` seconds, whichever
+ * comes first. 0 or -1.
  */
-pid_t core_server_start(const char *protocol, char *uri, size_t uri_size, unsigned life_s);
+int core_server_start(struct hm_test_child *child, const char *protocol, char *uri,
+                      size_t uri_size, unsigned life_s);
 /* Ask the server to shut down and reap it (SIGKILL after a bound). */
-void core_server_stop(pid_t pid, hm_context_t *ctx, hm_addr_t *addr,
+void core_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t *addr,
                       const struct core_ids *ids);
 
 /* A client of the test server. */
@@ -60,7 +61,7 @@ struct core_client {
     hm_context_t *ctx;
     hm_addr_t *server;
     struct core_ids ids;
-    pid_t server_pid;
+    struct hm_test_child server_child;
     char server_uri[512];
 };
 

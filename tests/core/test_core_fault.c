@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -159,7 +158,7 @@ static void never_called(const hm_cb_info_t *info)
     _exit(5); /* the process dies before it triggers anything */
 }
 
-static void dying_client(void)
+static int dying_client(void *arg)
 {
     struct core_client doomed = {0};
     if (core_client_open(&doomed, protocol, client.server_uri) != HM_SUCCESS)
@@ -176,17 +175,14 @@ static void dying_client(void)
     while (now_ms() < end)
         hm_progress(doomed.ctx, 5);
     raise(SIGKILL); /* dies with three RPCs in flight */
+    return 6;
 }
 
 static void test_client_dies_mid_rpc(void **state)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0)
-        dying_client();
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    struct hm_test_child doomed;
+    assert_int_equal(hm_test_spawn(&doomed, dying_client, NULL), 0);
+    assert_int_equal(hm_test_wait(&doomed, 30), -SIGKILL);
     double end = now_ms() + 500; /* the server tries to answer the dead client */
     while (now_ms() < end) {
         hm_progress(client.ctx, 10);
@@ -225,9 +221,7 @@ static void test_server_dies_mid_rpc(void **state)
     double end = now_ms() + 200;
     while (now_ms() < end)
         hm_progress(victim_client.ctx, 10);
-    kill(victim_client.server_pid, SIGKILL);
-    waitpid(victim_client.server_pid, NULL, 0);
-    victim_client.server_pid = 0;
+    hm_test_child_kill(&victim_client.server_child);
     while (o.calls == 0 && now_ms() - start < 25000) {
         hm_progress(victim_client.ctx, 100);
         hm_trigger(victim_client.ctx, UINT32_MAX, NULL);
