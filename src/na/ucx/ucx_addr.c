@@ -1,0 +1,786 @@
+/*
+ * UCX plugin: URIs, addresses and endpoints.
+ *
+ *   ucx+tcp://A.B.C.D:PORT   a listener (one per context); peers connect to
+ *                            it by sockaddr, error mode PEER.
+ *   ucx+shm://PID/HEX        the context's UCP worker address in hex and the
+ *                            pid of its process; peers connect to the worker
+ *                            address, error mode NONE, and watch the pid.
+ *
+ * See ucx_internal.h for how addresses stay canonical and how the source of
+ * a message is found.
+ */
+#include "na/ucx/ucx_internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util/log.h"
+
+#define UCX_HDR_VERSION 1
+#define UCX_HDR_FIXED 8 /* version, flags, uri length (le16), pid (le32) */
+
+/* ---- URIs ----------------------------------------------------------------- */
+
+static int ucx_hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Decimal digits only, no sign, at most `max`; *end after the digits. */
+static bool ucx_parse_uint(const char *s, unsigned long max, unsigned long *out,
+                           const char **end)
+{
+    unsigned long v = 0;
+    const char *p = s;
+    while (*p >= '0' && *p <= '9') {
+        v = v * 10 + (unsigned long)(*p - '0');
+        if (v > max)
+            return false;
+        p++;
+    }
+    if (p == s || (p - s > 1 && *s == '0'))
+        return false;
+    *out = v;
+    *end = p;
+    return true;
+}
+
+/* "A.B.C.D" or "A.B.C.D:PORT" (port optional when `port_optional`). */
+static hm_return_t ucx_parse_hostport(const char *s, bool port_optional, struct ucx_uri *out)
+{
+    const char *colon = strchr(s, ':');
+    size_t host_len = colon ? (size_t)(colon - s) : strlen(s);
+    if (host_len == 0 || host_len >= sizeof(out->u_host))
+        return HM_INVALID_ARG;
+    memcpy(out->u_host, s, host_len);
+    out->u_host[host_len] = '\0';
+    struct in_addr in;
+    if (inet_pton(AF_INET, out->u_host, &in) != 1)
+        return HM_INVALID_ARG;
+    out->u_port = 0;
+    if (colon == NULL)
+        return port_optional ? HM_SUCCESS : HM_INVALID_ARG;
+    unsigned long port;
+    const char *end;
+    if (!ucx_parse_uint(colon + 1, 65535, &port, &end) || *end != '\0')
+        return HM_INVALID_ARG;
+    out->u_port = (uint16_t)port;
+    return HM_SUCCESS;
+}
+
+/* "PID/HEX" */
+static hm_return_t ucx_parse_shm(const char *s, struct ucx_uri *out)
+{
+    unsigned long pid;
+    const char *p;
+    if (!ucx_parse_uint(s, 0x7fffffffUL, &pid, &p) || pid == 0 || *p != '/')
+        return HM_INVALID_ARG;
+    p++;
+    size_t hex_len = strlen(p);
+    if (hex_len == 0 || hex_len % 2 != 0 || hex_len / 2 > sizeof(out->u_waddr))
+        return HM_INVALID_ARG;
+    for (size_t i = 0; i < hex_len / 2; i++) {
+        int hi = ucx_hexval(p[2 * i]), lo = ucx_hexval(p[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return HM_INVALID_ARG;
+        out->u_waddr[i] = (uint8_t)(hi << 4 | lo);
+    }
+    out->u_pid = (pid_t)pid;
+    out->u_waddr_len = hex_len / 2;
+    return HM_SUCCESS;
+}
+
+hm_return_t hmi_ucx_uri_parse(const char *uri, struct ucx_uri *out)
+{
+    if (uri == NULL || strlen(uri) >= UCX_URI_MAX)
+        return HM_INVALID_ARG;
+    memset(out, 0, offsetof(struct ucx_uri, u_waddr));
+    if (strncmp(uri, "ucx+tcp://", 10) == 0) {
+        out->u_proto = UCX_PROTO_TCP;
+        hm_return_t ret = ucx_parse_hostport(uri + 10, false, out);
+        if (ret == HM_SUCCESS && out->u_port == 0)
+            ret = HM_INVALID_ARG; /* a peer is never at port 0 */
+        return ret;
+    }
+    if (strncmp(uri, "ucx+shm://", 10) == 0) {
+        out->u_proto = UCX_PROTO_SHM;
+        return ucx_parse_shm(uri + 10, out);
+    }
+    return HM_INVALID_ARG;
+}
+
+hm_return_t hmi_ucx_listen_parse(enum ucx_proto proto, const char *listen, struct ucx_uri *out)
+{
+    memset(out, 0, offsetof(struct ucx_uri, u_waddr));
+    out->u_proto = proto;
+    if (listen == NULL)
+        listen = "";
+    if (proto == UCX_PROTO_SHM)
+        return listen[0] == '\0' ? HM_SUCCESS : HM_INVALID_ARG;
+    if (listen[0] == '\0') {
+        strcpy(out->u_host, "0.0.0.0");
+        return HM_SUCCESS;
+    }
+    return ucx_parse_hostport(listen, true, out);
+}
+
+size_t hmi_ucx_uri_format(const struct ucx_uri *u, char *buf, size_t size)
+{
+    int n;
+    if (u->u_proto == UCX_PROTO_TCP) {
+        n = snprintf(buf, size, "ucx+tcp://%s:%u", u->u_host, (unsigned int)u->u_port);
+    } else {
+        n = snprintf(buf, size, "ucx+shm://%ld/", (long)u->u_pid);
+        if (n < 0 || (size_t)n + 2 * u->u_waddr_len >= size)
+            return 0;
+        for (size_t i = 0; i < u->u_waddr_len; i++)
+            n += snprintf(buf + n, size - (size_t)n, "%02x", u->u_waddr[i]);
+    }
+    if (n < 0 || (size_t)n >= size)
+        return 0;
+    return (size_t)n;
+}
+
+static uint64_t ucx_hash_str(const char *s, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* ---- Addresses ------------------------------------------------------------ */
+
+/* The live address of canonical URI `uri`, or NULL. */
+static hm_na_addr_t *ucx_addr_find(struct ucx_ctx *c, const char *uri, size_t len)
+{
+    uint64_t h = ucx_hash_str(uri, len);
+    hm_na_addr_t *a = hmi_hmap_get(&c->c_by_uri, h);
+    if (a != NULL && a->a_uri_len == len && memcmp(a->a_uri, uri, len) == 0)
+        return a;
+    /* Hash collision (never seen in practice): fall back to a scan. */
+    for (struct hmi_list *l = c->c_addrs.next; l != &c->c_addrs; l = l->next) {
+        a = hmi_container_of(l, hm_na_addr_t, a_link);
+        if (!a->a_dead && a->a_uri_len == len && memcmp(a->a_uri, uri, len) == 0)
+            return a;
+    }
+    return NULL;
+}
+
+/* Watch a shm peer's pid. HM_UNREACHABLE if the process is gone. */
+static hm_return_t ucx_addr_watch(struct ucx_ctx *c, hm_na_addr_t *a)
+{
+    int fd = (int)syscall(SYS_pidfd_open, a->a_pid, 0);
+    if (fd < 0) {
+        if (errno == ESRCH)
+            return HM_UNREACHABLE;
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
+                "ucx: cannot watch pid %ld (%s): its death will go unnoticed", (long)a->a_pid,
+                strerror(errno));
+        return kill(a->a_pid, 0) != 0 && errno == ESRCH ? HM_UNREACHABLE : HM_SUCCESS;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = a};
+    if (epoll_ctl(c->c_pid_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ucx: cannot watch pid %ld: %s", (long)a->a_pid,
+                strerror(errno));
+        close(fd);
+        return HM_SUCCESS;
+    }
+    a->a_pidfd = fd;
+    c->c_npidfds++;
+    return HM_SUCCESS;
+}
+
+static void ucx_addr_unwatch(struct ucx_ctx *c, hm_na_addr_t *a)
+{
+    if (a->a_pidfd < 0)
+        return;
+    if (c != NULL) {
+        epoll_ctl(c->c_pid_epfd, EPOLL_CTL_DEL, a->a_pidfd, NULL);
+        c->c_npidfds--;
+    }
+    close(a->a_pidfd);
+    a->a_pidfd = -1;
+}
+
+/*
+ * A new address for canonical URI `uri` (parsed as `u`), in the map, with
+ * the context's reference. HM_UNREACHABLE for a shm peer already dead.
+ */
+static hm_return_t ucx_addr_new(struct ucx_ctx *c, const char *uri, size_t len,
+                                const struct ucx_uri *u, hm_na_addr_t **out)
+{
+    hm_na_addr_t *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return HM_NOMEM;
+    a->a_uri = malloc(len + 1);
+    if (a->a_uri == NULL) {
+        free(a);
+        return HM_NOMEM;
+    }
+    memcpy(a->a_uri, uri, len + 1);
+    a->a_uri_len = len;
+    a->a_hash = ucx_hash_str(uri, len);
+    a->a_ctx = c;
+    a->a_refs = 1; /* the context's */
+    a->a_pidfd = -1;
+    a->a_pid = u->u_proto == UCX_PROTO_SHM ? u->u_pid : 0;
+    hmi_list_init(&a->a_fail_link);
+    if (a->a_pid != 0 && a->a_pid != getpid()) {
+        hm_return_t ret = ucx_addr_watch(c, a);
+        if (ret != HM_SUCCESS) {
+            free(a->a_uri);
+            free(a);
+            return ret;
+        }
+    }
+    a->a_in_map = hmi_hmap_put(&c->c_by_uri, a->a_hash, a) == HM_SUCCESS;
+    hmi_list_push_back(&c->c_addrs, &a->a_link);
+    *out = a;
+    return HM_SUCCESS;
+}
+
+static void ucx_addr_free(hm_na_addr_t *a)
+{
+    ucx_addr_unwatch(a->a_ctx, a);
+    free(a->a_uri);
+    free(a);
+}
+
+void hmi_ucx_addr_ref(hm_na_addr_t *addr)
+{
+    addr->a_refs++;
+}
+
+void hmi_ucx_addr_unref(hm_na_addr_t *addr)
+{
+    if (--addr->a_refs == 0)
+        ucx_addr_free(addr);
+}
+
+/* ---- Endpoints ------------------------------------------------------------ */
+
+static void ucx_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    struct ucx_ep *e = arg;
+    (void)ep;
+    if (e->e_closed)
+        return;
+    if (e->e_addr != NULL) {
+        hmi_ucx_addr_fail(e->e_addr, ucs_status_string(status));
+        return;
+    }
+    /* An accepted endpoint that never carried a message: close it from progress. */
+    e->e_failed = true;
+    e->e_ctx->c_eps_failed = true;
+}
+
+/* Track endpoint `ep` (created by us or handed to us by UCX). */
+static struct ucx_ep *ucx_ep_track(struct ucx_ctx *c, struct ucx_ep *e, ucp_ep_h ep)
+{
+    e->e_ep = ep;
+    e->e_ctx = c;
+    if (hmi_hmap_put(&c->c_by_ep, (uint64_t)(uintptr_t)ep, e) != HM_SUCCESS) {
+        /* Out of memory in the map: the endpoint still works for sends. */
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ucx: cannot index endpoint %p", (void *)ep);
+    }
+    hmi_list_push_back(&c->c_eps, &e->e_link);
+    return e;
+}
+
+static void ucx_ep_close_cb(void *request, ucs_status_t status, void *user_data)
+{
+    struct ucx_ctx *c = user_data;
+    (void)status;
+    ucp_request_free(request);
+    c->c_closing_eps--;
+}
+
+/*
+ * Close `e`. Forced (UCX completes what is posted on it with
+ * UCS_ERR_CANCELED) or flushed (what was sent reaches the peer first).
+ */
+static void ucx_ep_close_mode(struct ucx_ep *e, bool force)
+{
+    if (e->e_closed)
+        return;
+    struct ucx_ctx *c = e->e_ctx;
+    e->e_closed = true;
+    if (hmi_hmap_get(&c->c_by_ep, (uint64_t)(uintptr_t)e->e_ep) == e)
+        hmi_hmap_remove(&c->c_by_ep, (uint64_t)(uintptr_t)e->e_ep);
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA,
+        .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0,
+        .cb.send = ucx_ep_close_cb,
+        .user_data = c,
+    };
+    ucs_status_ptr_t req = ucp_ep_close_nbx(e->e_ep, &param);
+    if (UCS_PTR_IS_PTR(req))
+        c->c_closing_eps++;
+    e->e_ep = NULL;
+}
+
+static void ucx_ep_close(struct ucx_ep *e)
+{
+    ucx_ep_close_mode(e, true);
+}
+
+/* Connect a new endpoint to `a`. */
+static hm_return_t ucx_addr_connect(struct ucx_ctx *c, hm_na_addr_t *a)
+{
+    struct ucx_uri u;
+    if (hmi_ucx_uri_parse(a->a_uri, &u) != HM_SUCCESS)
+        return HM_INVALID_ARG;
+    struct ucx_ep *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return HM_NOMEM;
+    e->e_ctx = c;
+    e->e_addr = a;
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(u.u_port)};
+    ucp_ep_params_t params = {.user_data = e};
+    if (u.u_proto == UCX_PROTO_TCP) {
+        inet_pton(AF_INET, u.u_host, &sin.sin_addr);
+        params.field_mask = UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_FLAGS |
+                            UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                            UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+        params.sockaddr.addr = (const struct sockaddr *)&sin;
+        params.sockaddr.addrlen = sizeof(sin);
+        params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        params.err_handler.cb = ucx_ep_err_cb;
+        params.err_handler.arg = e;
+    } else {
+        /* Error mode NONE keeps shm lanes (see ucx_internal.h); the pid is watched. */
+        params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                            UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+        params.address = (const ucp_address_t *)u.u_waddr;
+        params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    }
+    ucp_ep_h ep;
+    ucs_status_t status = ucp_ep_create(c->c_worker, &params, &ep);
+    if (status != UCS_OK) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: cannot connect to %s: %s", a->a_uri,
+                ucs_status_string(status));
+        free(e);
+        return HM_UNREACHABLE;
+    }
+    ucx_ep_track(c, e, ep);
+    a->a_ep = e;
+    return HM_SUCCESS;
+}
+
+ucp_ep_h hmi_ucx_addr_ep(hm_na_addr_t *addr)
+{
+    if (hmi_unlikely(addr->a_dead || addr->a_ctx == NULL))
+        return NULL;
+    if (hmi_likely(addr->a_ep != NULL && !addr->a_ep->e_closed))
+        return addr->a_ep->e_ep;
+    if (ucx_addr_connect(addr->a_ctx, addr) != HM_SUCCESS)
+        return NULL;
+    return addr->a_ep->e_ep;
+}
+
+/* tcp listener: a peer connects; its first message will name it. */
+static void ucx_conn_cb(ucp_conn_request_h req, void *arg)
+{
+    struct ucx_ctx *c = arg;
+    struct ucx_ep *e = c->c_closing ? NULL : calloc(1, sizeof(*e));
+    if (e == NULL) {
+        ucp_listener_reject(c->c_listener, req);
+        return;
+    }
+    e->e_ctx = c;
+    ucp_ep_params_t params = {
+        .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_USER_DATA |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .conn_request = req,
+        .user_data = e,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = ucx_ep_err_cb, .arg = e},
+    };
+    ucp_ep_h ep;
+    ucs_status_t status = ucp_ep_create(c->c_worker, &params, &ep);
+    if (status != UCS_OK) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: cannot accept a connection: %s",
+                ucs_status_string(status));
+        free(e);
+        return;
+    }
+    ucx_ep_track(c, e, ep);
+}
+
+hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const void *hdr,
+                                    size_t hdr_len)
+{
+    struct ucx_ep *e = reply_ep ? hmi_hmap_get(&c->c_by_ep, (uint64_t)(uintptr_t)reply_ep)
+                                : NULL;
+    if (hmi_likely(e != NULL && e->e_addr != NULL))
+        return e->e_addr;
+    /* First message on this endpoint: the header names the sender. */
+    const unsigned char *h = hdr;
+    if (hdr_len < UCX_HDR_FIXED || h[0] != UCX_HDR_VERSION)
+        return NULL;
+    size_t uri_len = (size_t)h[2] | (size_t)h[3] << 8;
+    if (uri_len == 0 || uri_len >= UCX_URI_MAX || hdr_len != UCX_HDR_FIXED + uri_len)
+        return NULL;
+    char uri[UCX_URI_MAX];
+    memcpy(uri, h + UCX_HDR_FIXED, uri_len);
+    uri[uri_len] = '\0';
+    struct ucx_uri u;
+    if (hmi_ucx_uri_parse(uri, &u) != HM_SUCCESS || u.u_proto != c->c_cls->k_proto)
+        return NULL;
+    char canon[UCX_URI_MAX];
+    size_t len = hmi_ucx_uri_format(&u, canon, sizeof(canon));
+    if (len == 0)
+        return NULL;
+    hm_na_addr_t *a = ucx_addr_find(c, canon, len);
+    if (a == NULL && ucx_addr_new(c, canon, len, &u, &a) != HM_SUCCESS)
+        return NULL;
+    if (reply_ep == NULL)
+        return a;
+    if (e == NULL) {
+        e = calloc(1, sizeof(*e));
+        if (e == NULL)
+            return a;
+        ucx_ep_track(c, e, reply_ep);
+    }
+    e->e_addr = a;
+    if (a->a_ep == NULL)
+        a->a_ep = e;
+    return a;
+}
+
+/* The AM header of context `c`: our canonical URI and pid. */
+static hm_return_t ucx_hdr_build(struct ucx_ctx *c)
+{
+    hm_na_addr_t *self = c->c_self;
+    c->c_hdr_len = UCX_HDR_FIXED + self->a_uri_len;
+    c->c_hdr = malloc(c->c_hdr_len);
+    if (c->c_hdr == NULL)
+        return HM_NOMEM;
+    uint32_t pid = (uint32_t)getpid();
+    c->c_hdr[0] = UCX_HDR_VERSION;
+    c->c_hdr[1] = 0;
+    c->c_hdr[2] = (unsigned char)(self->a_uri_len & 0xff);
+    c->c_hdr[3] = (unsigned char)(self->a_uri_len >> 8);
+    for (int i = 0; i < 4; i++)
+        c->c_hdr[4 + i] = (unsigned char)(pid >> (8 * i));
+    memcpy(c->c_hdr + UCX_HDR_FIXED, self->a_uri, self->a_uri_len);
+    return HM_SUCCESS;
+}
+
+/* The IPv4 address peers should use when we listen on 0.0.0.0. */
+static void ucx_pick_host(char *host, size_t size)
+{
+    struct ifaddrs *ifs, *i;
+    snprintf(host, size, "127.0.0.1");
+    if (getifaddrs(&ifs) != 0)
+        return;
+    for (i = ifs; i != NULL; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
+            (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
+            continue;
+        inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, host,
+                  (socklen_t)size);
+        break;
+    }
+    freeifaddrs(ifs);
+}
+
+/* tcp: listen (context 0 where the class URI says, others on a free port). */
+static hm_return_t ucx_listen(struct ucx_ctx *c, struct ucx_uri *self)
+{
+    const struct ucx_uri *l = &c->c_cls->k_listen;
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_port = htons(c->c_na->x_index == 0 ? l->u_port : 0)};
+    inet_pton(AF_INET, l->u_host, &sin.sin_addr);
+    ucp_listener_params_t params = {
+        .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+        .sockaddr = {.addr = (const struct sockaddr *)&sin, .addrlen = sizeof(sin)},
+        .conn_handler = {.cb = ucx_conn_cb, .arg = c},
+    };
+    ucs_status_t status = ucp_listener_create(c->c_worker, &params, &c->c_listener);
+    if (status != UCS_OK) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx+tcp: cannot listen on %s:%u: %s", l->u_host,
+                (unsigned int)ntohs(sin.sin_port), ucs_status_string(status));
+        return status == UCS_ERR_BUSY ? HM_EXISTS : HM_UNREACHABLE;
+    }
+    ucp_listener_attr_t attr = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
+    status = ucp_listener_query(c->c_listener, &attr);
+    if (status != UCS_OK) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx+tcp: cannot query the listener: %s",
+                ucs_status_string(status));
+        ucp_listener_destroy(c->c_listener);
+        c->c_listener = NULL;
+        return HM_TRANSPORT_ERROR;
+    }
+    *self = *l;
+    self->u_port = ntohs(((struct sockaddr_in *)(void *)&attr.sockaddr)->sin_port);
+    if (strcmp(l->u_host, "0.0.0.0") == 0)
+        ucx_pick_host(self->u_host, sizeof(self->u_host));
+    return HM_SUCCESS;
+}
+
+/* shm: our worker address, hex-encoded in our URI with our pid. */
+static hm_return_t ucx_worker_addr(struct ucx_ctx *c, struct ucx_uri *self)
+{
+    ucs_status_t status = ucp_worker_get_address(c->c_worker, &c->c_waddr, &c->c_waddr_len);
+    if (status != UCS_OK) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx+shm: cannot get the worker address: %s",
+                ucs_status_string(status));
+        return HM_TRANSPORT_ERROR;
+    }
+    memset(self, 0, offsetof(struct ucx_uri, u_waddr));
+    self->u_proto = UCX_PROTO_SHM;
+    self->u_pid = getpid();
+    if (c->c_waddr_len > sizeof(self->u_waddr)) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx+shm: worker address of %zu bytes too long",
+                c->c_waddr_len);
+        return HM_NOT_SUPPORTED;
+    }
+    memcpy(self->u_waddr, c->c_waddr, c->c_waddr_len);
+    self->u_waddr_len = c->c_waddr_len;
+    return HM_SUCCESS;
+}
+
+hm_return_t hmi_ucx_addr_init(struct ucx_ctx *c)
+{
+    struct ucx_uri self;
+    hm_return_t ret = c->c_cls->k_proto == UCX_PROTO_TCP ? ucx_listen(c, &self)
+                                                         : ucx_worker_addr(c, &self);
+    if (ret != HM_SUCCESS)
+        goto err;
+    char uri[UCX_URI_MAX];
+    size_t len = hmi_ucx_uri_format(&self, uri, sizeof(uri));
+    if (len == 0) {
+        ret = HM_NOT_SUPPORTED;
+        goto err;
+    }
+    ret = ucx_addr_new(c, uri, len, &self, &c->c_self);
+    if (ret != HM_SUCCESS)
+        goto err;
+    c->c_self->a_self = true;
+    ret = ucx_hdr_build(c);
+    if (ret != HM_SUCCESS)
+        goto err; /* c_self is freed with the context's addresses */
+    return HM_SUCCESS;
+err:
+    hmi_ucx_addr_fini(c);
+    return ret;
+}
+
+/* ---- Failures ------------------------------------------------------------- */
+
+void hmi_ucx_addr_fail(hm_na_addr_t *a, const char *why)
+{
+    if (a == NULL || a->a_dead || a->a_self || a->a_ctx == NULL)
+        return;
+    struct ucx_ctx *c = a->a_ctx;
+    a->a_dead = true;
+    if (!c->c_closing)
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: peer %s is unreachable: %s", a->a_uri, why);
+    if (a->a_in_map) {
+        hmi_hmap_remove(&c->c_by_uri, a->a_hash);
+        a->a_in_map = false;
+    }
+    ucx_addr_unwatch(c, a);
+    /* Posted ops end when their endpoint is force-closed; queued ones now. */
+    struct hmi_list *l, *next;
+    for (l = c->c_posted.next; l != &c->c_posted; l = l->next) {
+        struct ucx_op *p = hmi_container_of(l, struct ucx_op, p_link);
+        if (p->p_addr == a && p->p_force == HM_SUCCESS)
+            p->p_force = HM_UNREACHABLE;
+    }
+    for (l = c->c_retry.next; l != &c->c_retry; l = next) {
+        next = l->next;
+        struct ucx_op *p = hmi_container_of(l, struct ucx_op, p_link);
+        if (p->p_addr != a)
+            continue;
+        hmi_list_remove(&p->p_link);
+        p->p_queued = false;
+        hm_na_op_complete(p->p_op, HM_UNREACHABLE);
+    }
+    a->a_refs++; /* until reported */
+    hmi_list_push_back(&c->c_failed, &a->a_fail_link);
+}
+
+bool hmi_ucx_addr_check_dead(hm_na_addr_t *a)
+{
+    if (a->a_dead)
+        return true;
+    if (a->a_pidfd < 0)
+        return false;
+    struct pollfd pfd = {.fd = a->a_pidfd, .events = POLLIN};
+    if (poll(&pfd, 1, 0) > 0) {
+        hmi_ucx_addr_fail(a, "process exited");
+        return true;
+    }
+    return false;
+}
+
+int hmi_ucx_addr_scan_pids(struct ucx_ctx *c)
+{
+    struct epoll_event evs[16];
+    int n = epoll_wait(c->c_pid_epfd, evs, 16, 0);
+    for (int i = 0; i < n; i++)
+        hmi_ucx_addr_fail(evs[i].data.ptr, "process exited");
+    return n > 0 ? n : 0;
+}
+
+int hmi_ucx_addr_progress_failed(struct ucx_ctx *c)
+{
+    int n = 0;
+    struct hmi_list *link;
+    if (c->c_eps_failed) {
+        c->c_eps_failed = false;
+        for (link = c->c_eps.next; link != &c->c_eps; link = link->next) {
+            struct ucx_ep *e = hmi_container_of(link, struct ucx_ep, e_link);
+            if (e->e_failed && e->e_addr == NULL && !e->e_closed) {
+                ucx_ep_close(e);
+                n++;
+            }
+        }
+    }
+    while ((link = hmi_list_pop_front(&c->c_failed)) != NULL) {
+        hm_na_addr_t *a = hmi_container_of(link, hm_na_addr_t, a_fail_link);
+        for (struct hmi_list *l = c->c_eps.next; l != &c->c_eps; l = l->next) {
+            struct ucx_ep *e = hmi_container_of(l, struct ucx_ep, e_link);
+            if (e->e_addr == a)
+                ucx_ep_close(e);
+        }
+        /*
+         * With error mode NONE (shm) a forced close does not always give back
+         * requests waiting on the peer (a rendezvous send waiting for the
+         * dead receiver): complete them here, their requests orphaned.
+         */
+        if (c->c_cls->k_proto == UCX_PROTO_SHM)
+            hmi_ucx_op_orphan_addr(c, a);
+        if (!c->c_closing)
+            hm_na_peer_failed(c->c_na, a);
+        hmi_ucx_addr_unref(a);
+        n++;
+    }
+    return n;
+}
+
+void hmi_ucx_addr_close_eps(struct ucx_ctx *c)
+{
+    /*
+     * With nothing posted, flush what completed locally (a last message may
+     * still sit in a socket buffer) before closing; with ops posted, force,
+     * so they end now. A flush towards a peer that does not answer is cut
+     * short by the bounded drain and the worker's destruction.
+     */
+    bool force = !hmi_list_empty(&c->c_posted);
+    for (struct hmi_list *l = c->c_eps.next; l != &c->c_eps; l = l->next) {
+        struct ucx_ep *e = hmi_container_of(l, struct ucx_ep, e_link);
+        ucx_ep_close_mode(e, force || e->e_failed || (e->e_addr && e->e_addr->a_dead));
+    }
+}
+
+void hmi_ucx_addr_fini(struct ucx_ctx *c)
+{
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(&c->c_failed)) != NULL)
+        hmi_ucx_addr_unref(hmi_container_of(link, hm_na_addr_t, a_fail_link));
+    while ((link = hmi_list_pop_front(&c->c_eps)) != NULL) {
+        struct ucx_ep *e = hmi_container_of(link, struct ucx_ep, e_link);
+        ucx_ep_close(e);
+        free(e);
+    }
+    while ((link = hmi_list_pop_front(&c->c_addrs)) != NULL) {
+        hm_na_addr_t *a = hmi_container_of(link, hm_na_addr_t, a_link);
+        ucx_addr_unwatch(c, a);
+        a->a_ctx = NULL; /* survivors are only freed by the core's unref */
+        a->a_ep = NULL;
+        a->a_in_map = false;
+        hmi_ucx_addr_unref(a);
+    }
+    c->c_self = NULL;
+    free(c->c_hdr);
+    c->c_hdr = NULL;
+    if (c->c_waddr != NULL) {
+        ucp_worker_release_address(c->c_worker, c->c_waddr);
+        c->c_waddr = NULL;
+    }
+    if (c->c_listener != NULL) {
+        ucp_listener_destroy(c->c_listener);
+        c->c_listener = NULL;
+    }
+}
+
+/* ---- Ops slots ------------------------------------------------------------ */
+
+hm_return_t hmi_ucx_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **out)
+{
+    struct ucx_ctx *c = ucx_ctx(ctx);
+    struct ucx_uri u;
+    if (hmi_ucx_uri_parse(uri, &u) != HM_SUCCESS || u.u_proto != c->c_cls->k_proto) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: cannot parse address \"%s\" for %s", uri,
+                ctx->x_class->c_protocol);
+        return HM_INVALID_ARG;
+    }
+    char canon[UCX_URI_MAX];
+    size_t len = hmi_ucx_uri_format(&u, canon, sizeof(canon));
+    if (len == 0)
+        return HM_INVALID_ARG;
+    hm_na_addr_t *a = ucx_addr_find(c, canon, len);
+    if (a == NULL) {
+        hm_return_t ret = ucx_addr_new(c, canon, len, &u, &a);
+        if (ret == HM_UNREACHABLE)
+            hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: peer %s: no process %ld", canon,
+                    (long)u.u_pid);
+        if (ret != HM_SUCCESS)
+            return ret;
+        if (hmi_ucx_addr_ep(a) == NULL) {
+            hmi_ucx_addr_fail(a, "cannot connect");
+            return HM_UNREACHABLE;
+        }
+    }
+    a->a_refs++;
+    *out = a;
+    return HM_SUCCESS;
+}
+
+hm_return_t hmi_ucx_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out)
+{
+    struct ucx_ctx *c = ucx_ctx(ctx);
+    c->c_self->a_refs++;
+    *out = c->c_self;
+    return HM_SUCCESS;
+}
+
+hm_return_t hmi_ucx_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
+                                   size_t *size)
+{
+    (void)ctx;
+    size_t need = addr->a_uri_len + 1;
+    if (buf == NULL || *size < need) {
+        *size = need;
+        return HM_MSGSIZE;
+    }
+    memcpy(buf, addr->a_uri, need);
+    *size = need;
+    return HM_SUCCESS;
+}

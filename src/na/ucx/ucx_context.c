@@ -1,0 +1,363 @@
+/*
+ * UCX plugin: the context (one ucp_worker), progress, the poll fd, and the
+ * bookkeeping of posted operations (completion, cancel, retry, close).
+ *
+ * The poll fd is an epoll set holding the worker's event fd and a second
+ * epoll set with the pidfds of shm peers, so a blocking wait wakes both for
+ * network events and for the death of a peer.
+ */
+#include "na/ucx/ucx_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "util/time.h"
+
+/* ucp_worker_progress calls per progress, so one busy peer cannot starve us. */
+#define UCX_PROGRESS_SPINS 64
+/* How often progress looks at the pidfds of shm peers. */
+#define UCX_PID_SCAN_NS 1000000u
+/* Longest a context close waits for UCX to give back requests. */
+#define UCX_CLOSE_WAIT_NS 2000000000u
+
+/* ---- Operations ----------------------------------------------------------- */
+
+static hm_return_t ucx_op_final_status(struct ucx_op *p, ucs_status_t status)
+{
+    if (p->p_force != HM_SUCCESS)
+        return p->p_force;
+    if (p->p_canceled)
+        return HM_CANCELED;
+    if (status != UCS_OK && p->p_addr != NULL && p->p_addr->a_dead)
+        return HM_UNREACHABLE;
+    return hmi_ucx_status(status);
+}
+
+void hmi_ucx_op_done(struct ucx_op *p, void *req, ucs_status_t status)
+{
+    hm_na_op_t *op = p->p_op;
+    struct ucx_ctx *c = ucx_ctx(op->o_ctx);
+    (void)req;
+    /* A put is complete once the peer has the data: flush, then report. */
+    if (p->p_kind == UCX_OP_PUT && status == UCS_OK && !p->p_canceled &&
+        p->p_force == HM_SUCCESS && !c->c_closing) {
+        p->p_kind = UCX_OP_FLUSH;
+        hm_return_t ret = hmi_ucx_rma_post(c, op);
+        if (ret == HM_SUCCESS)
+            return;
+        hm_na_op_complete(op, ret);
+        return;
+    }
+    if (status != UCS_OK && status != UCS_ERR_CANCELED && p->p_force == HM_SUCCESS)
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: operation to %s failed: %s",
+                p->p_addr ? p->p_addr->a_uri : "?", ucs_status_string(status));
+    hm_na_op_complete(op, ucx_op_final_status(p, status));
+}
+
+/* Request callback of every send, put, get and flush. */
+static void ucx_req_cb(void *request, ucs_status_t status, void *user_data)
+{
+    struct ucx_op *p = ((struct ucx_req *)request)->r_op;
+    (void)user_data;
+    if (p == NULL) { /* orphaned: its op has completed already */
+        ucp_request_free(request);
+        return;
+    }
+    p->p_req = NULL;
+    hmi_list_remove(&p->p_link);
+    ucp_request_free(request);
+    hmi_ucx_op_done(p, request, status);
+}
+
+void hmi_ucx_op_posted(struct ucx_ctx *c, hm_na_op_t *op, void *req, ucs_status_t imm)
+{
+    struct ucx_op *p = ucx_op(op);
+    if (req != NULL) {
+        ((struct ucx_req *)req)->r_op = p;
+        p->p_req = req;
+        hmi_list_push_back(&c->c_posted, &p->p_link);
+        return;
+    }
+    hmi_ucx_op_done(p, NULL, imm);
+}
+
+void hmi_ucx_op_orphan_addr(struct ucx_ctx *c, hm_na_addr_t *addr)
+{
+    struct hmi_list *l, *next;
+    for (l = c->c_posted.next; l != &c->c_posted; l = next) {
+        next = l->next;
+        struct ucx_op *p = hmi_container_of(l, struct ucx_op, p_link);
+        if (p->p_addr != addr)
+            continue;
+        ((struct ucx_req *)p->p_req)->r_op = NULL;
+        p->p_req = NULL;
+        hmi_list_remove(&p->p_link);
+        hm_na_op_complete(p->p_op, ucx_op_final_status(p, UCS_ERR_CANCELED));
+    }
+}
+
+void hmi_ucx_op_queue(struct ucx_ctx *c, hm_na_op_t *op)
+{
+    struct ucx_op *p = ucx_op(op);
+    p->p_queued = true;
+    hmi_list_push_back(&c->c_retry, &p->p_link);
+}
+
+ucp_request_param_t hmi_ucx_req_param(struct ucx_op *p)
+{
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = ucx_req_cb,
+        .user_data = p,
+    };
+    return param;
+}
+
+/* Re-post the ops the transport refused earlier. */
+static int ucx_retry(struct ucx_ctx *c)
+{
+    struct hmi_list todo;
+    hmi_list_init(&todo);
+    hmi_list_splice_back(&todo, &c->c_retry);
+    int n = 0;
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(&todo)) != NULL) {
+        struct ucx_op *p = hmi_container_of(link, struct ucx_op, p_link);
+        p->p_queued = false;
+        hm_return_t ret = p->p_kind == UCX_OP_SEND ? hmi_ucx_msg_post(c, p->p_op)
+                                                   : hmi_ucx_rma_post(c, p->p_op);
+        if (ret != HM_SUCCESS)
+            hm_na_op_complete(p->p_op, ret);
+        n++;
+    }
+    return n;
+}
+
+hm_return_t hmi_ucx_cancel(hm_na_context_t *ctx, hm_na_op_t *op)
+{
+    struct ucx_ctx *c = ucx_ctx(ctx);
+    struct ucx_op *p = ucx_op(op);
+    if (p->p_queued) {
+        p->p_queued = false;
+        hmi_list_remove(&p->p_link);
+        hm_na_op_complete(op, HM_CANCELED);
+        return HM_SUCCESS;
+    }
+    if (p->p_req == NULL)
+        return HM_NOENTRY;
+    p->p_canceled = true;
+    /* Aborts what UCX can abort; the rest completes when UCX lets go. */
+    ucp_request_cancel(c->c_worker, p->p_req);
+    return HM_SUCCESS;
+}
+
+/* ---- Worker and poll fd --------------------------------------------------- */
+
+static hm_return_t ucx_worker_open(struct ucx_ctx *c)
+{
+    ucp_worker_params_t params = {
+        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_AM_ALIGNMENT,
+        .thread_mode = UCS_THREAD_MODE_SINGLE,
+        .am_alignment = 8,
+    };
+    ucs_status_t status = ucp_worker_create(c->c_cls->k_ucp, &params, &c->c_worker);
+    if (status != UCS_OK) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: cannot create a worker: %s",
+                ucs_status_string(status));
+        return HM_NOT_SUPPORTED;
+    }
+    status = ucp_worker_get_efd(c->c_worker, &c->c_worker_efd);
+    if (status != UCS_OK) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: worker has no event fd: %s",
+                ucs_status_string(status));
+        ucp_worker_destroy(c->c_worker);
+        return HM_NOT_SUPPORTED;
+    }
+    return HM_SUCCESS;
+}
+
+static hm_return_t ucx_epoll_open(struct ucx_ctx *c)
+{
+    c->c_epfd = epoll_create1(EPOLL_CLOEXEC);
+    c->c_pid_epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (c->c_epfd < 0 || c->c_pid_epfd < 0)
+        goto err;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = c->c_worker_efd};
+    if (epoll_ctl(c->c_epfd, EPOLL_CTL_ADD, c->c_worker_efd, &ev) != 0)
+        goto err;
+    ev.data.fd = c->c_pid_epfd;
+    if (epoll_ctl(c->c_epfd, EPOLL_CTL_ADD, c->c_pid_epfd, &ev) != 0)
+        goto err;
+    return HM_SUCCESS;
+err:
+    hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: cannot set up the poll fd: %s",
+            strerror(errno));
+    if (c->c_epfd >= 0)
+        close(c->c_epfd);
+    if (c->c_pid_epfd >= 0)
+        close(c->c_pid_epfd);
+    c->c_epfd = c->c_pid_epfd = -1;
+    return HM_NOMEM;
+}
+
+hm_return_t hmi_ucx_context_open(hm_na_context_t *ctx)
+{
+    struct ucx_ctx *c = ucx_ctx(ctx);
+    c->c_na = ctx;
+    c->c_cls = ucx_cls(ctx->x_class);
+    c->c_epfd = c->c_pid_epfd = c->c_worker_efd = -1;
+    hmi_list_init(&c->c_addrs);
+    hmi_list_init(&c->c_eps);
+    hmi_list_init(&c->c_posted);
+    hmi_list_init(&c->c_retry);
+    hmi_list_init(&c->c_failed);
+    hmi_list_init(&c->c_pool);
+    hmi_list_init(&c->c_rbufs_used);
+    hm_return_t ret = hmi_hmap_init(&c->c_by_ep, 16);
+    if (ret != HM_SUCCESS)
+        return ret;
+    ret = hmi_hmap_init(&c->c_by_uri, 16);
+    if (ret != HM_SUCCESS)
+        goto err_by_ep;
+    ret = ucx_worker_open(c);
+    if (ret != HM_SUCCESS)
+        goto err_by_uri;
+    ret = ucx_epoll_open(c);
+    if (ret != HM_SUCCESS)
+        goto err_worker;
+    ret = hmi_ucx_msg_init(c);
+    if (ret != HM_SUCCESS)
+        goto err_epoll;
+    ret = hmi_ucx_addr_init(c);
+    if (ret != HM_SUCCESS)
+        goto err_msg;
+    return HM_SUCCESS;
+
+err_msg:
+    hmi_ucx_msg_fini(c);
+err_epoll:
+    close(c->c_epfd);
+    close(c->c_pid_epfd);
+err_worker:
+    ucp_worker_destroy(c->c_worker);
+err_by_uri:
+    hmi_hmap_destroy(&c->c_by_uri);
+err_by_ep:
+    hmi_hmap_destroy(&c->c_by_ep);
+    return ret;
+}
+
+/* Wait (bounded) until UCX has given back every request and closed every ep. */
+static void ucx_close_drain(struct ucx_ctx *c)
+{
+    uint64_t deadline = hmi_time_ns() + UCX_CLOSE_WAIT_NS;
+    while ((!hmi_list_empty(&c->c_posted) || c->c_closing_eps > 0 ||
+            !hmi_list_empty(&c->c_rbufs_used)) &&
+           hmi_time_ns() < deadline) {
+        if (ucp_worker_progress(c->c_worker) == 0 && hmi_list_empty(&c->c_posted) &&
+            c->c_closing_eps == 0)
+            break; /* what is left in c_rbufs_used is held by the core */
+    }
+}
+
+void hmi_ucx_context_close(hm_na_context_t *ctx)
+{
+    struct ucx_ctx *c = ucx_ctx(ctx);
+    c->c_closing = true;
+    if (c->c_listener != NULL) {
+        ucp_listener_destroy(c->c_listener);
+        c->c_listener = NULL;
+    }
+    /* Queued ops never reached UCX: they complete now. */
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(&c->c_retry)) != NULL) {
+        struct ucx_op *p = hmi_container_of(link, struct ucx_op, p_link);
+        p->p_queued = false;
+        hm_na_op_complete(p->p_op, HM_CANCELED);
+    }
+    /* Posted ops complete with HM_CANCELED when the forced closes purge them. */
+    for (link = c->c_posted.next; link != &c->c_posted; link = link->next) {
+        struct ucx_op *p = hmi_container_of(link, struct ucx_op, p_link);
+        p->p_force = HM_CANCELED;
+    }
+    hmi_ucx_addr_close_eps(c);
+    if (c->c_cls->k_proto == UCX_PROTO_SHM) {
+        /* Error mode NONE: forced closes may keep requests; orphan them. */
+        for (int i = 0; i < 16; i++)
+            ucp_worker_progress(c->c_worker);
+        for (link = c->c_addrs.next; link != &c->c_addrs; link = link->next)
+            hmi_ucx_op_orphan_addr(c, hmi_container_of(link, hm_na_addr_t, a_link));
+    }
+    ucx_close_drain(c);
+    hmi_ucx_msg_fini(c);
+    if (c->c_eager_held > 0)
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
+                "ucx: context closed with %zu received messages not released", c->c_eager_held);
+    hmi_ucx_addr_fini(c);
+    ucp_worker_destroy(c->c_worker);
+    c->c_worker = NULL;
+    /* Anything UCX never called back (it does not after destroy) ends here. */
+    while ((link = hmi_list_pop_front(&c->c_posted)) != NULL) {
+        struct ucx_op *p = hmi_container_of(link, struct ucx_op, p_link);
+        p->p_req = NULL;
+        hm_na_op_complete(p->p_op, HM_CANCELED);
+    }
+    close(c->c_epfd);
+    close(c->c_pid_epfd);
+    hmi_hmap_destroy(&c->c_by_uri);
+    hmi_hmap_destroy(&c->c_by_ep);
+}
+
+/* ---- Progress ------------------------------------------------------------- */
+
+int hmi_ucx_progress(hm_na_context_t *ctx)
+{
+    struct ucx_ctx *c = ucx_ctx(ctx);
+    int n = 0;
+    if (hmi_unlikely(!hmi_list_empty(&c->c_retry)))
+        n += ucx_retry(c);
+    for (int i = 0; i < UCX_PROGRESS_SPINS; i++) {
+        unsigned int k = ucp_worker_progress(c->c_worker);
+        if (k == 0)
+            break;
+        n += (int)k;
+    }
+    if (c->c_npidfds > 0) {
+        uint64_t now = hmi_time_ns();
+        if (now - c->c_pid_check_ns >= UCX_PID_SCAN_NS) {
+            c->c_pid_check_ns = now;
+            n += hmi_ucx_addr_scan_pids(c);
+        }
+    }
+    if (hmi_unlikely(!hmi_list_empty(&c->c_failed) || c->c_eps_failed))
+        n += hmi_ucx_addr_progress_failed(c);
+    return n;
+}
+
+int hmi_ucx_poll_fd(hm_na_context_t *ctx)
+{
+    return ucx_ctx(ctx)->c_epfd;
+}
+
+hm_return_t hmi_ucx_poll_arm(hm_na_context_t *ctx)
+{
+    struct ucx_ctx *c = ucx_ctx(ctx);
+    if (!hmi_list_empty(&ctx->x_done) || !hmi_list_empty(&c->c_retry) ||
+        !hmi_list_empty(&c->c_failed))
+        return HM_AGAIN;
+    if (c->c_npidfds > 0 && hmi_ucx_addr_scan_pids(c) > 0)
+        return HM_AGAIN;
+    ucs_status_t status = ucp_worker_arm(c->c_worker);
+    if (status == UCS_ERR_BUSY)
+        return HM_AGAIN;
+    if (status != UCS_OK) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: cannot arm the worker: %s",
+                ucs_status_string(status));
+        return HM_AGAIN; /* progress then; never block on a broken fd */
+    }
+    return HM_SUCCESS;
+}

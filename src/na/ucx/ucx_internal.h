@@ -1,0 +1,329 @@
+/*
+ * UCX plugin: state shared by the plugin's files (one file per object:
+ * ucx_plugin.c class and ops table, ucx_context.c worker and progress,
+ * ucx_addr.c addresses, endpoints and URIs, ucx_msg.c active messages,
+ * ucx_rma.c memory and put/get, ucx_lanes.c endpoint description).
+ *
+ * Design notes (the reasons behind the less obvious choices):
+ *
+ * Addresses. One struct hm_na_addr per peer URI and context, found through a
+ * hash of the canonical URI ("ucx+tcp://127.0.0.1:4000", "ucx+shm://PID/HEX").
+ * An address may own several UCP endpoints: the one we created (lookup) and
+ * the ones the peer created towards us (tcp: accepted connections; shm: the
+ * reply endpoints UCX creates during wireup). Every endpoint is known by its
+ * ucp_ep_h in a per-context map, so an incoming message's reply_ep names its
+ * address without parsing anything once the endpoint has been seen.
+ *
+ * Source identification. Every message carries a small AM header with the
+ * sender's canonical URI and pid, and is sent with UCP_AM_SEND_FLAG_REPLY.
+ * The first message that arrives on an unknown reply endpoint binds that
+ * endpoint to the address of the URI in its header (creating the address if
+ * needed). Sending the URI every time costs a few dozen bytes but never
+ * depends on the order in which messages of one endpoint arrive.
+ *
+ * Dead peers. tcp endpoints use UCP_ERR_HANDLING_MODE_PEER and the endpoint
+ * error callback. shm endpoints must use error mode NONE (UCX 1.13 silently
+ * keeps traffic on tcp otherwise), so the plugin watches the peer's pid with
+ * a pidfd in an epoll set that is itself part of the context's poll fd. A
+ * dead peer's endpoints are force-closed (UCX then completes what is posted
+ * on them with UCS_ERR_CANCELED, reported as HM_UNREACHABLE), new posts fail
+ * with HM_UNREACHABLE and the core hears of it through hm_na_peer_failed.
+ * RMA is never posted to a peer known dead (cma on a dead pid with error
+ * mode NONE is fatal to UCX).
+ *
+ * Threads. Class-level calls (mem_register, msg_buf_alloc) may come from any
+ * thread: the ucp_context is created with mt_workers_shared. Workers are
+ * UCS_THREAD_MODE_SINGLE: a context is progressed by one thread.
+ */
+#ifndef HM_NA_UCX_INTERNAL_H
+#define HM_NA_UCX_INTERNAL_H
+
+#include <stdalign.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <ucp/api/ucp.h>
+
+#include "na/na.h"
+#include "util/compiler.h"
+#include "util/hmap.h"
+#include "util/list.h"
+
+/* A plugin tunable: environment variable, default, help. hm_info prints them. */
+struct hm_na_tunable {
+    const char *env;
+    const char *def;
+    const char *help;
+};
+
+/* The UCX plugin's tunables, terminated by an entry whose env is NULL. */
+extern const struct hm_na_tunable *hmi_ucx_tunables;
+
+/* The one active-message id the plugin uses. */
+#define UCX_AM_ID 0x2a
+
+/* Largest URI the plugin produces or accepts (shm worker addresses are long). */
+#define UCX_URI_MAX 1024
+
+enum ucx_proto {
+    UCX_PROTO_TCP = 0,
+    UCX_PROTO_SHM = 1,
+};
+
+/* ---- URIs (ucx_addr.c) ---------------------------------------------------- */
+
+/* A parsed peer URI. */
+struct ucx_uri {
+    enum ucx_proto u_proto;
+    /* tcp */
+    char u_host[64]; /* numeric IPv4, as given */
+    uint16_t u_port;
+    /* shm */
+    pid_t u_pid;
+    size_t u_waddr_len;
+    uint8_t u_waddr[(UCX_URI_MAX - 16) / 2]; /* decoded worker address */
+};
+
+/*
+ * Parse a full plugin URI ("ucx+tcp://1.2.3.4:5", "ucx+shm://PID/HEX").
+ * HM_INVALID_ARG, without logging, for anything malformed; never reads past
+ * the terminating NUL.
+ */
+hm_return_t hmi_ucx_uri_parse(const char *uri, struct ucx_uri *out);
+/*
+ * Parse the listen part of a class URI for `proto` (tcp: "", "HOST",
+ * "HOST:PORT"; shm: ""). Fills u_host/u_port for tcp. HM_INVALID_ARG.
+ */
+hm_return_t hmi_ucx_listen_parse(enum ucx_proto proto, const char *listen, struct ucx_uri *out);
+/* The canonical URI of `u` into buf; the length, or 0 if it does not fit. */
+size_t hmi_ucx_uri_format(const struct ucx_uri *u, char *buf, size_t size);
+
+/* ---- Objects -------------------------------------------------------------- */
+
+struct ucx_class {
+    ucp_context_h k_ucp;
+    enum ucx_proto k_proto;
+    struct ucx_uri k_listen; /* tcp: where context 0 listens */
+    size_t k_eager_limit;
+    size_t k_pool_keep; /* receive buffers kept per context */
+};
+
+struct ucx_ctx;
+
+/* One UCP endpoint we know, created by us or by the peer. */
+struct ucx_ep {
+    ucp_ep_h e_ep;
+    struct ucx_ctx *e_ctx;
+    hm_na_addr_t *e_addr;   /* owner; NULL until its first message names it */
+    bool e_closed;          /* ucp_ep_close_nbx called, e_ep invalid */
+    bool e_failed;          /* error callback ran */
+    struct hmi_list e_link; /* ctx->c_eps */
+};
+
+/* A peer (or self) address: canonical per URI and context, refcounted. */
+struct hm_na_addr {
+    struct ucx_ctx *a_ctx;   /* NULL once the context is closed */
+    unsigned int a_refs;
+    char *a_uri;
+    size_t a_uri_len;
+    uint64_t a_hash;
+    struct ucx_ep *a_ep;     /* endpoint used for sends; NULL until needed */
+    pid_t a_pid;             /* shm: the peer's pid; 0 if unknown */
+    int a_pidfd;             /* shm: -1 if none */
+    bool a_self;
+    bool a_dead;
+    bool a_in_map;           /* in ctx->c_by_uri */
+    struct hmi_list a_link;  /* ctx->c_addrs */
+    struct hmi_list a_fail_link; /* ctx->c_failed, until reported */
+};
+
+/* A receive buffer of the pool (rendezvous data, copied eager data). */
+struct ucx_rbuf {
+    struct hmi_list r_link;   /* pool free list or ctx->c_rbufs_used */
+    struct ucx_ctx *r_ctx;
+    hm_na_addr_t *r_source;
+    size_t r_len;
+    alignas(16) unsigned char r_data[];
+};
+
+/* Kinds of operation, for retries of back-pressured posts. */
+enum ucx_op_kind {
+    UCX_OP_SEND = 1,
+    UCX_OP_PUT,
+    UCX_OP_GET,
+    UCX_OP_FLUSH, /* second stage of a put: remote completion */
+};
+
+/*
+ * The plugin's part of every UCX send/RMA request (ucp_params.request_size):
+ * a back pointer to the op, set right after the post returns the request.
+ * Orphaning a request (r_op = NULL) lets an op complete while UCX still holds
+ * the request; the callback then only frees it.
+ */
+struct ucx_req {
+    struct ucx_op *r_op;
+};
+
+/* The plugin's part of an hm_na_op_t. */
+struct ucx_op {
+    hm_na_op_t *p_op;
+    enum ucx_op_kind p_kind;
+    void *p_req;             /* UCX request in flight, or NULL */
+    hm_na_addr_t *p_addr;
+    hm_return_t p_force;     /* HM_SUCCESS, or the status to report */
+    bool p_canceled;
+    bool p_queued;           /* in ctx->c_retry */
+    struct hmi_list p_link;  /* ctx->c_posted or ctx->c_retry */
+    /* arguments kept for a retry */
+    const void *p_buf;
+    size_t p_len;
+    uint64_t p_raddr;
+    void *p_rkey;
+    ucp_mem_h p_memh;
+};
+
+struct ucx_ctx {
+    hm_na_context_t *c_na;
+    struct ucx_class *c_cls;
+    ucp_worker_h c_worker;
+    ucp_listener_h c_listener;     /* tcp */
+    ucp_address_t *c_waddr;        /* shm */
+    size_t c_waddr_len;
+    hm_na_addr_t *c_self;
+    unsigned char *c_hdr;          /* AM header: our URI and pid */
+    size_t c_hdr_len;
+    int c_epfd;                    /* poll_fd: worker efd + c_pid_epfd */
+    int c_pid_epfd;                /* pidfds of shm peers */
+    int c_worker_efd;
+    bool c_closing;
+    bool c_in_am_cb;               /* inside the AM callback */
+    void *c_cb_data;               /* eager data being delivered */
+    bool c_cb_released;            /* ...and released during the callback */
+    uint64_t c_pid_check_ns;       /* last pidfd scan */
+    unsigned int c_npidfds;
+    size_t c_eager_held;           /* eager UCX buffers delivered, not released */
+    bool c_eps_failed;             /* some unnamed endpoint failed */
+    unsigned int c_closing_eps;    /* ucp_ep_close_nbx requests in flight */
+    struct hmi_hmap c_by_ep;       /* ucp_ep_h -> struct ucx_ep */
+    struct hmi_hmap c_by_uri;      /* hash of URI -> hm_na_addr_t */
+    struct hmi_list c_addrs;
+    struct hmi_list c_eps;
+    struct hmi_list c_posted;      /* ops with a UCX request */
+    struct hmi_list c_retry;       /* ops the transport could not take yet */
+    struct hmi_list c_failed;      /* dead addresses not yet reported */
+    struct hmi_list c_pool;        /* free receive buffers */
+    unsigned int c_pool_len;
+    struct hmi_list c_rbufs_used;  /* buffers in flight or held by the core */
+};
+
+struct ucx_mem {
+    ucp_mem_h m_memh;
+    void *m_rkey_buf;   /* packed rkey, from ucp_rkey_pack */
+    size_t m_rkey_len;
+};
+
+/* An unpacked remote key. */
+struct ucx_rkey {
+    ucp_rkey_h k_rkey;
+    uint64_t k_base;
+    uint64_t k_len;
+    hm_na_addr_t *k_peer;
+};
+
+static inline struct ucx_class *ucx_cls(const hm_na_class_t *cls)
+{
+    return hm_na_class_priv(cls);
+}
+
+static inline struct ucx_ctx *ucx_ctx(const hm_na_context_t *ctx)
+{
+    return hm_na_context_priv(ctx);
+}
+
+static inline struct ucx_op *ucx_op(const hm_na_op_t *op)
+{
+    return hm_na_op_priv(op);
+}
+
+/* ---- Cross-file helpers --------------------------------------------------- */
+
+/* ucx_plugin.c */
+hm_return_t hmi_ucx_status(ucs_status_t status);
+size_t hmi_ucx_tunable_size(const char *env, size_t def);
+
+/* ucx_context.c */
+hm_return_t hmi_ucx_context_open(hm_na_context_t *ctx);
+void hmi_ucx_context_close(hm_na_context_t *ctx);
+int hmi_ucx_progress(hm_na_context_t *ctx);
+int hmi_ucx_poll_fd(hm_na_context_t *ctx);
+hm_return_t hmi_ucx_poll_arm(hm_na_context_t *ctx);
+hm_return_t hmi_ucx_cancel(hm_na_context_t *ctx, hm_na_op_t *op);
+/* Track `op` as posted with UCX request `req` (NULL: completed at once). */
+void hmi_ucx_op_posted(struct ucx_ctx *c, hm_na_op_t *op, void *req, ucs_status_t imm);
+/* The request callback shared by sends and RMA: status of a finished request. */
+void hmi_ucx_op_done(struct ucx_op *p, void *req, ucs_status_t status);
+/* Complete the ops posted to dead `addr` that UCX kept after a forced close. */
+void hmi_ucx_op_orphan_addr(struct ucx_ctx *c, hm_na_addr_t *addr);
+/* Queue a post the transport refused with UCS_ERR_NO_RESOURCE. */
+void hmi_ucx_op_queue(struct ucx_ctx *c, hm_na_op_t *op);
+/* Request parameters for a post of `p`: the shared callback, `p` as user data. */
+ucp_request_param_t hmi_ucx_req_param(struct ucx_op *p);
+
+/* ucx_addr.c */
+hm_return_t hmi_ucx_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **out);
+hm_return_t hmi_ucx_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out);
+hm_return_t hmi_ucx_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
+                                   size_t *size);
+void hmi_ucx_addr_ref(hm_na_addr_t *addr);
+void hmi_ucx_addr_unref(hm_na_addr_t *addr);
+/* Create the context's self address and listener / worker address. */
+hm_return_t hmi_ucx_addr_init(struct ucx_ctx *c);
+/* The endpoint to send to `addr` on, connecting if needed; NULL if dead. */
+ucp_ep_h hmi_ucx_addr_ep(hm_na_addr_t *addr);
+/* The address an incoming message came from (reply_ep + header). */
+hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const void *hdr,
+                                    size_t hdr_len);
+/* Mark `addr` dead: fail what is queued, report it from progress. */
+void hmi_ucx_addr_fail(hm_na_addr_t *addr, const char *why);
+/* Is a shm peer's process gone? Checks its pidfd now (one poll). */
+bool hmi_ucx_addr_check_dead(hm_na_addr_t *addr);
+/* Progress part: close endpoints of dead peers, report them. */
+int hmi_ucx_addr_progress_failed(struct ucx_ctx *c);
+/* Scan the pidfds of shm peers. */
+int hmi_ucx_addr_scan_pids(struct ucx_ctx *c);
+/* Context close: force-close every endpoint (no reports). */
+void hmi_ucx_addr_close_eps(struct ucx_ctx *c);
+/* Context close: drop the context's references; detach the survivors. */
+void hmi_ucx_addr_fini(struct ucx_ctx *c);
+
+/* ucx_msg.c */
+void *hmi_ucx_msg_buf_alloc(hm_na_class_t *cls, size_t size, void **desc_out);
+void hmi_ucx_msg_buf_free(hm_na_class_t *cls, void *buf, void *desc);
+hm_return_t hmi_ucx_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
+                             size_t len, void *desc, hm_na_op_t *op);
+void hmi_ucx_msg_release(hm_na_context_t *ctx, uintptr_t token);
+hm_return_t hmi_ucx_msg_init(struct ucx_ctx *c);
+void hmi_ucx_msg_fini(struct ucx_ctx *c);
+/* Post (or re-post) a send op; used by msg_send and the retry queue. */
+hm_return_t hmi_ucx_msg_post(struct ucx_ctx *c, hm_na_op_t *op);
+
+/* ucx_rma.c */
+hm_return_t hmi_ucx_mem_register(hm_na_class_t *cls, hm_na_mem_t *mem);
+void hmi_ucx_mem_deregister(hm_na_class_t *cls, hm_na_mem_t *mem);
+hm_return_t hmi_ucx_mem_key_pack(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf,
+                                 size_t *size);
+hm_return_t hmi_ucx_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
+                                size_t key_len, void **rkey_out);
+void hmi_ucx_rkey_release(hm_na_context_t *ctx, void *rkey);
+hm_return_t hmi_ucx_put(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
+                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
+                        size_t len);
+hm_return_t hmi_ucx_get(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
+                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
+                        size_t len);
+/* Post (or re-post) an RMA op; used by put/get, the flush stage and retries. */
+hm_return_t hmi_ucx_rma_post(struct ucx_ctx *c, hm_na_op_t *op);
+
+#endif /* HM_NA_UCX_INTERNAL_H */

@@ -1,0 +1,228 @@
+/*
+ * UCX plugin: the class (one ucp_context per class) and the ops table.
+ *
+ * Transports are chosen here, programmatically, with ucp_config_modify, so a
+ * user never has to set UCX_* variables: ucx+tcp uses the "tcp" transport
+ * (sockaddr connections through a listener), ucx+shm uses posix/sysv shared
+ * memory for messages and cma for RMA, plus "self" for loopback.
+ */
+#include "na/ucx/ucx_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+
+/* ---- Tunables ------------------------------------------------------------- */
+
+static const struct hm_na_tunable ucx_tunables[] = {
+    {.env = "HM_UCX_EAGER_LIMIT",
+     .def = "65536",
+     .help = "Largest message in bytes, Hermod header included (4096..16777216)."},
+    {.env = "HM_UCX_POOL_KEEP",
+     .def = "64",
+     .help = "Receive buffers (of the eager limit each) a context keeps for reuse."},
+    {.env = "HM_UCX_TCP_TLS",
+     .def = "tcp",
+     .help = "UCX transports (UCX_TLS syntax) behind ucx+tcp."},
+    {.env = "HM_UCX_SHM_TLS",
+     .def = "posix,sysv,cma,self",
+     .help = "UCX transports (UCX_TLS syntax) behind ucx+shm."},
+    {.env = NULL, .def = NULL, .help = NULL},
+};
+
+const struct hm_na_tunable *hmi_ucx_tunables = ucx_tunables;
+
+static const char *ucx_tunable(const char *env)
+{
+    const char *value = getenv(env);
+    if (value != NULL && value[0] != '\0')
+        return value;
+    for (const struct hm_na_tunable *t = ucx_tunables; t->env; t++)
+        if (strcmp(t->env, env) == 0)
+            return t->def;
+    return NULL;
+}
+
+/* A size tunable; `def` when unset or not a number. */
+size_t hmi_ucx_tunable_size(const char *env, size_t def)
+{
+    const char *value = ucx_tunable(env);
+    if (value == NULL)
+        return def;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(value, &end, 0);
+    if (errno != 0 || end == value || *end != '\0') {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ucx: %s=\"%s\" is not a number, using %zu", env,
+                value, def);
+        return def;
+    }
+    return (size_t)v;
+}
+
+/* ---- Status mapping ------------------------------------------------------- */
+
+hm_return_t hmi_ucx_status(ucs_status_t status)
+{
+    switch (status) {
+    case UCS_OK:
+        return HM_SUCCESS;
+    case UCS_ERR_CANCELED:
+        return HM_CANCELED;
+    case UCS_ERR_NO_MEMORY:
+        return HM_NOMEM;
+    case UCS_ERR_NO_RESOURCE:
+    case UCS_ERR_BUSY:
+        return HM_AGAIN;
+    case UCS_ERR_INVALID_PARAM:
+    case UCS_ERR_INVALID_ADDR:
+        return HM_INVALID_ARG;
+    case UCS_ERR_MESSAGE_TRUNCATED:
+    case UCS_ERR_EXCEEDS_LIMIT:
+        return HM_MSGSIZE;
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_REJECTED:
+    case UCS_ERR_NOT_CONNECTED:
+    case UCS_ERR_TIMED_OUT:
+        return HM_UNREACHABLE;
+    case UCS_ERR_UNSUPPORTED:
+    case UCS_ERR_NO_DEVICE:
+        return HM_NOT_SUPPORTED;
+    case UCS_ERR_NO_ELEM:
+        return HM_NOENTRY;
+    default:
+        return HM_TRANSPORT_ERROR;
+    }
+}
+
+/* ---- Class ---------------------------------------------------------------- */
+
+static hm_return_t ucx_config_set(ucp_config_t *config, const char *name, const char *value)
+{
+    ucs_status_t status = ucp_config_modify(config, name, value);
+    if (status != UCS_OK) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: cannot set UCX_%s=%s: %s", name, value,
+                ucs_status_string(status));
+        return HM_NOT_SUPPORTED;
+    }
+    return HM_SUCCESS;
+}
+
+/* Read the UCX configuration and select the transports behind `proto`. */
+static hm_return_t ucx_config(enum ucx_proto proto, ucp_config_t **config_out)
+{
+    ucp_config_t *config;
+    ucs_status_t status = ucp_config_read(NULL, NULL, &config);
+    if (status != UCS_OK) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: cannot read the UCX configuration: %s",
+                ucs_status_string(status));
+        return HM_NOT_SUPPORTED;
+    }
+    const char *tls = ucx_tunable(proto == UCX_PROTO_TCP ? "HM_UCX_TCP_TLS" : "HM_UCX_SHM_TLS");
+    hm_return_t ret = ucx_config_set(config, "TLS", tls);
+    if (ret == HM_SUCCESS)
+        ret = ucx_config_set(config, "WARN_UNUSED_ENV_VARS", "n");
+    if (ret != HM_SUCCESS) {
+        ucp_config_release(config);
+        return ret;
+    }
+    *config_out = config;
+    return HM_SUCCESS;
+}
+
+static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, const char *listen)
+{
+    struct ucx_class *k = ucx_cls(cls);
+    if (strcmp(protocol, "tcp") == 0) {
+        k->k_proto = UCX_PROTO_TCP;
+    } else if (strcmp(protocol, "shm") == 0) {
+        k->k_proto = UCX_PROTO_SHM;
+    } else {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: unknown protocol \"%s\"", protocol);
+        return HM_NOT_SUPPORTED;
+    }
+    if (hmi_ucx_listen_parse(k->k_proto, listen, &k->k_listen) != HM_SUCCESS) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx+%s: bad listen address \"%s\"", protocol,
+                listen);
+        return HM_INVALID_ARG;
+    }
+    k->k_eager_limit = hmi_ucx_tunable_size("HM_UCX_EAGER_LIMIT", 65536);
+    if (k->k_eager_limit < 4096 || k->k_eager_limit > (16u << 20)) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: HM_UCX_EAGER_LIMIT=%zu out of range",
+                k->k_eager_limit);
+        return HM_INVALID_ARG;
+    }
+    k->k_eager_limit &= ~(size_t)7;
+    k->k_pool_keep = hmi_ucx_tunable_size("HM_UCX_POOL_KEEP", 64);
+
+    ucp_config_t *config;
+    hm_return_t ret = ucx_config(k->k_proto, &config);
+    if (ret != HM_SUCCESS)
+        return ret;
+    ucp_params_t params = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                      UCP_PARAM_FIELD_NAME | UCP_PARAM_FIELD_REQUEST_SIZE,
+        .features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
+        .mt_workers_shared = 1, /* mem_register may come from any thread */
+        .name = "hermod",
+        .request_size = sizeof(struct ucx_req),
+    };
+    ucs_status_t status = ucp_init(&params, config, &k->k_ucp);
+    ucp_config_release(config);
+    if (status != UCS_OK) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: cannot open protocol \"%s\": %s", protocol,
+                ucs_status_string(status));
+        return HM_NOT_SUPPORTED;
+    }
+    cls->c_eager_limit = k->k_eager_limit;
+    return HM_SUCCESS;
+}
+
+static void ucx_class_close(hm_na_class_t *cls)
+{
+    struct ucx_class *k = ucx_cls(cls);
+    ucp_cleanup(k->k_ucp);
+    k->k_ucp = NULL;
+}
+
+/* ---- Ops table ------------------------------------------------------------ */
+
+static const char *const ucx_protocols[] = {"tcp", "shm", NULL};
+
+const struct hm_na_ops hm_na_ucx_ops = {
+    .name = "ucx",
+    .protocols = ucx_protocols,
+    .class_size = sizeof(struct ucx_class),
+    .context_size = sizeof(struct ucx_ctx),
+    .op_size = sizeof(struct ucx_op),
+    .mem_size = sizeof(struct ucx_mem),
+    .class_open = ucx_class_open,
+    .class_close = ucx_class_close,
+    .context_open = hmi_ucx_context_open,
+    .context_close = hmi_ucx_context_close,
+    .addr_lookup = hmi_ucx_addr_lookup,
+    .addr_self = hmi_ucx_addr_self,
+    .addr_to_string = hmi_ucx_addr_to_string,
+    .addr_ref = hmi_ucx_addr_ref,
+    .addr_unref = hmi_ucx_addr_unref,
+    .msg_buf_alloc = hmi_ucx_msg_buf_alloc,
+    .msg_buf_free = hmi_ucx_msg_buf_free,
+    .msg_send = hmi_ucx_msg_send,
+    .msg_release = hmi_ucx_msg_release,
+    .mem_register = hmi_ucx_mem_register,
+    .mem_deregister = hmi_ucx_mem_deregister,
+    .mem_key_pack = hmi_ucx_mem_key_pack,
+    .rkey_unpack = hmi_ucx_rkey_unpack,
+    .rkey_release = hmi_ucx_rkey_release,
+    .put = hmi_ucx_put,
+    .get = hmi_ucx_get,
+    .progress = hmi_ucx_progress,
+    .poll_fd = hmi_ucx_poll_fd,
+    .poll_arm = hmi_ucx_poll_arm,
+    .cancel = hmi_ucx_cancel,
+};

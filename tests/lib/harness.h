@@ -1,0 +1,103 @@
+/*
+ * A small multi-process test harness: fork a child that runs a function,
+ * exchange short text lines with it over pipes (the first one an explicit
+ * "ready" message, typically carrying the server's URI), wait for it with a
+ * deadline, and bound the whole test with alarm().
+ *
+ * Rules it keeps:
+ *   - it only ever signals processes it started itself, by their pid (never
+ *     a process group, never by name);
+ *   - every wait has a deadline; a child that overruns is killed with
+ *     SIGKILL and reported as HM_TEST_TIMED_OUT;
+ *   - hm_test_alarm(s) arms an overall bound: when it fires, every child
+ *     still running is killed and the test process exits with status 124
+ *     after printing which test overran.
+ *
+ * Typical use (the parent is the cmocka test; client and server are both
+ * children, so the parent never initialises a network library before fork):
+ *
+ *     struct hm_test_child srv, cli;
+ *     char uri[256];
+ *     hm_test_alarm(60);
+ *     assert_int_equal(hm_test_spawn(&srv, server_main, &args), 0);
+ *     assert_int_equal(hm_test_recv(&srv, uri, sizeof(uri), 10000), 0);
+ *     assert_int_equal(hm_test_spawn(&cli, client_main, uri), 0);
+ *     assert_int_equal(hm_test_wait(&cli, 30), 0);
+ *     assert_int_equal(hm_test_wait(&srv, 30), 0);
+ *     hm_test_alarm(0);
+ *
+ * In the child: hm_test_ready(uri) / hm_test_signal(line) write to the
+ * parent, hm_test_await(buf, size, ms) reads what the parent sent with
+ * hm_test_send. The child function's return value is its exit status.
+ *
+ * Not thread-safe; one harness per test process.
+ */
+#ifndef HM_TEST_HARNESS_H
+#define HM_TEST_HARNESS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* hm_test_wait results besides a child's exit status (0..255). */
+#define HM_TEST_TIMED_OUT (-1000) /* killed by the harness after its deadline */
+#define HM_TEST_ERROR (-1001)     /* not a child of ours, or waitpid failed */
+/* A child killed by signal S is reported as -S. */
+
+/* Longest line exchanged with a child, NUL included. */
+#define HM_TEST_LINE_MAX 4096
+
+struct hm_test_child {
+    pid_t pid;      /* 0 once reaped */
+    int to_child;   /* parent writes, child reads */
+    int from_child; /* child writes, parent reads */
+    int status;     /* exit status once reaped (see hm_test_wait) */
+};
+
+/* A child's body: its return value is its exit status. */
+typedef int (*hm_test_fn_t)(void *arg);
+
+/*
+ * hm_test_spawn: fork a child running fn(arg), then exit(status). The child
+ * keeps the parent's alarm bound. Returns 0, or -1 with errno (nothing
+ * started).
+ */
+int hm_test_spawn(struct hm_test_child *child, hm_test_fn_t fn, void *arg);
+
+/*
+ * hm_test_recv: read one line the child wrote (ready or signal), without its
+ * newline, into buf. Returns 0, or -1 on timeout, EOF (the child died or
+ * closed the pipe) or a line longer than size.
+ */
+int hm_test_recv(struct hm_test_child *child, char *buf, size_t size, int timeout_ms);
+
+/* hm_test_send: write one line to the child. 0 or -1. */
+int hm_test_send(struct hm_test_child *child, const char *line);
+
+/*
+ * hm_test_wait: wait up to timeout_s seconds for the child to exit; kill it
+ * with SIGKILL if it overruns. Returns its exit status (0..255), -S if a
+ * signal S killed it, HM_TEST_TIMED_OUT or HM_TEST_ERROR. Closes the pipes.
+ * Idempotent once reaped (returns the stored status).
+ */
+int hm_test_wait(struct hm_test_child *child, int timeout_s);
+
+/* hm_test_child_kill: SIGKILL the child (by its pid only) and reap it. */
+int hm_test_child_kill(struct hm_test_child *child);
+
+/*
+ * hm_test_alarm: bound the calling test to `seconds` (0 disarms). On expiry
+ * every child spawned and not yet reaped is killed and the process exits
+ * with status 124. `what` names the test in the message (may be NULL).
+ */
+void hm_test_alarm(unsigned int seconds, const char *what);
+
+/* ---- In the child --------------------------------------------------------- */
+
+/* hm_test_ready: tell the parent we are ready, with a payload (e.g. a URI). */
+int hm_test_ready(const char *payload);
+/* hm_test_signal: any further line to the parent. */
+int hm_test_signal(const char *line);
+/* hm_test_await: read one line from the parent (as hm_test_recv). */
+int hm_test_await(char *buf, size_t size, int timeout_ms);
+
+#endif

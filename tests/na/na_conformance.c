@@ -1,0 +1,423 @@
+/*
+ * NA transport conformance suite. Written once, run per protocol: argv[1] is
+ * the class URI ("ucx+tcp://127.0.0.1:0", "ucx+shm://"). Every case forks an
+ * echo server (na_test.c) and a client, both children of this process, so
+ * the test process itself never opens a transport before fork. Every case is
+ * bounded by an alarm and by deadlines on each wait.
+ */
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "na_test.h"
+
+static const char *g_uri;
+
+/* Run `client` against a fresh echo server; both must exit 0. */
+static void nt_run(hm_test_fn_t client, const char *name, const char *server_env)
+{
+    struct hm_test_child srv, cli;
+    char uri[HM_TEST_LINE_MAX];
+    hm_test_alarm(100, name);
+    if (server_env)
+        setenv(server_env, "1", 1);
+    assert_int_equal(hm_test_spawn(&srv, nt_server_main, (void *)g_uri), 0);
+    if (server_env)
+        unsetenv(server_env);
+    assert_int_equal(hm_test_recv(&srv, uri, sizeof(uri), 20000), 0);
+    assert_int_equal(hm_test_spawn(&cli, client, uri), 0);
+    /* The cancel case: relay "posted" from the client as "go" to the server. */
+    if (server_env) {
+        char line[64];
+        assert_int_equal(hm_test_recv(&cli, line, sizeof(line), 30000), 0);
+        assert_int_equal(hm_test_send(&srv, "go"), 0);
+    }
+    int crc = hm_test_wait(&cli, 60);
+    int src = hm_test_wait(&srv, 20);
+    hm_test_alarm(0, NULL);
+    assert_int_equal(crc, 0);
+    assert_int_equal(src, 0);
+}
+
+/* A client peer connected to `server_uri`. */
+static int nt_client_open(struct nt_peer *p, hm_na_addr_t **srv, const char *server_uri)
+{
+    if (nt_peer_open(p, g_uri) != 0)
+        return 1;
+    hm_return_t ret = p->cls->c_ops.addr_lookup(p->ctx, server_uri, srv);
+    if (ret != HM_SUCCESS) {
+        fprintf(stderr, "lookup(%s): %s\n", server_uri, hm_strerror(ret));
+        return 1;
+    }
+    return 0;
+}
+
+static void nt_client_close(struct nt_peer *p, hm_na_addr_t *srv)
+{
+    nt_send_sync(p, srv, NT_CMD_QUIT, NT_CMD_LEN);
+    p->cls->c_ops.addr_unref(srv);
+    nt_peer_close(p);
+}
+
+/* ---- Messages of every size, both directions ------------------------------ */
+
+static int client_sizes(void *arg)
+{
+    struct nt_peer p;
+    hm_na_addr_t *srv;
+    NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
+    size_t eager = p.cls->c_eager_limit;
+    size_t sizes[] = {0, 1, 7, 8, 63, 64, 1023, 4096, 8191, 8192, 32768, eager - 1, eager};
+    unsigned char *buf = malloc(eager);
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        size_t len = sizes[s];
+        for (size_t i = 0; i < len; i++)
+            buf[i] = nt_pattern(i, len);
+        NT_CHECK(nt_send_sync(&p, srv, buf, len) == HM_SUCCESS);
+        struct nt_msg *m = nt_wait_msg(&p, 20000);
+        NT_CHECK(m != NULL);
+        NT_CHECK(m->len == len);
+        NT_CHECK(m->src == srv); /* canonical: the lookup's address */
+        for (size_t i = 0; i < len; i++)
+            if (m->data[i] != nt_pattern(i, len)) {
+                fprintf(stderr, "size %zu: byte %zu differs\n", len, i);
+                return 1;
+            }
+        nt_msg_free(&p, m);
+    }
+    /* Past the eager limit: refused at once. */
+    hm_na_op_t *op = hm_na_op_create(p.cls);
+    NT_CHECK(hm_na_msg_send(p.ctx, srv, buf, eager + 1, NULL, op) == HM_MSGSIZE);
+    hm_na_op_destroy(op);
+    NT_CHECK(p.misaligned == 0);
+    free(buf);
+    nt_client_close(&p, srv);
+    return 0;
+}
+
+static void test_msg_sizes(void **state)
+{
+    (void)state;
+    nt_run(client_sizes, "msg_sizes", NULL);
+}
+
+/* ---- 10,000 messages, 64 in flight ---------------------------------------- */
+
+#define NT_MANY 10000
+#define NT_INFLIGHT 64
+
+struct nt_slot {
+    hm_na_op_t *op;
+    void *buf;
+    int busy;
+};
+
+static void nt_slot_cb(hm_na_op_t *op, hm_return_t status)
+{
+    struct nt_slot *s = op->o_arg;
+    s->busy = status == HM_SUCCESS ? 0 : -1;
+}
+
+static int client_many(void *arg)
+{
+    struct nt_peer p;
+    hm_na_addr_t *srv;
+    NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
+    struct nt_slot slots[NT_INFLIGHT];
+    for (int i = 0; i < NT_INFLIGHT; i++) {
+        void *desc;
+        slots[i].op = hm_na_op_create(p.cls);
+        slots[i].op->o_cb = nt_slot_cb;
+        slots[i].op->o_arg = &slots[i];
+        slots[i].buf = p.cls->c_ops.msg_buf_alloc(p.cls, 16, &desc);
+        slots[i].busy = 0;
+    }
+    unsigned char *seen = calloc(NT_MANY, 1);
+    unsigned int sent = 0, received = 0;
+    uint64_t deadline = nt_now_ms() + 60000;
+    while (received < NT_MANY && nt_now_ms() < deadline) {
+        for (int i = 0; i < NT_INFLIGHT && sent < NT_MANY && sent - received < NT_INFLIGHT;
+             i++) {
+            if (slots[i].busy != 0)
+                continue;
+            uint32_t rec[4] = {sent, ~sent, 0x5e5eu, sent * 7u};
+            memcpy(slots[i].buf, rec, sizeof(rec));
+            slots[i].busy = 1;
+            NT_CHECK(hm_na_msg_send(p.ctx, srv, slots[i].buf, 16, NULL, slots[i].op) ==
+                     HM_SUCCESS);
+            sent++;
+        }
+        hm_na_progress(p.ctx);
+        struct nt_msg *m;
+        while ((m = p.head) != NULL) {
+            p.head = m->next;
+            if (p.head == NULL)
+                p.tail = &p.head;
+            uint32_t rec[4];
+            NT_CHECK(m->len == 16);
+            memcpy(rec, m->data, 16);
+            NT_CHECK(rec[0] < NT_MANY && rec[1] == ~rec[0] && rec[3] == rec[0] * 7u);
+            NT_CHECK(seen[rec[0]] == 0); /* no duplicate */
+            seen[rec[0]] = 1;
+            received++;
+            nt_msg_free(&p, m);
+        }
+        for (int i = 0; i < NT_INFLIGHT; i++)
+            NT_CHECK(slots[i].busy >= 0);
+    }
+    NT_CHECK(received == NT_MANY); /* none lost */
+    while (nt_now_ms() < deadline) {
+        int busy = 0;
+        for (int i = 0; i < NT_INFLIGHT; i++)
+            busy |= slots[i].busy;
+        if (!busy)
+            break;
+        hm_na_progress(p.ctx);
+    }
+    for (int i = 0; i < NT_INFLIGHT; i++) {
+        NT_CHECK(slots[i].busy == 0);
+        p.cls->c_ops.msg_buf_free(p.cls, slots[i].buf, NULL);
+        hm_na_op_destroy(slots[i].op);
+    }
+    free(seen);
+    nt_client_close(&p, srv);
+    return 0;
+}
+
+static void test_msg_many(void **state)
+{
+    (void)state;
+    nt_run(client_many, "msg_many", NULL);
+}
+
+/* ---- RMA put and get, 1 byte to 16 MiB ------------------------------------ */
+
+struct nt_done {
+    int done;
+    int calls;
+    hm_return_t status;
+};
+
+static void nt_done_cb(hm_na_op_t *op, hm_return_t status)
+{
+    struct nt_done *d = op->o_arg;
+    d->done = 1;
+    d->calls++;
+    d->status = status;
+}
+
+static hm_return_t nt_rma(struct nt_peer *p, bool put, hm_na_mem_t *local, size_t loff,
+                          hm_na_addr_t *srv, void *rkey, size_t roff, size_t len)
+{
+    hm_na_op_t *op = hm_na_op_create(p->cls);
+    struct nt_done d = {0};
+    op->o_cb = nt_done_cb;
+    op->o_arg = &d;
+    hm_return_t ret = put ? hm_na_put(p->ctx, op, local, loff, srv, rkey, roff, len)
+                          : hm_na_get(p->ctx, op, local, loff, srv, rkey, roff, len);
+    if (ret != HM_SUCCESS) {
+        hm_na_op_destroy(op);
+        return ret;
+    }
+    if (nt_wait_flag(p, &d.done, 30000) != 0)
+        return HM_TIMEOUT;
+    hm_na_op_destroy(op);
+    return d.calls == 1 ? d.status : HM_FAULT;
+}
+
+/* Ask the server for its region's key; unpack it. */
+static int nt_get_rkey(struct nt_peer *p, hm_na_addr_t *srv, void **rkey)
+{
+    NT_CHECK(nt_send_sync(p, srv, NT_CMD_KEYS, NT_CMD_LEN) == HM_SUCCESS);
+    struct nt_msg *m = nt_wait_msg(p, 20000);
+    NT_CHECK(m != NULL && m->src == srv);
+    NT_CHECK(p->cls->c_ops.rkey_unpack(p->ctx, srv, m->data, m->len, rkey) == HM_SUCCESS);
+    /* A truncated key is refused, never crashes. */
+    void *bad;
+    NT_CHECK(p->cls->c_ops.rkey_unpack(p->ctx, srv, m->data, 10, &bad) == HM_PROTOCOL_ERROR);
+    nt_msg_free(p, m);
+    return 0;
+}
+
+static int client_rma(void *arg)
+{
+    struct nt_peer p;
+    hm_na_addr_t *srv;
+    NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
+    void *rkey;
+    NT_CHECK(nt_get_rkey(&p, srv, &rkey) == 0);
+    unsigned char *local = malloc(NT_RMA_SIZE), *check = malloc(NT_RMA_SIZE);
+    hm_na_mem_t *lmem, *cmem;
+    NT_CHECK(hm_na_mem_register(p.cls, local, NT_RMA_SIZE, HM_NA_ACCESS_READ, &lmem) ==
+             HM_SUCCESS);
+    NT_CHECK(hm_na_mem_register(p.cls, check, NT_RMA_SIZE, 0, &cmem) == HM_SUCCESS);
+    size_t sizes[] = {1, 8, 4095, 65536, 1u << 20, NT_RMA_SIZE};
+    size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
+    /* Gets first, while the server's region still holds its pattern. */
+    for (size_t s = 0; s < nsizes; s++) {
+        size_t len = sizes[s], roff = (NT_RMA_SIZE - len) / 3;
+        memset(check, 0, len);
+        NT_CHECK(nt_rma(&p, false, cmem, 0, srv, rkey, roff, len) == HM_SUCCESS);
+        for (size_t i = 0; i < len; i++)
+            if (check[i] != nt_pattern(roff + i, 1)) {
+                fprintf(stderr, "get %zu: byte %zu differs\n", len, i);
+                return 1;
+            }
+    }
+    /* Then puts, each read back. */
+    for (size_t s = 0; s < nsizes; s++) {
+        size_t len = sizes[s], roff = (NT_RMA_SIZE - len) / 3;
+        for (size_t i = 0; i < len; i++)
+            local[i] = nt_pattern(i, len + 2);
+        NT_CHECK(nt_rma(&p, true, lmem, 0, srv, rkey, roff, len) == HM_SUCCESS);
+        memset(check, 0, len);
+        NT_CHECK(nt_rma(&p, false, cmem, 0, srv, rkey, roff, len) == HM_SUCCESS);
+        for (size_t i = 0; i < len; i++)
+            if (check[i] != nt_pattern(i, len + 2)) {
+                fprintf(stderr, "put %zu: byte %zu differs\n", len, i);
+                return 1;
+            }
+    }
+    /* Out of the remote region: refused, nothing posted. */
+    NT_CHECK(nt_rma(&p, false, cmem, 0, srv, rkey, NT_RMA_SIZE - 1, 2) == HM_INVALID_ARG);
+    p.cls->c_ops.rkey_release(p.ctx, rkey);
+    hm_na_mem_deregister(lmem);
+    hm_na_mem_deregister(cmem);
+    free(local);
+    free(check);
+    nt_client_close(&p, srv);
+    return 0;
+}
+
+static void test_rma(void **state)
+{
+    (void)state;
+    nt_run(client_rma, "rma", NULL);
+}
+
+/* ---- Cancel --------------------------------------------------------------- */
+
+#define NT_CANCEL_MAX 2048
+
+static int client_cancel(void *arg)
+{
+    struct nt_peer p;
+    hm_na_addr_t *srv;
+    NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
+    size_t len = p.cls->c_eager_limit;
+    void *desc;
+    unsigned char *buf = p.cls->c_ops.msg_buf_alloc(p.cls, len, &desc);
+    memset(buf, 0x3c, len);
+    hm_na_op_t **ops = calloc(NT_CANCEL_MAX, sizeof(*ops));
+    struct nt_done *done = calloc(NT_CANCEL_MAX, sizeof(*done));
+    /* The server does not progress: post until one send stays pending. */
+    int n = 0, victim = -1;
+    while (n < NT_CANCEL_MAX && victim < 0) {
+        ops[n] = hm_na_op_create(p.cls);
+        ops[n]->o_cb = nt_done_cb;
+        ops[n]->o_arg = &done[n];
+        NT_CHECK(hm_na_msg_send(p.ctx, srv, buf, len, desc, ops[n]) == HM_SUCCESS);
+        for (int k = 0; k < 10; k++)
+            hm_na_progress(p.ctx);
+        if (!done[n].done)
+            victim = n;
+        n++;
+    }
+    NT_CHECK(victim >= 0);
+    NT_CHECK(hm_na_cancel(ops[victim]) == HM_SUCCESS);
+    hm_test_signal("posted"); /* the parent lets the server go */
+    uint64_t deadline = nt_now_ms() + 30000;
+    for (;;) {
+        int pending = 0;
+        for (int i = 0; i < n; i++)
+            pending += !done[i].done;
+        if (pending == 0 || nt_now_ms() > deadline)
+            break;
+        hm_na_progress(p.ctx);
+    }
+    for (int i = 0; i < n; i++) {
+        NT_CHECK(done[i].calls == 1); /* exactly once */
+        if (i == victim)
+            NT_CHECK(done[i].status == HM_CANCELED);
+        else
+            NT_CHECK(done[i].status == HM_SUCCESS);
+    }
+    /* Cancel after completion: HM_NOENTRY, status unchanged. */
+    NT_CHECK(hm_na_cancel(ops[0]) == HM_NOENTRY);
+    for (int i = 0; i < n; i++)
+        hm_na_op_destroy(ops[i]);
+    free(ops);
+    free(done);
+    p.cls->c_ops.msg_buf_free(p.cls, buf, desc);
+    /* Let the server drain what it got before QUIT arrives. */
+    nt_client_close(&p, srv);
+    return 0;
+}
+
+static void test_cancel(void **state)
+{
+    (void)state;
+    nt_run(client_cancel, "cancel", "NT_SERVER_WAIT_GO");
+}
+
+/* ---- Blocking wait wakes on a message ------------------------------------- */
+
+static int client_wait(void *arg)
+{
+    struct nt_peer p;
+    hm_na_addr_t *srv;
+    NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
+    NT_CHECK(nt_send_sync(&p, srv, NT_CMD_SLEEP, NT_CMD_LEN) == HM_SUCCESS);
+    int fd = p.cls->c_ops.poll_fd(p.ctx);
+    NT_CHECK(fd >= 0);
+    uint64_t start = nt_now_ms();
+    int blocked = 0;
+    while (p.head == NULL && nt_now_ms() - start < 10000) {
+        while (hm_na_progress(p.ctx) > 0)
+            ;
+        if (p.head != NULL)
+            break;
+        if (p.cls->c_ops.poll_arm(p.ctx) != HM_SUCCESS)
+            continue;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int r = poll(&pfd, 1, 5000);
+        NT_CHECK(r > 0); /* woke, not timed out */
+        blocked++;
+    }
+    struct nt_msg *m = nt_wait_msg(&p, 1);
+    NT_CHECK(m != NULL && m->len == 16);
+    NT_CHECK(blocked > 0);
+    nt_msg_free(&p, m);
+    nt_client_close(&p, srv);
+    return 0;
+}
+
+static void test_wait(void **state)
+{
+    (void)state;
+    nt_run(client_wait, "wait", NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PROTOCOL-URI\n", argv[0]);
+        return 2;
+    }
+    g_uri = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_msg_sizes), cmocka_unit_test(test_msg_many),
+        cmocka_unit_test(test_rma),       cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_wait),
+    };
+    return cmocka_run_group_tests_name(g_uri, tests, NULL, NULL);
+}

@@ -1,0 +1,70 @@
+/*
+ * Support for the NA conformance suite: a peer (class + context + received
+ * messages), bounded progress loops and an echo server that every test's
+ * server child runs. Children report failures on stderr and through their
+ * exit status (they run outside cmocka).
+ */
+#ifndef HM_TEST_NA_TEST_H
+#define HM_TEST_NA_TEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "na/na.h"
+
+/* Server commands: exactly 5 bytes, a length no data message uses. */
+#define NT_CMD_LEN 5
+#define NT_CMD_QUIT "QUIT!" /* server exits */
+#define NT_CMD_KEYS "KEYS?" /* server registers 16 MiB, replies with its key */
+#define NT_CMD_SLEEP "SLEEP" /* server sleeps 200 ms, then sends 16 bytes */
+#define NT_CMD_HANG "HANG!" /* server replies "ACKED" then stops progressing */
+#define NT_RMA_SIZE (16u << 20)
+
+#define NT_CHECK(cond)                                                            \
+    do {                                                                          \
+        if (!(cond)) {                                                            \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            return 1;                                                             \
+        }                                                                         \
+    } while (0)
+
+struct nt_msg {
+    struct nt_msg *next;
+    hm_na_addr_t *src; /* referenced */
+    size_t len;
+    unsigned char data[];
+};
+
+struct nt_peer {
+    hm_na_class_t *cls;
+    hm_na_context_t *ctx;
+    struct nt_msg *head, **tail;
+    unsigned int nmsgs;
+    unsigned int misaligned;
+    unsigned int failed;
+    hm_na_addr_t *failed_addr;
+};
+
+/* Open class and context 0 for `uri`. 0 or 1. */
+int nt_peer_open(struct nt_peer *p, const char *uri);
+void nt_peer_close(struct nt_peer *p);
+/* The context's own URI into buf. */
+int nt_self_uri(struct nt_peer *p, char *buf, size_t size);
+/* Progress until a message is queued (or timeout); pop it (caller frees). */
+struct nt_msg *nt_wait_msg(struct nt_peer *p, int timeout_ms);
+void nt_msg_free(struct nt_peer *p, struct nt_msg *m);
+/* Progress until *flag != 0 or timeout. 0 or -1. */
+int nt_wait_flag(struct nt_peer *p, volatile int *flag, int timeout_ms);
+/* Send `len` bytes to `dest` and wait for completion; the status. */
+hm_return_t nt_send_sync(struct nt_peer *p, hm_na_addr_t *dest, const void *buf, size_t len);
+/* Pattern byte i of a message/region tagged `tag`. */
+static inline unsigned char nt_pattern(size_t i, size_t tag)
+{
+    return (unsigned char)((i * 131u + tag * 7u + (i >> 8)) & 0xff);
+}
+/* The echo server every test uses: ready(URI), then serve until QUIT. */
+int nt_server_main(void *arg);
+uint64_t nt_now_ms(void);
+
+#endif

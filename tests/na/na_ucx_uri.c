@@ -1,0 +1,86 @@
+/* UCX plugin URI parsing: good URIs round-trip, bad ones give HM_INVALID_ARG. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "na/ucx/ucx_internal.h"
+
+static void test_good(void **state)
+{
+    (void)state;
+    const char *good[] = {"ucx+tcp://127.0.0.1:1", "ucx+tcp://10.0.0.1:65535",
+                          "ucx+shm://1234/00ff", "ucx+shm://1/abcdef0123456789"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        struct ucx_uri u;
+        char out[UCX_URI_MAX];
+        assert_int_equal(hmi_ucx_uri_parse(good[i], &u), HM_SUCCESS);
+        assert_true(hmi_ucx_uri_format(&u, out, sizeof(out)) > 0);
+        assert_string_equal(out, good[i]);
+    }
+    struct ucx_uri u;
+    char out[UCX_URI_MAX];
+    assert_int_equal(hmi_ucx_uri_parse("ucx+shm://77/ABCD", &u), HM_SUCCESS);
+    hmi_ucx_uri_format(&u, out, sizeof(out));
+    assert_string_equal(out, "ucx+shm://77/abcd"); /* canonical: lower case */
+    assert_int_equal(hmi_ucx_listen_parse(UCX_PROTO_TCP, "", &u), HM_SUCCESS);
+    assert_int_equal(hmi_ucx_listen_parse(UCX_PROTO_TCP, "127.0.0.1", &u), HM_SUCCESS);
+    assert_int_equal(hmi_ucx_listen_parse(UCX_PROTO_TCP, "127.0.0.1:0", &u), HM_SUCCESS);
+    assert_int_equal(u.u_port, 0);
+    assert_int_equal(hmi_ucx_listen_parse(UCX_PROTO_SHM, "", &u), HM_SUCCESS);
+}
+
+static void test_bad(void **state)
+{
+    (void)state;
+    const char *bad[] = {"", "ucx+tcp://", "ucx+tcp://127.0.0.1", "ucx+tcp://127.0.0.1:0",
+                         "ucx+tcp://127.0.0.1:65536", "ucx+tcp://127.0.0.1:-1",
+                         "ucx+tcp://127.0.0.1:80x", "ucx+tcp://:80", "ucx+tcp://1.2.3:80",
+                         "ucx+tcp://127.0.0.1:080", "ucx+tcp://host.example:80",
+                         "ucx+tcp://127.0.0.1:99999999999999999999",
+                         "ucx+shm://", "ucx+shm://0/00", "ucx+shm://12", "ucx+shm://12/",
+                         "ucx+shm://12/abc", "ucx+shm://12/zz", "ucx+shm://-3/00",
+                         "ucx+shm://12/00/", "ucx+ofi://1.2.3.4:5", "tcp://1.2.3.4:5",
+                         "ucx+tcp:/127.0.0.1:80"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct ucx_uri u;
+        assert_int_equal(hmi_ucx_uri_parse(bad[i], &u), HM_INVALID_ARG);
+    }
+    struct ucx_uri u;
+    assert_int_equal(hmi_ucx_uri_parse(NULL, &u), HM_INVALID_ARG);
+    char longuri[UCX_URI_MAX + 10];
+    memset(longuri, 'a', sizeof(longuri) - 1);
+    longuri[sizeof(longuri) - 1] = '\0';
+    memcpy(longuri, "ucx+shm://1/", 12);
+    assert_int_equal(hmi_ucx_uri_parse(longuri, &u), HM_INVALID_ARG);
+    assert_int_equal(hmi_ucx_listen_parse(UCX_PROTO_SHM, "x", &u), HM_INVALID_ARG);
+    assert_int_equal(hmi_ucx_listen_parse(UCX_PROTO_TCP, "127.0.0.1:x", &u), HM_INVALID_ARG);
+    assert_int_equal(hmi_ucx_listen_parse(UCX_PROTO_TCP, "nohost:1", &u), HM_INVALID_ARG);
+}
+
+/* The plugin's tunables table is well formed (hm_info prints it). */
+static void test_tunables(void **state)
+{
+    (void)state;
+    int n = 0;
+    for (const struct hm_na_tunable *t = hmi_ucx_tunables; t->env; t++, n++) {
+        assert_non_null(t->def);
+        assert_non_null(t->help);
+        assert_true(strncmp(t->env, "HM_UCX_", 7) == 0);
+    }
+    assert_true(n >= 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_good),
+        cmocka_unit_test(test_bad),
+        cmocka_unit_test(test_tunables),
+    };
+    return cmocka_run_group_tests_name("ucx_uri", tests, NULL, NULL);
+}
