@@ -1,0 +1,86 @@
+/*
+ * hm_info: what Hermod can do on this machine.
+ *
+ * Prints the library version, the protocols compiled in, and for each one
+ * whether a class opens here (with the transport's reason when it does not,
+ * and the eager limit when it does). Exit status: 0 when at least one
+ * protocol opens, 1 otherwise.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hermod.h>
+
+/*
+ * info_default_uri: a URI that opens `proto` with a default listen address:
+ * loopback with a free port for "+tcp" protocols, nothing for the others.
+ */
+static void info_default_uri(const char *proto, char *buf, size_t size)
+{
+    const char *plus = strchr(proto, '+');
+    const char *addr = "";
+
+    if (plus != NULL && strcmp(plus, "+tcp") == 0)
+        addr = "127.0.0.1:0";
+    snprintf(buf, size, "%s://%s", proto, addr);
+}
+
+/* info_probe: try to open `proto`; print one line. Returns 1 if it opened. */
+static int info_probe(const char *proto)
+{
+    char uri[256];
+    hm_class_t *cls = NULL;
+    hm_return_t ret;
+
+    info_default_uri(proto, uri, sizeof(uri));
+    ret = hm_class_create(uri, NULL, &cls);
+    if (ret != HM_SUCCESS) {
+        const char *detail = hm_error_detail();
+        printf("  %-12s no   %s: %s%s%s\n", proto, uri, hm_strerror(ret),
+               detail[0] != '\0' ? ": " : "", detail);
+        return 0;
+    }
+    printf("  %-12s yes  %s (eager limit %zu bytes)\n", proto, uri,
+           hm_class_eager_limit(cls));
+    ret = hm_class_destroy(cls);
+    if (ret != HM_SUCCESS)
+        printf("  %-12s     warning: hm_class_destroy: %s\n", proto, hm_strerror(ret));
+    return 1;
+}
+
+/* info_print_env: the environment variables that change Hermod's behaviour. */
+static void info_print_env(void)
+{
+    static const char *const vars[][2] = {
+        {"HM_LOG", "log level: error|warn|info|debug (default: off)"},
+        {"HM_LOG_SUBSYS", "log only these subsystems: na,core,..."},
+        {"HM_PROGRESS", "progress mode: busy|wait (default: spin, then wait)"},
+    };
+
+    printf("environment:\n");
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *val = getenv(vars[i][0]);
+        printf("  %-14s %-10s %s\n", vars[i][0], val != NULL ? val : "(unset)", vars[i][1]);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *const *protos = hm_protocol_list();
+    int usable = 0;
+
+    if (argc > 1) {
+        fprintf(stderr, "usage: %s\n(prints what Hermod supports here; no options)\n",
+                argv[0]);
+        return strcmp(argv[1], "--help") == 0 ? 0 : 2;
+    }
+    printf("hermod %s\n", HM_VERSION_STRING);
+    printf("protocols compiled in:\n");
+    if (protos == NULL || protos[0] == NULL)
+        printf("  (none: no network plugin was built)\n");
+    for (size_t i = 0; protos != NULL && protos[i] != NULL; i++)
+        usable += info_probe(protos[i]);
+    info_print_env();
+    return usable > 0 ? 0 : 1;
+}
