@@ -407,6 +407,130 @@ static void test_wait(void **state)
     nt_run(client_wait, "wait", NULL);
 }
 
+/* ---- First contact: rendezvous and eager messages in any order ------------ */
+
+#define NT_MIXED 32
+
+/*
+ * Before the server has named our endpoint, every message must identify its
+ * sender by itself: post one message of the eager limit (rendezvous on most
+ * transports) and many small ones at once, without waiting, on a fresh
+ * connection; UCX may deliver the small ones first. All must come back, from
+ * the looked-up address; then the same again once the peer knows us.
+ */
+static int client_mixed(void *arg)
+{
+    struct nt_peer p;
+    hm_na_addr_t *srv;
+    NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
+    size_t big = p.cls->c_eager_limit;
+    for (int round = 0; round < 2; round++) {
+        hm_na_op_t *ops[NT_MIXED];
+        void *bufs[NT_MIXED];
+        struct nt_done done[NT_MIXED];
+        memset(done, 0, sizeof(done));
+        for (int i = 0; i < NT_MIXED; i++) {
+            void *desc;
+            size_t len = i == 0 ? big : 24;
+            bufs[i] = p.cls->c_ops.msg_buf_alloc(p.cls, len, &desc);
+            memset(bufs[i], 0, len);
+            memcpy(bufs[i], &i, sizeof(i));
+            ops[i] = hm_na_op_create(p.cls);
+            ops[i]->o_cb = nt_done_cb;
+            ops[i]->o_arg = &done[i];
+            NT_CHECK(hm_na_msg_send(p.ctx, srv, bufs[i], len, desc, ops[i]) == HM_SUCCESS);
+        }
+        unsigned int got = 0;
+        int seen[NT_MIXED] = {0};
+        uint64_t deadline = nt_now_ms() + 30000;
+        while (got < NT_MIXED && nt_now_ms() < deadline) {
+            struct nt_msg *m = nt_wait_msg(&p, 100);
+            if (m == NULL)
+                continue;
+            int idx;
+            NT_CHECK(m->src == srv);
+            NT_CHECK(m->len == big || m->len == 24);
+            memcpy(&idx, m->data, sizeof(idx));
+            NT_CHECK(idx >= 0 && idx < NT_MIXED && !seen[idx]);
+            NT_CHECK((idx == 0) == (m->len == big));
+            seen[idx] = 1;
+            got++;
+            nt_msg_free(&p, m);
+        }
+        NT_CHECK(got == NT_MIXED);
+        for (int i = 0; i < NT_MIXED; i++) {
+            NT_CHECK(nt_wait_flag(&p, &done[i].done, 20000) == 0);
+            NT_CHECK(done[i].calls == 1 && done[i].status == HM_SUCCESS);
+            hm_na_op_destroy(ops[i]);
+            p.cls->c_ops.msg_buf_free(p.cls, bufs[i], NULL);
+        }
+    }
+    nt_client_close(&p, srv);
+    return 0;
+}
+
+static void test_first_contact_mixed(void **state)
+{
+    (void)state;
+    nt_run(client_mixed, "first_contact_mixed", NULL);
+}
+
+/* ---- What a client sent before it exited reaches the server --------------- */
+
+#define NT_LAST_WORDS 16
+
+/*
+ * Once client and server have exchanged a message, the server stops
+ * progressing (HOLD). The client sends NT_LAST_WORDS messages and QUIT,
+ * each completed, then exits: shm without even closing its context (a crash
+ * right after its sends completed), tcp after a graceful context close (its
+ * sends may still sit in UCX's buffers until then). Only once the client is
+ * gone does the server progress again: it finds the client dead at once,
+ * yet must deliver every message first (a storage service must not lose a
+ * request its peer managed to send).
+ */
+static int client_last_words(void *arg)
+{
+    struct nt_peer p;
+    hm_na_addr_t *srv;
+    NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
+    NT_CHECK(nt_send_sync(&p, srv, NT_CMD_HOLD, NT_CMD_LEN) == HM_SUCCESS);
+    struct nt_msg *m = nt_wait_msg(&p, 20000);
+    NT_CHECK(m != NULL && m->len == NT_CMD_LEN && m->src == srv);
+    nt_msg_free(&p, m);
+    for (int i = 0; i < NT_LAST_WORDS; i++) {
+        unsigned char rec[16] = {0};
+        memcpy(rec, &i, sizeof(i));
+        NT_CHECK(nt_send_sync(&p, srv, rec, sizeof(rec)) == HM_SUCCESS);
+    }
+    NT_CHECK(nt_send_sync(&p, srv, NT_CMD_QUIT, NT_CMD_LEN) == HM_SUCCESS);
+    if (strncmp(g_uri, "ucx+shm", 7) == 0)
+        _exit(0);
+    p.cls->c_ops.addr_unref(srv);
+    nt_peer_close(&p);
+    return 0;
+}
+
+static void test_last_words(void **state)
+{
+    (void)state;
+    struct hm_test_child srv, cli;
+    char uri[HM_TEST_LINE_MAX], num[16];
+    hm_test_alarm(100, "last_words");
+    snprintf(num, sizeof(num), "%d", NT_LAST_WORDS);
+    setenv("NT_SERVER_EXPECT", num, 1);
+    assert_int_equal(hm_test_spawn(&srv, nt_server_main, (void *)g_uri), 0);
+    unsetenv("NT_SERVER_EXPECT");
+    assert_int_equal(hm_test_recv(&srv, uri, sizeof(uri), 20000), 0);
+    assert_int_equal(hm_test_spawn(&cli, client_last_words, uri), 0);
+    int crc = hm_test_wait(&cli, 60);
+    assert_int_equal(hm_test_send(&srv, "go"), 0);
+    int src = hm_test_wait(&srv, 30);
+    hm_test_alarm(0, NULL);
+    assert_int_equal(crc, 0);
+    assert_int_equal(src, 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -417,7 +541,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_msg_sizes), cmocka_unit_test(test_msg_many),
         cmocka_unit_test(test_rma),       cmocka_unit_test(test_cancel),
-        cmocka_unit_test(test_wait),
+        cmocka_unit_test(test_wait),      cmocka_unit_test(test_first_contact_mixed),
+        cmocka_unit_test(test_last_words),
     };
     return cmocka_run_group_tests_name(g_uri, tests, NULL, NULL);
 }

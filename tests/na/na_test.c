@@ -1,6 +1,7 @@
 /* Support for the NA conformance suite; see na_test.h. */
 #include "na_test.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,18 @@ static int nt_server_cmd(struct nt_peer *p, struct nt_msg *m, hm_na_mem_t **mem,
         nt_send_sync(p, m->src, wake, sizeof(wake));
         return 0;
     }
+    if (memcmp(m->data, NT_CMD_HOLD, NT_CMD_LEN) == 0) {
+        char go[16];
+        nt_send_sync(p, m->src, "HELD!", NT_CMD_LEN);
+        if (hm_test_await(go, sizeof(go), 60000) != 0)
+            fprintf(stderr, "server: no go after HOLD\n");
+        /* Resume as a blocking-wait loop does: arm (and maybe poll) first. */
+        if (p->cls->c_ops.poll_arm(p->ctx) == HM_SUCCESS) {
+            struct pollfd pfd = {.fd = p->cls->c_ops.poll_fd(p->ctx), .events = POLLIN};
+            poll(&pfd, 1, 100);
+        }
+        return 0;
+    }
     if (memcmp(m->data, NT_CMD_HANG, NT_CMD_LEN) == 0) {
         nt_send_sync(p, m->src, "ACKED", NT_CMD_LEN);
         for (;;)
@@ -196,6 +209,10 @@ int nt_server_main(void *arg)
     hm_na_mem_t *mem = NULL;
     unsigned char *region = NULL;
     int rc = 0;
+    /* NT_SERVER_EXPECT=N: exactly N data messages must come before QUIT. */
+    const char *expect_env = getenv("NT_SERVER_EXPECT");
+    long expect = expect_env ? strtol(expect_env, NULL, 10) : -1;
+    long data_msgs = 0;
     uint64_t deadline = nt_now_ms() + 100000;
     for (;;) {
         struct nt_msg *m = nt_wait_msg(&p, 1000);
@@ -214,7 +231,13 @@ int nt_server_main(void *arg)
         int quit = 0;
         if (m->len == NT_CMD_LEN) {
             quit = nt_server_cmd(&p, m, &mem, &region);
+            if (quit && expect >= 0 && data_msgs != expect) {
+                fprintf(stderr, "server: %ld data messages before QUIT, expected %ld\n",
+                        data_msgs, expect);
+                rc = 1;
+            }
         } else {
+            data_msgs++;
             hm_return_t ret = nt_send_sync(&p, m->src, m->data, m->len);
             if (ret != HM_SUCCESS && ret != HM_UNREACHABLE) {
                 fprintf(stderr, "server: echo of %zu bytes: %s\n", m->len, hm_strerror(ret));

@@ -27,9 +27,16 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/time.h"
 
 #define UCX_HDR_VERSION 1
 #define UCX_HDR_FIXED 8 /* version, flags, uri length (le16), pid (le32) */
+/*
+ * Longest a pidfd scan drains the worker before declaring the peers whose
+ * pidfd fired dead: what they sent is already in our memory, so this is a
+ * bound for a pathological case, not a wait.
+ */
+#define UCX_EXIT_DRAIN_NS 100000000u
 
 /* ---- URIs ----------------------------------------------------------------- */
 
@@ -295,30 +302,50 @@ static void ucx_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     e->e_ctx->c_eps_failed = true;
 }
 
-/* Track endpoint `ep` (created by us or handed to us by UCX). */
-static struct ucx_ep *ucx_ep_track(struct ucx_ctx *c, struct ucx_ep *e, ucp_ep_h ep)
+/*
+ * Track endpoint `ep` (created by us or handed to us by UCX) in c_eps, so it
+ * is closed with the context, and index it by its ucp_ep_h. False if it
+ * could not be indexed (out of memory): then it must never be sent on, since
+ * the peer's messages on its pair could not be named by reply_ep (see
+ * e_peer_bound in ucx_internal.h).
+ */
+static bool ucx_ep_track(struct ucx_ctx *c, struct ucx_ep *e, ucp_ep_h ep)
 {
     e->e_ep = ep;
     e->e_ctx = c;
-    if (hmi_hmap_put(&c->c_by_ep, (uint64_t)(uintptr_t)ep, e) != HM_SUCCESS) {
-        /* Out of memory in the map: the endpoint still works for sends. */
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ucx: cannot index endpoint %p", (void *)ep);
-    }
     hmi_list_push_back(&c->c_eps, &e->e_link);
-    return e;
+    if (hmi_hmap_put(&c->c_by_ep, (uint64_t)(uintptr_t)ep, e) != HM_SUCCESS) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ucx: cannot index endpoint %p", (void *)ep);
+        return false;
+    }
+    return true;
 }
 
+/*
+ * Completion of a close request. After hmi_ucx_addr_release_closes has given
+ * the request back (ucp_request_free), UCX may still complete it, possibly
+ * inside ucp_worker_destroy: it then frees it itself and `e` (freed only
+ * after the worker) must not touch it again.
+ */
 static void ucx_ep_close_cb(void *request, ucs_status_t status, void *user_data)
 {
-    struct ucx_ctx *c = user_data;
-    (void)status;
+    struct ucx_ep *e = user_data;
+    if (e->e_close_released)
+        return;
+    if (status != UCS_OK && status != UCS_ERR_CANCELED)
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG, "ucx: endpoint close: %s",
+                ucs_status_string(status));
+    e->e_close_req = NULL;
+    e->e_ctx->c_closing_eps--;
     ucp_request_free(request);
-    c->c_closing_eps--;
 }
 
 /*
  * Close `e`. Forced (UCX completes what is posted on it with
- * UCS_ERR_CANCELED) or flushed (what was sent reaches the peer first).
+ * UCS_ERR_CANCELED) or flushed (what was sent reaches the peer first). A
+ * shm endpoint (error mode NONE) cannot be force-closed (UCX refuses with
+ * UCS_ERR_INVALID_PARAM): it is detached, and UCX destroys it with the
+ * worker; the plugin completes what was posted on it.
  */
 static void ucx_ep_close_mode(struct ucx_ep *e, bool force)
 {
@@ -328,16 +355,26 @@ static void ucx_ep_close_mode(struct ucx_ep *e, bool force)
     e->e_closed = true;
     if (hmi_hmap_get(&c->c_by_ep, (uint64_t)(uintptr_t)e->e_ep) == e)
         hmi_hmap_remove(&c->c_by_ep, (uint64_t)(uintptr_t)e->e_ep);
+    if (force && c->c_cls->k_proto == UCX_PROTO_SHM) {
+        e->e_ep = NULL;
+        return;
+    }
     ucp_request_param_t param = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
                         UCP_OP_ATTR_FIELD_USER_DATA,
         .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0,
         .cb.send = ucx_ep_close_cb,
-        .user_data = c,
+        .user_data = e,
     };
+    /* Completed at once: no callback. Else the callback ends it (or release). */
     ucs_status_ptr_t req = ucp_ep_close_nbx(e->e_ep, &param);
-    if (UCS_PTR_IS_PTR(req))
+    if (UCS_PTR_IS_PTR(req)) {
+        e->e_close_req = req;
         c->c_closing_eps++;
+    } else if (UCS_PTR_IS_ERR(req)) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG, "ucx: closing an endpoint: %s",
+                ucs_status_string(UCS_PTR_STATUS(req)));
+    }
     e->e_ep = NULL;
 }
 
@@ -385,20 +422,29 @@ static hm_return_t ucx_addr_connect(struct ucx_ctx *c, hm_na_addr_t *a)
         free(e);
         return HM_UNREACHABLE;
     }
-    ucx_ep_track(c, e, ep);
+    if (!ucx_ep_track(c, e, ep)) {
+        ucx_ep_close_mode(e, false);
+        return HM_NOMEM;
+    }
     a->a_ep = e;
     return HM_SUCCESS;
 }
 
-ucp_ep_h hmi_ucx_addr_ep(hm_na_addr_t *addr)
+struct ucx_ep *hmi_ucx_addr_uep(hm_na_addr_t *addr)
 {
     if (hmi_unlikely(addr->a_dead || addr->a_ctx == NULL))
         return NULL;
     if (hmi_likely(addr->a_ep != NULL && !addr->a_ep->e_closed))
-        return addr->a_ep->e_ep;
+        return addr->a_ep;
     if (ucx_addr_connect(addr->a_ctx, addr) != HM_SUCCESS)
         return NULL;
-    return addr->a_ep->e_ep;
+    return addr->a_ep;
+}
+
+ucp_ep_h hmi_ucx_addr_ep(hm_na_addr_t *addr)
+{
+    struct ucx_ep *e = hmi_ucx_addr_uep(addr);
+    return e != NULL ? e->e_ep : NULL;
 }
 
 /* tcp listener: a peer connects; its first message will name it. */
@@ -427,7 +473,8 @@ static void ucx_conn_cb(ucp_conn_request_h req, void *arg)
         free(e);
         return;
     }
-    ucx_ep_track(c, e, ep);
+    if (!ucx_ep_track(c, e, ep))
+        ucx_ep_close_mode(e, true); /* its messages could never be named */
 }
 
 hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const void *hdr,
@@ -435,8 +482,11 @@ hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const 
 {
     struct ucx_ep *e = reply_ep ? hmi_hmap_get(&c->c_by_ep, (uint64_t)(uintptr_t)reply_ep)
                                 : NULL;
-    if (hmi_likely(e != NULL && e->e_addr != NULL))
+    if (hmi_likely(e != NULL && e->e_addr != NULL)) {
+        /* The peer sent on the pair of `e`: it names what we send on `e`. */
+        e->e_peer_bound = true;
         return e->e_addr;
+    }
     /* First message on this endpoint: the header names the sender. */
     const unsigned char *h = hdr;
     if (hdr_len < UCX_HDR_FIXED || h[0] != UCX_HDR_VERSION)
@@ -463,9 +513,12 @@ hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const 
         e = calloc(1, sizeof(*e));
         if (e == NULL)
             return a;
-        ucx_ep_track(c, e, reply_ep);
+        e->e_addr = a;
+        if (!ucx_ep_track(c, e, reply_ep))
+            return a; /* closed with the context, never sent on */
     }
     e->e_addr = a;
+    e->e_peer_bound = true;
     if (a->a_ep == NULL)
         a->a_ep = e;
     return a;
@@ -625,27 +678,65 @@ void hmi_ucx_addr_fail(hm_na_addr_t *a, const char *why)
     hmi_list_push_back(&c->c_failed, &a->a_fail_link);
 }
 
-bool hmi_ucx_addr_check_dead(hm_na_addr_t *a)
+bool hmi_ucx_addr_exited(hm_na_addr_t *a)
 {
-    if (a->a_dead)
+    if (a->a_dead || a->a_exited)
         return true;
     if (a->a_pidfd < 0)
         return false;
     struct pollfd pfd = {.fd = a->a_pidfd, .events = POLLIN};
     if (poll(&pfd, 1, 0) > 0) {
-        hmi_ucx_addr_fail(a, "process exited");
+        a->a_exited = true;
+        if (a->a_ctx != NULL)
+            a->a_ctx->c_pid_check_ns = 0; /* next progress drains and reports it */
         return true;
     }
     return false;
+}
+
+bool hmi_ucx_addr_pids_pending(struct ucx_ctx *c)
+{
+    struct epoll_event ev;
+    return epoll_wait(c->c_pid_epfd, &ev, 1, 0) > 0; /* level-triggered: not consumed */
+}
+
+/*
+ * Deliver everything already in the transport: progress until the worker is
+ * idle and no rendezvous receive is in flight, bounded. A peer whose process
+ * exited completed its sends before exiting; with shm their data (or their
+ * rendezvous header) is in our memory already, and this hands it over
+ * before the peer is declared dead.
+ */
+static void ucx_drain_exited(struct ucx_ctx *c)
+{
+    uint64_t deadline = hmi_time_ns() + UCX_EXIT_DRAIN_NS;
+    int idle = 0;
+    while (idle < 2) {
+        if (ucp_worker_progress(c->c_worker) != 0 || c->c_rndv_inflight > 0)
+            idle = 0;
+        else
+            idle++;
+        if (hmi_time_ns() >= deadline) {
+            hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
+                    "ucx: still busy after draining for an exited peer; going on");
+            break;
+        }
+    }
 }
 
 int hmi_ucx_addr_scan_pids(struct ucx_ctx *c)
 {
     struct epoll_event evs[16];
     int n = epoll_wait(c->c_pid_epfd, evs, 16, 0);
+    if (n <= 0)
+        return 0;
+    for (int i = 0; i < n; i++)
+        ((hm_na_addr_t *)evs[i].data.ptr)->a_exited = true;
+    /* The context holds a reference to each: they outlive the drain. */
+    ucx_drain_exited(c);
     for (int i = 0; i < n; i++)
         hmi_ucx_addr_fail(evs[i].data.ptr, "process exited");
-    return n > 0 ? n : 0;
+    return n;
 }
 
 int hmi_ucx_addr_progress_failed(struct ucx_ctx *c)
@@ -684,19 +775,50 @@ int hmi_ucx_addr_progress_failed(struct ucx_ctx *c)
     return n;
 }
 
+/* Has `a` an op posted (a UCX request in flight)? */
+static bool ucx_addr_has_posted(struct ucx_ctx *c, const hm_na_addr_t *a)
+{
+    for (struct hmi_list *l = c->c_posted.next; l != &c->c_posted; l = l->next)
+        if (hmi_container_of(l, struct ucx_op, p_link)->p_addr == a)
+            return true;
+    return false;
+}
+
 void hmi_ucx_addr_close_eps(struct ucx_ctx *c)
 {
     /*
-     * With nothing posted, flush what completed locally (a last message may
-     * still sit in a socket buffer) before closing; with ops posted, force,
-     * so they end now. A flush towards a peer that does not answer is cut
-     * short by the bounded drain and the worker's destruction.
+     * An endpoint with nothing stuck on it is closed gracefully: UCX flushes
+     * what completed locally (a last message may still sit in a tcp send
+     * buffer) before disconnecting. One to a dead peer, or with ops still
+     * posted (they are canceled), is forced (detached for shm). A flush that
+     * never ends (the peer stopped reading) is cut short by the bounded
+     * drain, which then releases the close request.
      */
-    bool force = !hmi_list_empty(&c->c_posted);
     for (struct hmi_list *l = c->c_eps.next; l != &c->c_eps; l = l->next) {
         struct ucx_ep *e = hmi_container_of(l, struct ucx_ep, e_link);
-        ucx_ep_close_mode(e, force || e->e_failed || (e->e_addr && e->e_addr->a_dead));
+        if (e->e_closed)
+            continue;
+        hm_na_addr_t *a = e->e_addr;
+        bool force = e->e_failed ||
+                     (a != NULL && (a->a_dead || a->a_exited || ucx_addr_has_posted(c, a)));
+        ucx_ep_close_mode(e, force);
     }
+}
+
+unsigned int hmi_ucx_addr_release_closes(struct ucx_ctx *c)
+{
+    unsigned int n = 0;
+    for (struct hmi_list *l = c->c_eps.next; l != &c->c_eps; l = l->next) {
+        struct ucx_ep *e = hmi_container_of(l, struct ucx_ep, e_link);
+        if (e->e_close_req == NULL || e->e_close_released)
+            continue;
+        e->e_close_released = true;
+        ucp_request_free(e->e_close_req);
+        e->e_close_req = NULL;
+        c->c_closing_eps--;
+        n++;
+    }
+    return n;
 }
 
 void hmi_ucx_addr_fini(struct ucx_ctx *c)
@@ -704,11 +826,9 @@ void hmi_ucx_addr_fini(struct ucx_ctx *c)
     struct hmi_list *link;
     while ((link = hmi_list_pop_front(&c->c_failed)) != NULL)
         hmi_ucx_addr_unref(hmi_container_of(link, hm_na_addr_t, a_fail_link));
-    while ((link = hmi_list_pop_front(&c->c_eps)) != NULL) {
-        struct ucx_ep *e = hmi_container_of(link, struct ucx_ep, e_link);
-        ucx_ep_close(e);
-        free(e);
-    }
+    /* Endpoint records stay until the worker is gone (hmi_ucx_addr_free_eps). */
+    for (link = c->c_eps.next; link != &c->c_eps; link = link->next)
+        ucx_ep_close(hmi_container_of(link, struct ucx_ep, e_link));
     while ((link = hmi_list_pop_front(&c->c_addrs)) != NULL) {
         hm_na_addr_t *a = hmi_container_of(link, hm_na_addr_t, a_link);
         ucx_addr_unwatch(c, a);
@@ -728,6 +848,13 @@ void hmi_ucx_addr_fini(struct ucx_ctx *c)
         ucp_listener_destroy(c->c_listener);
         c->c_listener = NULL;
     }
+}
+
+void hmi_ucx_addr_free_eps(struct ucx_ctx *c)
+{
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(&c->c_eps)) != NULL)
+        free(hmi_container_of(link, struct ucx_ep, e_link));
 }
 
 /* ---- Ops slots ------------------------------------------------------------ */

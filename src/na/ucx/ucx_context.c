@@ -9,6 +9,7 @@
 #include "na/ucx/ucx_internal.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -32,7 +33,14 @@ static hm_return_t ucx_op_final_status(struct ucx_op *p, ucs_status_t status)
         return p->p_force;
     if (p->p_canceled)
         return HM_CANCELED;
-    if (status != UCS_OK && p->p_addr != NULL && p->p_addr->a_dead)
+    if (status != UCS_OK && p->p_addr != NULL && (p->p_addr->a_dead || p->p_addr->a_exited))
+        return HM_UNREACHABLE;
+    /*
+     * Not canceled by us, yet canceled by UCX: its endpoint failed (on a
+     * peer error UCX purges the endpoint's requests with UCS_ERR_CANCELED
+     * before it calls the error callback that marks the peer dead).
+     */
+    if (status == UCS_ERR_CANCELED)
         return HM_UNREACHABLE;
     return hmi_ucx_status(status);
 }
@@ -244,6 +252,7 @@ err_epoll:
     close(c->c_pid_epfd);
 err_worker:
     ucp_worker_destroy(c->c_worker);
+    hmi_ucx_addr_free_eps(c);
 err_by_uri:
     hmi_hmap_destroy(&c->c_by_uri);
 err_by_ep:
@@ -251,16 +260,44 @@ err_by_ep:
     return ret;
 }
 
-/* Wait (bounded) until UCX has given back every request and closed every ep. */
+/* Is UCX still holding something of ours (ops, closes, rendezvous receives)? */
+static bool ucx_close_busy(const struct ucx_ctx *c)
+{
+    return !hmi_list_empty(&c->c_posted) || c->c_closing_eps > 0 || c->c_rndv_inflight > 0;
+}
+
+/*
+ * Wait (bounded) until UCX has given back every request: posted ops, the
+ * endpoint closes (flushes, tcp disconnects) and rendezvous receives. Buffers
+ * the core still holds do not count. The loop never stops just because one
+ * progress call found nothing: a close may wait for the peer. When idle it
+ * sleeps on the worker's event fd for a millisecond instead of spinning, so
+ * that on a loaded machine the peer it waits for gets the CPU.
+ */
 static void ucx_close_drain(struct ucx_ctx *c)
 {
-    uint64_t deadline = hmi_time_ns() + UCX_CLOSE_WAIT_NS;
-    while ((!hmi_list_empty(&c->c_posted) || c->c_closing_eps > 0 ||
-            !hmi_list_empty(&c->c_rbufs_used)) &&
-           hmi_time_ns() < deadline) {
-        if (ucp_worker_progress(c->c_worker) == 0 && hmi_list_empty(&c->c_posted) &&
-            c->c_closing_eps == 0)
-            break; /* what is left in c_rbufs_used is held by the core */
+    uint64_t start = hmi_time_ns(), deadline = start + UCX_CLOSE_WAIT_NS;
+    while (ucx_close_busy(c)) {
+        uint64_t now = hmi_time_ns();
+        if (now >= deadline)
+            break;
+        if (ucp_worker_progress(c->c_worker) != 0)
+            continue;
+        if (ucp_worker_arm(c->c_worker) == UCS_OK) {
+            struct pollfd pfd = {.fd = c->c_worker_efd, .events = POLLIN};
+            (void)poll(&pfd, 1, 1);
+        }
+    }
+    uint64_t took = hmi_time_ns() - start;
+    if (ucx_close_busy(c)) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
+                "ucx: context close gave up after %llu ms: %u endpoint closes, %s, %u "
+                "receives still in UCX",
+                (unsigned long long)(took / 1000000u), c->c_closing_eps,
+                hmi_list_empty(&c->c_posted) ? "no ops" : "ops", c->c_rndv_inflight);
+    } else {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG, "ucx: context close drained in %llu us",
+                (unsigned long long)(took / 1000u));
     }
 }
 
@@ -284,11 +321,14 @@ void hmi_ucx_context_close(hm_na_context_t *ctx)
         struct ucx_op *p = hmi_container_of(link, struct ucx_op, p_link);
         p->p_force = HM_CANCELED;
     }
+    /* Flush-close what has nothing stuck on it; force the rest (tcp). */
     hmi_ucx_addr_close_eps(c);
     if (c->c_cls->k_proto == UCX_PROTO_SHM) {
-        /* Error mode NONE: forced closes may keep requests; orphan them. */
-        for (int i = 0; i < 16; i++)
-            ucp_worker_progress(c->c_worker);
+        /*
+         * Error mode NONE: the endpoints with ops posted were only detached
+         * (no forced close); their requests may never end. Complete the ops
+         * now, their requests orphaned.
+         */
         for (link = c->c_addrs.next; link != &c->c_addrs; link = link->next)
             hmi_ucx_op_orphan_addr(c, hmi_container_of(link, hm_na_addr_t, a_link));
     }
@@ -298,8 +338,16 @@ void hmi_ucx_context_close(hm_na_context_t *ctx)
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
                 "ucx: context closed with %zu received messages not released", c->c_eager_held);
     hmi_ucx_addr_fini(c);
+    /*
+     * UCX asserts that every close request left in the worker has been
+     * released by the user: give back those the drain did not see end.
+     */
+    hmi_ucx_addr_release_closes(c);
     ucp_worker_destroy(c->c_worker);
     c->c_worker = NULL;
+    /* Records UCX could call back into during the destruction: free now. */
+    hmi_ucx_addr_free_eps(c);
+    hmi_ucx_msg_fini_late(c);
     /* Anything UCX never called back (it does not after destroy) ends here. */
     while ((link = hmi_list_pop_front(&c->c_posted)) != NULL) {
         struct ucx_op *p = hmi_container_of(link, struct ucx_op, p_link);
@@ -349,8 +397,10 @@ hm_return_t hmi_ucx_poll_arm(hm_na_context_t *ctx)
     if (!hmi_list_empty(&ctx->x_done) || !hmi_list_empty(&c->c_retry) ||
         !hmi_list_empty(&c->c_failed))
         return HM_AGAIN;
-    if (c->c_npidfds > 0 && hmi_ucx_addr_scan_pids(c) > 0)
+    if (c->c_npidfds > 0 && hmi_ucx_addr_pids_pending(c)) {
+        c->c_pid_check_ns = 0; /* progress scans (drains, then reports) at once */
         return HM_AGAIN;
+    }
     ucs_status_t status = ucp_worker_arm(c->c_worker);
     if (status == UCS_ERR_BUSY)
         return HM_AGAIN;

@@ -14,22 +14,43 @@
  * ucp_ep_h in a per-context map, so an incoming message's reply_ep names its
  * address without parsing anything once the endpoint has been seen.
  *
- * Source identification. Every message carries a small AM header with the
- * sender's canonical URI and pid, and is sent with UCP_AM_SEND_FLAG_REPLY.
- * The first message that arrives on an unknown reply endpoint binds that
- * endpoint to the address of the URI in its header (creating the address if
- * needed). Sending the URI every time costs a few dozen bytes but never
- * depends on the order in which messages of one endpoint arrive.
+ * Source identification. Every message is sent with UCP_AM_SEND_FLAG_REPLY,
+ * so the receiver gets a reply endpoint. Until the peer is known to have
+ * bound that endpoint to our address, a message carries an AM header with
+ * our canonical URI and pid (shm: ~300 bytes); the first message that
+ * arrives on an unknown reply endpoint binds it to the address of that URI
+ * (creating the address if needed). The proof that the peer has bound it:
+ * a message from the peer arrives on our endpoint (reply_ep == ours). The
+ * peer only ever sends on endpoints it has bound and indexed (ucx_ep_track
+ * failing is a failed post, never an unindexed endpoint), and it sends on
+ * the endpoint paired with ours, so from then on our messages on that
+ * endpoint are named by their reply_ep alone and go with an empty header
+ * (e_peer_bound). Before that proof every message carries the URI, so
+ * which of our messages arrives first (UCX does not order rendezvous
+ * against eager) never matters; after it, the peer's binding is permanent
+ * for the life of its endpoint.
  *
  * Dead peers. tcp endpoints use UCP_ERR_HANDLING_MODE_PEER and the endpoint
  * error callback. shm endpoints must use error mode NONE (UCX 1.13 silently
  * keeps traffic on tcp otherwise), so the plugin watches the peer's pid with
- * a pidfd in an epoll set that is itself part of the context's poll fd. A
- * dead peer's endpoints are force-closed (UCX then completes what is posted
- * on them with UCS_ERR_CANCELED, reported as HM_UNREACHABLE), new posts fail
+ * a pidfd in an epoll set that is itself part of the context's poll fd. When
+ * a pidfd fires, progress first drains the worker (bounded) so that every
+ * message the peer completed before it exited, which sits in our shared
+ * memory already, is delivered; only then is the peer declared dead. A dead
+ * peer's tcp endpoints are force-closed (UCX then completes what is posted
+ * on them with UCS_ERR_CANCELED, reported as HM_UNREACHABLE); shm endpoints
+ * cannot be force-closed in error mode NONE, so what is posted to a dead shm
+ * peer is completed by the plugin with its requests orphaned. New posts fail
  * with HM_UNREACHABLE and the core hears of it through hm_na_peer_failed.
- * RMA is never posted to a peer known dead (cma on a dead pid with error
- * mode NONE is fatal to UCX).
+ * RMA and rendezvous receives are never started with a peer known to have
+ * exited (cma on a dead pid with error mode NONE is fatal to UCX).
+ *
+ * Close. Every ucp_ep_close_nbx request is kept on its struct ucx_ep, which
+ * lives until after ucp_worker_destroy. A context close flushes (gracefully
+ * closes) every endpoint with nothing stuck on it and waits, bounded, for
+ * the close requests; those still pending at the bound are released with
+ * ucp_request_free before the worker is destroyed (UCX asserts otherwise),
+ * and their callback, which UCX may still run, then leaves them alone.
  *
  * Threads. Class-level calls (mem_register, msg_buf_alloc) may come from any
  * thread: the ucp_context is created with mt_workers_shared. Workers are
@@ -117,8 +138,11 @@ struct ucx_ep {
     ucp_ep_h e_ep;
     struct ucx_ctx *e_ctx;
     hm_na_addr_t *e_addr;   /* owner; NULL until its first message names it */
-    bool e_closed;          /* ucp_ep_close_nbx called, e_ep invalid */
+    bool e_closed;          /* ucp_ep_close_nbx called (or detached), e_ep invalid */
     bool e_failed;          /* error callback ran */
+    bool e_peer_bound;      /* a message came on it: the peer names our sends */
+    bool e_close_released;  /* close request given back to UCX unfinished */
+    void *e_close_req;      /* ucp_ep_close_nbx request in flight, or NULL */
     struct hmi_list e_link; /* ctx->c_eps */
 };
 
@@ -134,6 +158,7 @@ struct hm_na_addr {
     int a_pidfd;             /* shm: -1 if none */
     bool a_self;
     bool a_dead;
+    bool a_exited;           /* shm: its pidfd fired; dead once drained */
     bool a_in_map;           /* in ctx->c_by_uri */
     struct hmi_list a_link;  /* ctx->c_addrs */
     struct hmi_list a_fail_link; /* ctx->c_failed, until reported */
@@ -145,6 +170,7 @@ struct ucx_rbuf {
     struct ucx_ctx *r_ctx;
     hm_na_addr_t *r_source;
     size_t r_len;
+    bool r_inflight;          /* a rendezvous receive is writing into it */
     alignas(16) unsigned char r_data[];
 };
 
@@ -206,6 +232,7 @@ struct ucx_ctx {
     size_t c_eager_held;           /* eager UCX buffers delivered, not released */
     bool c_eps_failed;             /* some unnamed endpoint failed */
     unsigned int c_closing_eps;    /* ucp_ep_close_nbx requests in flight */
+    unsigned int c_rndv_inflight;  /* rendezvous receives in flight */
     struct hmi_hmap c_by_ep;       /* ucp_ep_h -> struct ucx_ep */
     struct hmi_hmap c_by_uri;      /* hash of URI -> hm_na_addr_t */
     struct hmi_list c_addrs;
@@ -282,21 +309,35 @@ void hmi_ucx_addr_unref(hm_na_addr_t *addr);
 hm_return_t hmi_ucx_addr_init(struct ucx_ctx *c);
 /* The endpoint to send to `addr` on, connecting if needed; NULL if dead. */
 ucp_ep_h hmi_ucx_addr_ep(hm_na_addr_t *addr);
+/* The same, as the plugin's endpoint record. */
+struct ucx_ep *hmi_ucx_addr_uep(hm_na_addr_t *addr);
 /* The address an incoming message came from (reply_ep + header). */
 hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const void *hdr,
                                     size_t hdr_len);
 /* Mark `addr` dead: fail what is queued, report it from progress. */
 void hmi_ucx_addr_fail(hm_na_addr_t *addr, const char *why);
-/* Is a shm peer's process gone? Checks its pidfd now (one poll). */
-bool hmi_ucx_addr_check_dead(hm_na_addr_t *addr);
+/*
+ * Has a shm peer's process exited? Checks its pidfd now (one poll). Does not
+ * declare it dead (progress does, after draining what it sent).
+ */
+bool hmi_ucx_addr_exited(hm_na_addr_t *addr);
 /* Progress part: close endpoints of dead peers, report them. */
 int hmi_ucx_addr_progress_failed(struct ucx_ctx *c);
-/* Scan the pidfds of shm peers. */
+/*
+ * Progress part: scan the pidfds of shm peers; for those that fired, drain
+ * the worker (bounded), then declare them dead.
+ */
 int hmi_ucx_addr_scan_pids(struct ucx_ctx *c);
-/* Context close: force-close every endpoint (no reports). */
+/* Does a pidfd of a shm peer report an exit? (no side effects) */
+bool hmi_ucx_addr_pids_pending(struct ucx_ctx *c);
+/* Context close: gracefully close (flush) or force-close every endpoint. */
 void hmi_ucx_addr_close_eps(struct ucx_ctx *c);
+/* Context close: release the close requests UCX has not finished. */
+unsigned int hmi_ucx_addr_release_closes(struct ucx_ctx *c);
 /* Context close: drop the context's references; detach the survivors. */
 void hmi_ucx_addr_fini(struct ucx_ctx *c);
+/* Context close, after ucp_worker_destroy: free the endpoint records. */
+void hmi_ucx_addr_free_eps(struct ucx_ctx *c);
 
 /* ucx_msg.c */
 void *hmi_ucx_msg_buf_alloc(hm_na_class_t *cls, size_t size, void **desc_out);
@@ -305,7 +346,10 @@ hm_return_t hmi_ucx_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const voi
                              size_t len, void *desc, hm_na_op_t *op);
 void hmi_ucx_msg_release(hm_na_context_t *ctx, uintptr_t token);
 hm_return_t hmi_ucx_msg_init(struct ucx_ctx *c);
+/* Free the receive buffers, except those a rendezvous still writes into. */
 void hmi_ucx_msg_fini(struct ucx_ctx *c);
+/* After ucp_worker_destroy: free the rest. */
+void hmi_ucx_msg_fini_late(struct ucx_ctx *c);
 /* Post (or re-post) a send op; used by msg_send and the retry queue. */
 hm_return_t hmi_ucx_msg_post(struct ucx_ctx *c, hm_na_op_t *op);
 

@@ -15,11 +15,12 @@
  * If the core releases a buffer from inside the receive callback, the
  * handler returns UCS_OK instead of UCS_INPROGRESS, so UCX frees it once.
  *
- * Send. ucp_am_send_nbx with the context's AM header (our URI and pid, see
- * ucx_internal.h) and UCP_AM_SEND_FLAG_REPLY, so the receiver gets a reply
- * endpoint. The header lives as long as the context, so it outlives every
- * send. Message buffers are plain aligned memory: UCX copies eager data and
- * registers rendezvous data itself.
+ * Send. ucp_am_send_nbx with UCP_AM_SEND_FLAG_REPLY, so the receiver gets a
+ * reply endpoint, and the context's AM header (our URI and pid) until the
+ * peer has shown it names that endpoint (e_peer_bound, see ucx_internal.h);
+ * then with no header at all. The header lives as long as the context, so it
+ * outlives every send. Message buffers are plain aligned memory: UCX copies
+ * eager data and registers rendezvous data itself.
  */
 #include "na/ucx/ucx_internal.h"
 
@@ -48,6 +49,7 @@ static struct ucx_rbuf *ucx_rbuf_get(struct ucx_ctx *c)
     }
     r->r_source = NULL;
     r->r_len = 0;
+    r->r_inflight = false;
     hmi_list_push_back(&c->c_rbufs_used, &r->r_link);
     return r;
 }
@@ -76,7 +78,13 @@ static void ucx_rndv_cb(void *request, ucs_status_t status, size_t length, void 
     struct ucx_rbuf *r = user_data;
     struct ucx_ctx *c = r->r_ctx;
     ucp_request_free(request);
-    if (status != UCS_OK || c->c_closing || r->r_source->a_dead) {
+    r->r_inflight = false;
+    c->c_rndv_inflight--;
+    if (c->c_closing) { /* possibly inside ucp_worker_destroy: r_source may be gone */
+        ucx_rbuf_put(c, r);
+        return;
+    }
+    if (status != UCS_OK || r->r_source->a_dead) {
         if (status != UCS_OK && status != UCS_ERR_CANCELED)
             hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: receiving a message from %s: %s",
                     r->r_source->a_uri, ucs_status_string(status));
@@ -111,8 +119,12 @@ static ucs_status_t ucx_recv_rndv(struct ucx_ctx *c, hm_na_addr_t *src, void *de
         ucx_rbuf_put(c, r);
         return UCS_OK;
     }
-    if (sp == NULL)
+    if (sp == NULL) {
         ucx_rbuf_deliver(c, r); /* completed in place */
+    } else {
+        r->r_inflight = true;
+        c->c_rndv_inflight++;
+    }
     return UCS_OK;
 }
 
@@ -155,8 +167,16 @@ static ucs_status_t ucx_am_cb(void *arg, const void *header, size_t header_lengt
                 src->a_uri);
         return rndv ? UCS_ERR_MESSAGE_TRUNCATED : UCS_OK;
     }
-    if (rndv)
+    if (rndv) {
+        /* Never pull from a process that has exited (cma, error mode NONE). */
+        if (hmi_unlikely(src->a_pidfd >= 0 && hmi_ucx_addr_exited(src))) {
+            hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
+                    "ucx: message of %zu bytes from %s dropped: its process exited before "
+                    "the data was fetched", length, src->a_uri);
+            return UCS_ERR_REJECTED;
+        }
         return ucx_recv_rndv(c, src, data, length);
+    }
     if (hmi_unlikely(!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) || data == NULL ||
                      ((uintptr_t)data & 7u) != 0))
         return ucx_recv_copy(c, src, data, length);
@@ -212,9 +232,24 @@ void hmi_ucx_msg_fini(struct ucx_ctx *c)
     while ((link = hmi_list_pop_front(&c->c_pool)) != NULL)
         free(hmi_container_of(link, struct ucx_rbuf, r_link));
     c->c_pool_len = 0;
-    /* Buffers the core never released (or whose receive never ended). */
+    /* Buffers the core never released; not those a receive may still write. */
+    struct hmi_list *next;
+    for (link = c->c_rbufs_used.next; link != &c->c_rbufs_used; link = next) {
+        next = link->next;
+        struct ucx_rbuf *r = hmi_container_of(link, struct ucx_rbuf, r_link);
+        if (r->r_inflight)
+            continue;
+        hmi_list_remove(&r->r_link);
+        free(r);
+    }
+}
+
+void hmi_ucx_msg_fini_late(struct ucx_ctx *c)
+{
+    struct hmi_list *link;
     while ((link = hmi_list_pop_front(&c->c_rbufs_used)) != NULL)
         free(hmi_container_of(link, struct ucx_rbuf, r_link));
+    c->c_rndv_inflight = 0;
 }
 
 /* ---- Send ----------------------------------------------------------------- */
@@ -237,14 +272,16 @@ void hmi_ucx_msg_buf_free(hm_na_class_t *cls, void *buf, void *desc)
 hm_return_t hmi_ucx_msg_post(struct ucx_ctx *c, hm_na_op_t *op)
 {
     struct ucx_op *p = ucx_op(op);
-    ucp_ep_h ep = hmi_ucx_addr_ep(p->p_addr);
-    if (hmi_unlikely(ep == NULL))
+    struct ucx_ep *e = hmi_ucx_addr_uep(p->p_addr);
+    if (hmi_unlikely(e == NULL))
         return HM_UNREACHABLE;
     ucp_request_param_t param = hmi_ucx_req_param(p);
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_AM_SEND_FLAG_REPLY;
-    ucs_status_ptr_t sp =
-        ucp_am_send_nbx(ep, UCX_AM_ID, c->c_hdr, c->c_hdr_len, p->p_buf, p->p_len, &param);
+    bool named = e->e_peer_bound;
+    ucs_status_ptr_t sp = ucp_am_send_nbx(e->e_ep, UCX_AM_ID, named ? NULL : c->c_hdr,
+                                          named ? 0 : c->c_hdr_len, p->p_buf, p->p_len,
+                                          &param);
     if (hmi_unlikely(UCS_PTR_IS_ERR(sp))) {
         ucs_status_t status = UCS_PTR_STATUS(sp);
         if (status == UCS_ERR_NO_RESOURCE) {
@@ -265,8 +302,8 @@ hm_return_t hmi_ucx_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const voi
     struct ucx_ctx *c = ucx_ctx(ctx);
     struct ucx_op *p = ucx_op(op);
     (void)desc;
-    if (hmi_unlikely(dest->a_dead || dest->a_ctx != c))
-        return dest->a_dead ? HM_UNREACHABLE : HM_INVALID_ARG;
+    if (hmi_unlikely(dest->a_dead || dest->a_exited || dest->a_ctx != c))
+        return dest->a_ctx != c && !dest->a_dead ? HM_INVALID_ARG : HM_UNREACHABLE;
     p->p_op = op;
     p->p_kind = UCX_OP_SEND;
     p->p_req = NULL;

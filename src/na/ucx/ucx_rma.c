@@ -148,7 +148,7 @@ hm_return_t hmi_ucx_rma_post(struct ucx_ctx *c, hm_na_op_t *op)
 {
     struct ucx_op *p = ucx_op(op);
     /* Never touch a dead shm peer's memory: cma with error mode NONE is fatal. */
-    if (hmi_ucx_addr_check_dead(p->p_addr))
+    if (hmi_ucx_addr_exited(p->p_addr))
         return HM_UNREACHABLE;
     ucp_ep_h ep = hmi_ucx_addr_ep(p->p_addr);
     if (ep == NULL)
@@ -196,7 +196,7 @@ static hm_return_t ucx_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum ucx_op_kin
     if (k == NULL || peer == NULL || peer->a_ctx != c || remote_off > k->k_len ||
         len > k->k_len - remote_off)
         return HM_INVALID_ARG;
-    if (hmi_ucx_addr_check_dead(peer))
+    if (hmi_ucx_addr_exited(peer))
         return HM_UNREACHABLE;
     p->p_op = op;
     p->p_kind = kind;
