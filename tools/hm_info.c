@@ -41,8 +41,13 @@ static int info_probe(const char *proto)
                detail[0] != '\0' ? ": " : "", detail);
         return 0;
     }
-    printf("  %-12s yes  %s (eager limit %zu bytes)\n", proto, uri,
-           hm_class_eager_limit(cls));
+    hm_class_info_t info;
+    if (hm_class_get_info(cls, &info) == HM_SUCCESS && info.inject_limit > 0)
+        printf("  %-12s yes  %s (eager limit %zu bytes, inject %zu bytes)\n", proto, uri,
+               info.eager_limit, info.inject_limit);
+    else
+        printf("  %-12s yes  %s (eager limit %zu bytes)\n", proto, uri,
+               hm_class_eager_limit(cls));
     ret = hm_class_destroy(cls);
     if (ret != HM_SUCCESS)
         printf("  %-12s     warning: hm_class_destroy: %s\n", proto, hm_strerror(ret));
@@ -55,7 +60,7 @@ static void info_print_env(void)
     static const char *const vars[][2] = {
         {"HM_LOG", "log level: error|warn|info|debug (default: off)"},
         {"HM_LOG_SUBSYS", "log only these subsystems: na,core,..."},
-        {"HM_PROGRESS", "progress mode: busy|wait (default: spin, then wait)"},
+        {"HM_PROGRESS", "progress mode: busy|wait|default (default: spin, then wait)"},
     };
 
     printf("environment:\n");

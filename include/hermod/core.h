@@ -56,6 +56,15 @@ HM_EXPORT const char *hm_class_protocol(const hm_class_t *cls);
 /* Largest RPC argument (encoded) that travels in one message. */
 HM_EXPORT size_t hm_class_eager_limit(const hm_class_t *cls);
 
+/* What a class's transport offers, for tools and tuning. */
+typedef struct hm_class_info {
+    const char *protocol; /* "ucx+tcp", ... (valid while the class is) */
+    size_t eager_limit;   /* as hm_class_eager_limit */
+    size_t inject_limit;  /* largest message sent without waiting (0: n/a), header included */
+} hm_class_info_t;
+
+HM_EXPORT hm_return_t hm_class_get_info(const hm_class_t *cls, hm_class_info_t *info);
+
 /*
  * hm_protocol_list: the protocols of every plugin compiled in, as
  * "plugin+protocol" strings, NULL-terminated. Static storage.

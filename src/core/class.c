@@ -91,6 +91,16 @@ size_t hm_class_eager_limit(const hm_class_t *cls)
     return cls->k_msg_limit - HMI_WIRE_HEADER_SIZE;
 }
 
+hm_return_t hm_class_get_info(const hm_class_t *cls, hm_class_info_t *info)
+{
+    if (cls == NULL || info == NULL)
+        return HM_INVALID_ARG;
+    info->protocol = cls->k_na->c_protocol;
+    info->eager_limit = hm_class_eager_limit(cls);
+    info->inject_limit = cls->k_na->c_inject_limit;
+    return HM_SUCCESS;
+}
+
 /* "plugin+protocol" for every protocol of every plugin, built once. */
 static const char *protocol_names[64];
 static char protocol_storage[64][32];

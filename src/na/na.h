@@ -117,7 +117,7 @@ struct hm_na_ops {
     /*
      * class_open: open `protocol`, listening where `listen` says (the URI
      * after "://", may be ""). Must set cls->c_eager_limit (largest message,
-     * header included). Blocks. Returns HM_NOT_SUPPORTED, with an error log
+     * header included), may set cls->c_inject_limit. Blocks. Returns HM_NOT_SUPPORTED, with an error log
      * line carrying the library's reason, when the protocol cannot open here.
      * On error the plugin has released everything it took.
      */
@@ -160,9 +160,11 @@ struct hm_na_ops {
     void *(*msg_buf_alloc)(hm_na_class_t *cls, size_t size, void **desc_out);
     void (*msg_buf_free)(hm_na_class_t *cls, void *buf, void *desc);
     /*
-     * msg_send: send `len` bytes (<= c_eager_limit) from a msg_buf_alloc
-     * buffer. The buffer must stay untouched until `op` completes. Returns
-     * HM_UNREACHABLE for a dead peer, HM_MSGSIZE past the eager limit.
+     * msg_send: send `len` bytes (<= c_eager_limit) starting at `buf`, which
+     * is exactly a pointer msg_buf_alloc returned (a plugin may keep its own
+     * header in front of it), with the `desc` it gave. The buffer must stay
+     * untouched until `op` completes. Returns HM_UNREACHABLE for a dead
+     * peer, HM_MSGSIZE past the eager limit.
      */
     hm_return_t (*msg_send)(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
                             size_t len, void *desc, hm_na_op_t *op);
@@ -221,6 +223,9 @@ struct hm_na_class {
     struct hm_na_ops c_ops;   /* by value: one less indirection per call */
     char c_protocol[32];      /* "ucx+tcp" */
     size_t c_eager_limit;     /* set by class_open */
+    size_t c_inject_limit;    /* set by class_open: largest message the transport
+                                 copies at post and completes at once (fi_inject);
+                                 0 when it has no such notion */
     unsigned int c_nctx;      /* contexts open */
     void *c_priv;             /* ops->class_size bytes */
 };

@@ -118,6 +118,7 @@ static void test_msg_sizes(void **state)
 struct nt_slot {
     hm_na_op_t *op;
     void *buf;
+    void *desc;
     int busy;
 };
 
@@ -134,11 +135,10 @@ static int client_many(void *arg)
     NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
     struct nt_slot slots[NT_INFLIGHT];
     for (int i = 0; i < NT_INFLIGHT; i++) {
-        void *desc;
         slots[i].op = hm_na_op_create(p.cls);
         slots[i].op->o_cb = nt_slot_cb;
         slots[i].op->o_arg = &slots[i];
-        slots[i].buf = p.cls->c_ops.msg_buf_alloc(p.cls, 16, &desc);
+        slots[i].buf = p.cls->c_ops.msg_buf_alloc(p.cls, 16, &slots[i].desc);
         slots[i].busy = 0;
     }
     unsigned char *seen = calloc(NT_MANY, 1);
@@ -152,7 +152,7 @@ static int client_many(void *arg)
             uint32_t rec[4] = {sent, ~sent, 0x5e5eu, sent * 7u};
             memcpy(slots[i].buf, rec, sizeof(rec));
             slots[i].busy = 1;
-            NT_CHECK(hm_na_msg_send(p.ctx, srv, slots[i].buf, 16, NULL, slots[i].op) ==
+            NT_CHECK(hm_na_msg_send(p.ctx, srv, slots[i].buf, 16, slots[i].desc, slots[i].op) ==
                      HM_SUCCESS);
             sent++;
         }

@@ -1,0 +1,349 @@
+/*
+ * Peers. Each context keeps one canonical hm_na_addr_t per remote endpoint,
+ * found by fi_addr_t (FI_SOURCE completions) or by endpoint name (lookups and
+ * names carried in message headers). The context owns its peers until it
+ * closes: addr_unref only drops a count, so the pointer the core compares
+ * stays the same for the life of the context.
+ *
+ * Death. libfabric reports a dead peer only as a failed operation, and shm
+ * not even that. So shm peers are watched with a pidfd (the pid travels in
+ * the URI and the message header) in the context's epoll set, and for rxm
+ * protocols a peer we sent to and have not heard from is probed with a bare
+ * header after HM_OFI_PROBE_MS, backing off, six times at most; a probe that
+ * fails marks the peer dead.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "na/ofi/ofi_internal.h"
+#include "util/compiler.h"
+#include "util/log.h"
+
+#define ADDR_MAX_PROBES 6u
+#define ADDR_SWEEP_MAX 64u
+
+static uint64_t addr_name_hash(const struct ofi_name *name)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < name->n_len; i++)
+        h = (h ^ name->n_bytes[i]) * 1099511628211ull;
+    return hmi_hash64(h ^ name->n_len);
+}
+
+static bool addr_name_eq(const struct ofi_name *a, const struct ofi_name *b)
+{
+    return a->n_len == b->n_len && memcmp(a->n_bytes, b->n_bytes, a->n_len) == 0;
+}
+
+static void addr_free(hm_na_addr_t *peer)
+{
+    hmi_ofi_bell_peer_close(peer);
+    if (peer->a_pidfd >= 0)
+        close(peer->a_pidfd);
+    free(peer);
+}
+
+/* Watch the pid of a peer that lives on this host; false if it is gone already. */
+static bool addr_watch_pid(struct ofi_context *x, hm_na_addr_t *peer)
+{
+    int fd = (int)syscall(SYS_pidfd_open, peer->a_pid, 0);
+    if (fd < 0)
+        return errno != ESRCH;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = peer};
+    if (epoll_ctl(x->x_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        close(fd);
+        return true;
+    }
+    peer->a_pidfd = fd;
+    x->x_npeers_watched++;
+    return true;
+}
+
+static void addr_unwatch_pid(struct ofi_context *x, hm_na_addr_t *peer)
+{
+    if (peer->a_pidfd < 0)
+        return;
+    epoll_ctl(x->x_epfd, EPOLL_CTL_DEL, peer->a_pidfd, NULL);
+    close(peer->a_pidfd);
+    peer->a_pidfd = -1;
+    x->x_npeers_watched--;
+}
+
+/* Insert a new peer into the AV and both maps. */
+static hm_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *name, pid_t pid,
+                                 uint64_t hash)
+{
+    hm_na_addr_t *peer = calloc(1, sizeof(*peer));
+    if (peer == NULL)
+        return NULL;
+    peer->a_refs = 1; /* the context's */
+    peer->a_ctx = x;
+    peer->a_name = *name;
+    peer->a_pid = pid;
+    peer->a_pidfd = -1;
+    peer->a_probe.r_kind = OFI_REQ_PROBE;
+    peer->a_self = addr_name_eq(name, &x->x_name);
+    int rc = fi_av_insert(x->x_av, name->n_bytes, 1, &peer->a_fi, 0, NULL);
+    if (rc != 1) {
+        hmi_ofi_error("fi_av_insert", x->x_cls->k_quirk->q_provider, rc < 0 ? rc : -FI_EINVAL);
+        goto err_free;
+    }
+    if (hmi_hmap_put(&x->x_by_fi, peer->a_fi, peer) != HM_SUCCESS)
+        goto err_av;
+    peer->a_name_next = hmi_hmap_remove(&x->x_by_name, hash);
+    if (hmi_hmap_put(&x->x_by_name, hash, peer) != HM_SUCCESS) {
+        if (peer->a_name_next)
+            hmi_hmap_put(&x->x_by_name, hash, peer->a_name_next);
+        hmi_hmap_remove(&x->x_by_fi, peer->a_fi);
+        goto err_av;
+    }
+    if (x->x_cls->k_quirk->q_watch_pid && pid > 0 && !peer->a_self)
+        peer->a_dead = !addr_watch_pid(x, peer);
+    if (x->x_cls->k_quirk->q_doorbell)
+        hmi_ofi_bell_peer_open(x, peer);
+    return peer;
+
+err_av:
+    fi_av_remove(x->x_av, &peer->a_fi, 1, 0);
+err_free:
+    free(peer);
+    return NULL;
+}
+
+hm_na_addr_t *hmi_ofi_peer_get(struct ofi_context *x, const struct ofi_name *name, pid_t pid)
+{
+    uint64_t hash = addr_name_hash(name);
+    for (hm_na_addr_t *p = hmi_hmap_get(&x->x_by_name, hash); p; p = p->a_name_next)
+        if (addr_name_eq(&p->a_name, name))
+            return p;
+    return addr_create(x, name, pid, hash);
+}
+
+hm_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
+                                  const struct ofi_hdr_view *view)
+{
+    /* A carried name wins: shm's FI_SOURCE names a wrong AV entry (ours,
+     * index 0) for a sender that is not in our AV yet. */
+    hm_na_addr_t *peer = NULL;
+    if (view->h_name) {
+        struct ofi_name name = {.n_len = (uint8_t)view->h_name_len};
+        memcpy(name.n_bytes, view->h_name, view->h_name_len);
+        peer = hmi_ofi_peer_get(x, &name, (pid_t)view->h_pid);
+    } else if (src != FI_ADDR_NOTAVAIL) {
+        peer = hmi_hmap_get(&x->x_by_fi, src);
+    }
+    if (peer) {
+        peer->a_stuck_since_ns = 0;
+        peer->a_heard = true;
+        peer->a_await = false;
+        peer->a_quiet_since_ns = 0;
+        peer->a_probes = 0;
+    }
+    return peer;
+}
+
+/*
+ * Complete every op to `peer`: those waiting for a retry would never leave,
+ * and rxm keeps those it accepted for a dead peer forever (no completion,
+ * not even an error). The provider may still hold the latter's context; a
+ * completion for it arriving later finds the op no longer posted and is
+ * ignored by hm_na_op_complete, unless the op was posted again meanwhile
+ * (documented gap: libfabric offers no way to take a send back).
+ */
+static void addr_fail_list(struct hmi_list *list, hm_na_addr_t *peer)
+{
+    struct hmi_list *l = list->next;
+    while (l != list) {
+        struct hmi_list *next = l->next;
+        struct ofi_op *p = hmi_container_of(l, struct ofi_op, p_link);
+        if (p->p_peer == peer)
+            hmi_ofi_op_finish(p, HM_UNREACHABLE);
+        l = next;
+    }
+}
+
+static void addr_fail_queued(struct ofi_context *x, hm_na_addr_t *peer)
+{
+    addr_fail_list(&x->x_retry, peer);
+    addr_fail_list(&x->x_posted, peer);
+}
+
+void hmi_ofi_peer_fail(struct ofi_context *x, hm_na_addr_t *peer, const char *why)
+{
+    if (peer->a_dead || peer->a_self)
+        return;
+    peer->a_dead = true;
+    char uri[256];
+    size_t size = sizeof(uri);
+    if (hmi_ofi_addr_to_string(x->x_na, peer, uri, &size) != HM_SUCCESS)
+        strcpy(uri, "?");
+    hmi_log(HMI_SUBSYS_NA, HMI_LOG_INFO, "ofi: peer %s is dead: %s", uri, why);
+    addr_unwatch_pid(x, peer);
+    addr_fail_queued(x, peer);
+    hm_na_peer_failed(x->x_na, peer);
+}
+
+/* ---- Sweeps: pidfds and probes --------------------------------------------- */
+
+struct addr_sweep {
+    struct ofi_context *x;
+    uint64_t now;
+    hm_na_addr_t *probe[ADDR_SWEEP_MAX];
+    size_t nprobe;
+    hm_na_addr_t *stuck[ADDR_SWEEP_MAX];
+    size_t nstuck;
+};
+
+static void addr_sweep_one(uint64_t key, void *value, void *arg)
+{
+    struct addr_sweep *sw = arg;
+    hm_na_addr_t *peer = value;
+    if (peer->a_stuck_since_ns && !peer->a_dead &&
+        sw->now - peer->a_stuck_since_ns >= sw->x->x_cls->k_stuck_ns &&
+        sw->nstuck < ADDR_SWEEP_MAX) {
+        sw->stuck[sw->nstuck++] = peer;
+        return;
+    }
+    if (!sw->x->x_cls->k_quirk->q_probe || !peer->a_await || peer->a_dead || peer->a_probing || peer->a_self ||
+        peer->a_probes >= ADDR_MAX_PROBES)
+        return;
+    if (peer->a_quiet_since_ns == 0) {
+        peer->a_quiet_since_ns = sw->now;
+        return;
+    }
+    uint64_t wait = sw->x->x_cls->k_probe_ns << peer->a_probes;
+    if (sw->now - peer->a_quiet_since_ns >= wait && sw->nprobe < ADDR_SWEEP_MAX)
+        sw->probe[sw->nprobe++] = peer;
+}
+
+static void addr_probe(struct ofi_context *x, hm_na_addr_t *peer)
+{
+    size_t len;
+    struct ofi_name none = {0};
+    uint8_t *wire = hmi_ofi_hdr_write((uint8_t *)x->x_probe_buf + OFI_HDR_SIZE, 0, &none,
+                                      (uint32_t)x->x_pid, OFI_HDR_F_PROBE, &len);
+    ssize_t rc = fi_send(x->x_ep, wire, len, x->x_probe_desc, peer->a_fi, &peer->a_probe);
+    hmi_ofi_peer_pushback(peer, rc == -FI_EAGAIN);
+    if (rc == 0) {
+        peer->a_probing = true;
+        peer->a_probes++;
+    } else if (rc != -FI_EAGAIN && hmi_ofi_status((int)-rc) == HM_UNREACHABLE) {
+        hmi_ofi_peer_fail(x, peer, fi_strerror((int)-rc));
+    }
+}
+
+void hmi_ofi_probe_done(struct ofi_context *x, hm_na_addr_t *peer, int err)
+{
+    peer->a_probing = false;
+    if (err != 0 && err != FI_ECANCELED && hmi_ofi_status(err) == HM_UNREACHABLE)
+        hmi_ofi_peer_fail(x, peer, fi_strerror(err));
+}
+
+int hmi_ofi_peers_check(struct ofi_context *x, uint64_t now)
+{
+    int events = 0;
+    if (x->x_npeers_watched) {
+        struct epoll_event ev[16];
+        int n = epoll_wait(x->x_epfd, ev, 16, 0);
+        for (int i = 0; i < n; i++) {
+            if (ev[i].data.ptr == NULL || ev[i].data.ptr == &x->x_bell_fd)
+                continue; /* the CQ's fd or the doorbell */
+            hmi_ofi_peer_fail(x, ev[i].data.ptr, "its process has exited");
+            events++;
+        }
+    }
+    struct addr_sweep sw = {.x = x, .now = now};
+    hmi_hmap_foreach(&x->x_by_fi, addr_sweep_one, &sw);
+    if (x->x_cls->k_quirk->q_probe)
+        for (size_t i = 0; i < sw.nprobe; i++)
+            addr_probe(x, sw.probe[i]);
+    for (size_t i = 0; i < sw.nstuck; i++)
+        hmi_ofi_peer_fail(x, sw.stuck[i], "every post to it meets -FI_EAGAIN");
+    return events;
+}
+
+static void addr_free_one(uint64_t key, void *value, void *arg)
+{
+    addr_free(value);
+}
+
+void hmi_ofi_peers_clear(struct ofi_context *x)
+{
+    hmi_hmap_foreach(&x->x_by_fi, addr_free_one, NULL);
+    hmi_hmap_destroy(&x->x_by_fi);
+    hmi_hmap_destroy(&x->x_by_name);
+    hmi_hmap_init(&x->x_by_fi, 0);
+    hmi_hmap_init(&x->x_by_name, 0);
+    x->x_self = NULL;
+    x->x_npeers_watched = 0;
+}
+
+/* ---- The contract's address slots ------------------------------------------ */
+
+hm_return_t hmi_ofi_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **out)
+{
+    struct ofi_context *x = ofi_ctx(ctx);
+    const struct ofi_quirk *q = x->x_cls->k_quirk;
+    size_t plen = strlen(ctx->x_class->c_protocol);
+    if (strncmp(uri, ctx->x_class->c_protocol, plen) != 0 || strncmp(uri + plen, "://", 3)) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: \"%.200s\" is not an %s address", uri,
+                ctx->x_class->c_protocol);
+        return HM_INVALID_ARG;
+    }
+    struct ofi_name name;
+    pid_t pid;
+    if (hmi_ofi_uri_parse(q->q_addr, uri + plen + 3, &name, &pid) != HM_SUCCESS) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: malformed address \"%.200s\"", uri);
+        return HM_INVALID_ARG;
+    }
+    hm_na_addr_t *peer = hmi_ofi_peer_get(x, &name, pid);
+    if (peer == NULL)
+        return HM_NOMEM;
+    if (peer->a_dead) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: peer \"%.200s\" is gone", uri);
+        return HM_UNREACHABLE;
+    }
+    peer->a_refs++;
+    *out = peer;
+    return HM_SUCCESS;
+}
+
+hm_return_t hmi_ofi_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out)
+{
+    struct ofi_context *x = ofi_ctx(ctx);
+    if (x->x_self == NULL) {
+        x->x_self = hmi_ofi_peer_get(x, &x->x_name, x->x_pid);
+        if (x->x_self == NULL)
+            return HM_NOMEM;
+    }
+    x->x_self->a_refs++;
+    *out = x->x_self;
+    return HM_SUCCESS;
+}
+
+hm_return_t hmi_ofi_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
+                                   size_t *size)
+{
+    const struct ofi_quirk *q = ofi_ctx(ctx)->x_cls->k_quirk;
+    return hmi_ofi_uri_format(q->q_addr, q->q_protocol, &addr->a_name, addr->a_pid, buf, size);
+}
+
+void hmi_ofi_addr_ref(hm_na_addr_t *addr)
+{
+    addr->a_refs++;
+}
+
+void hmi_ofi_addr_unref(hm_na_addr_t *addr)
+{
+    /* The context keeps its peers until it closes (see the top of the file). */
+    if (hmi_unlikely(addr->a_refs <= 1)) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: address %p released too often",
+                (void *)addr);
+        return;
+    }
+    addr->a_refs--;
+}

@@ -1,0 +1,156 @@
+/*
+ * The doorbell: blocking waits for providers whose CQ has no wait fd (shm:
+ * fi_cq_open with FI_WAIT_FD fails with FI_ENOSYS, and nothing in shm would
+ * signal it anyway).
+ *
+ * Each context owns a one-word shared page ("armed", /dev/shm/hm-ofi-<hash>)
+ * and an abstract unix datagram socket ("\0hm-ofi-<hash>") in its epoll set,
+ * both named from its endpoint name so a peer derives them from the name it
+ * already has. Before blocking, poll_arm sets armed and reads the CQ once
+ * more (keeping what it finds for the next progress). After each post to a
+ * peer, the sender fences and, if the peer's page says armed, clears it and
+ * sends one byte to the peer's socket. Store-then-load on both sides with
+ * full fences: either the sleeper sees the message or the sender sees armed.
+ * The hot path costs the sender one load of a shared word.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "na/ofi/ofi_internal.h"
+#include "util/log.h"
+
+static uint64_t bell_hash(const struct ofi_name *name)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < name->n_len; i++)
+        h = (h ^ name->n_bytes[i]) * 1099511628211ull;
+    return h;
+}
+
+static socklen_t bell_sockaddr(const struct ofi_name *name, struct sockaddr_un *sun)
+{
+    memset(sun, 0, sizeof(*sun));
+    sun->sun_family = AF_UNIX;
+    int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "hm-ofi-%016llx",
+                     (unsigned long long)bell_hash(name));
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+static void bell_page_name(const struct ofi_name *name, char *buf, size_t size)
+{
+    snprintf(buf, size, "/hm-ofi-%016llx", (unsigned long long)bell_hash(name));
+}
+
+/* Map the armed word of the endpoint called `name`; NULL if it has none. */
+static atomic_uint *bell_map(const struct ofi_name *name, bool create)
+{
+    char path[64];
+    bell_page_name(name, path, sizeof(path));
+    int fd = shm_open(path, O_RDWR | (create ? O_CREAT | O_EXCL : 0), 0600);
+    if (fd < 0 && create && errno == EEXIST) {
+        /* Left by a process that died without closing (SIGKILL) and whose
+         * endpoint name came back with its pid. We hold the abstract socket
+         * of this name, which no live process can, so the page is stale. */
+        shm_unlink(path);
+        fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    }
+    if (fd < 0)
+        return NULL;
+    if (create && ftruncate(fd, sizeof(atomic_uint)) != 0) {
+        close(fd);
+        shm_unlink(path);
+        return NULL;
+    }
+    void *page = mmap(NULL, sizeof(atomic_uint), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (page == MAP_FAILED) {
+        if (create)
+            shm_unlink(path);
+        return NULL;
+    }
+    return page;
+}
+
+hm_return_t hmi_ofi_bell_open(struct ofi_context *x)
+{
+    x->x_bell_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (x->x_bell_fd < 0)
+        goto err;
+    struct sockaddr_un sun;
+    socklen_t len = bell_sockaddr(&x->x_name, &sun);
+    if (bind(x->x_bell_fd, (struct sockaddr *)&sun, len) != 0)
+        goto err;
+    x->x_armed = bell_map(&x->x_name, true);
+    if (x->x_armed == NULL)
+        goto err;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &x->x_bell_fd};
+    if (epoll_ctl(x->x_epfd, EPOLL_CTL_ADD, x->x_bell_fd, &ev) != 0)
+        goto err;
+    return HM_SUCCESS;
+
+err:
+    hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: cannot set up the doorbell: %s",
+            strerror(errno));
+    return HM_FAULT;
+}
+
+void hmi_ofi_bell_close(struct ofi_context *x)
+{
+    if (x->x_armed) {
+        char path[64];
+        bell_page_name(&x->x_name, path, sizeof(path));
+        munmap((void *)x->x_armed, sizeof(atomic_uint));
+        shm_unlink(path);
+        x->x_armed = NULL;
+    }
+    if (x->x_bell_fd >= 0)
+        close(x->x_bell_fd);
+    x->x_bell_fd = -1;
+}
+
+void hmi_ofi_bell_peer_open(struct ofi_context *x, hm_na_addr_t *peer)
+{
+    peer->a_armed = peer->a_self ? x->x_armed : bell_map(&peer->a_name, false);
+}
+
+void hmi_ofi_bell_peer_close(hm_na_addr_t *peer)
+{
+    if (peer->a_armed && !peer->a_self)
+        munmap((void *)peer->a_armed, sizeof(atomic_uint));
+    peer->a_armed = NULL;
+}
+
+void hmi_ofi_bell_ring_slow(struct ofi_context *x, hm_na_addr_t *peer)
+{
+    if (atomic_exchange(peer->a_armed, 0) == 0)
+        return;
+    struct sockaddr_un sun;
+    socklen_t len = bell_sockaddr(&peer->a_name, &sun);
+    char byte = 1;
+    (void)sendto(x->x_bell_fd, &byte, 1, MSG_DONTWAIT, (struct sockaddr *)&sun, len);
+}
+
+void hmi_ofi_bell_disarm(struct ofi_context *x)
+{
+    atomic_store_explicit(x->x_armed, 0, memory_order_relaxed);
+    char buf[64];
+    while (recv(x->x_bell_fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+        ;
+    x->x_sleeping = false;
+}
+
+bool hmi_ofi_bell_arm(struct ofi_context *x)
+{
+    atomic_store(x->x_armed, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    x->x_sleeping = true;
+    return true;
+}

@@ -1,0 +1,438 @@
+/*
+ * An ofi context: one FI_EP_RDM endpoint with its own AV and CQ, receive
+ * slabs, and the epoll set that poll_fd hands to the core (the CQ's wait fd
+ * and the pidfds of watched peers). Progress reads the CQ, hands receives to
+ * ofi_msg.c, completes ops, then re-posts what hit -FI_EAGAIN.
+ *
+ * Op lists. An op the provider holds is on x_posted (so context_close can
+ * complete it); an op with something still to post is on x_retry. Never both.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+#include <netinet/in.h>
+
+#include "na/ofi/ofi_internal.h"
+#include "util/compiler.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#define CTX_CQ_BATCH 16
+#define CTX_CHECK_NS 50000000u /* pidfd / probe sweep period when nothing arrives */
+
+/* Off x_retry, keeping the peer's count of queued ops. */
+static void ctx_unqueue(struct ofi_op *p)
+{
+    if (p->p_queued) {
+        p->p_queued = false;
+        p->p_peer->a_nqueued--;
+    }
+}
+
+void hmi_ofi_op_unlink(struct ofi_op *p)
+{
+    hmi_list_remove(&p->p_link);
+    ctx_unqueue(p);
+}
+
+void hmi_ofi_op_posted(struct ofi_context *x, struct ofi_op *p)
+{
+    hmi_ofi_op_unlink(p);
+    hmi_list_push_back(&x->x_posted, &p->p_link);
+}
+
+void hmi_ofi_op_retry_later(struct ofi_context *x, struct ofi_op *p)
+{
+    hmi_list_remove(&p->p_link);
+    hmi_list_push_back(&x->x_retry, &p->p_link);
+    if (!p->p_queued) {
+        p->p_queued = true;
+        p->p_peer->a_nqueued++;
+    }
+}
+
+void hmi_ofi_op_finish(struct ofi_op *p, hm_return_t status)
+{
+    hmi_ofi_op_unlink(p);
+    if (p->p_canceled)
+        status = HM_CANCELED;
+    hm_na_op_complete(p->p_na, status);
+}
+
+void hmi_ofi_peer_pushback(hm_na_addr_t *peer, bool again)
+{
+    if (!again)
+        peer->a_stuck_since_ns = 0;
+    else if (peer->a_stuck_since_ns == 0)
+        peer->a_stuck_since_ns = hmi_time_ns();
+}
+
+/* The endpoint's fi_info: the class's, with port 0 for contexts past the first. */
+static struct fi_info *ctx_info(struct ofi_class *k, unsigned int index)
+{
+    struct fi_info *info = fi_dupinfo(k->k_info);
+    if (info && index > 0 && k->k_quirk->q_addr == OFI_ADDR_SOCKADDR_IN && info->src_addr &&
+        info->src_addrlen >= sizeof(struct sockaddr_in))
+        ((struct sockaddr_in *)info->src_addr)->sin_port = 0;
+    return info;
+}
+
+/* Endpoint, AV and CQ, bound and enabled. */
+static hm_return_t ctx_open_endpoint(hm_na_context_t *ctx, struct ofi_context *x)
+{
+    struct ofi_class *k = x->x_cls;
+    const char *prov = k->k_quirk->q_provider;
+    struct fi_info *info = ctx_info(k, ctx->x_index);
+    if (info == NULL)
+        return HM_NOMEM;
+    int rc = fi_endpoint(k->k_domain, info, &x->x_ep, NULL);
+    fi_freeinfo(info);
+    if (rc != 0)
+        return hmi_ofi_error("fi_endpoint", prov, rc);
+    struct fi_av_attr av_attr = {.type = FI_AV_MAP};
+    rc = fi_av_open(k->k_domain, &av_attr, &x->x_av, NULL);
+    if (rc != 0)
+        return hmi_ofi_error("fi_av_open", prov, rc);
+    struct fi_cq_attr cq_attr = {
+        .format = FI_CQ_FORMAT_DATA,
+        .wait_obj = k->k_quirk->q_wait_fd ? FI_WAIT_FD : FI_WAIT_NONE,
+    };
+    rc = fi_cq_open(k->k_domain, &cq_attr, &x->x_cq, NULL);
+    if (rc != 0)
+        return hmi_ofi_error("fi_cq_open", prov, rc);
+    rc = fi_ep_bind(x->x_ep, &x->x_av->fid, 0);
+    if (rc == 0)
+        rc = fi_ep_bind(x->x_ep, &x->x_cq->fid, FI_TRANSMIT | FI_RECV);
+    if (rc != 0)
+        return hmi_ofi_error("fi_ep_bind", prov, rc);
+    rc = fi_enable(x->x_ep);
+    if (rc != 0)
+        return hmi_ofi_error("fi_enable", prov, rc);
+    /* After fi_enable: shm 1.17 dereferences its shared receive context,
+     * created by fi_enable, in setopt and crashes before it. */
+    if (k->k_multi_recv) {
+        size_t min = k->k_min_multi_recv;
+        rc = fi_setopt(&x->x_ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min));
+        if (rc != 0)
+            return hmi_ofi_error("fi_setopt(FI_OPT_MIN_MULTI_RECV)", prov, rc);
+    }
+    size_t len = sizeof(x->x_name.n_bytes);
+    rc = fi_getname(&x->x_ep->fid, x->x_name.n_bytes, &len);
+    if (rc != 0)
+        return hmi_ofi_error("fi_getname", prov, rc);
+    x->x_name.n_len = (uint8_t)len;
+    return HM_SUCCESS;
+}
+
+/* The epoll set poll_fd returns, with the CQ's wait fd if it has a working one. */
+static hm_return_t ctx_open_epoll(struct ofi_context *x)
+{
+    x->x_cq_fd = -1;
+    x->x_epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (x->x_epfd < 0) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: epoll_create1: %s", strerror(errno));
+        return HM_NOMEM;
+    }
+    if (!x->x_cls->k_quirk->q_wait_fd)
+        return HM_SUCCESS;
+    int fd = -1;
+    int rc = fi_control(&x->x_cq->fid, FI_GETWAIT, &fd);
+    if (rc != 0 || fd < 0)
+        return hmi_ofi_error("fi_control(FI_GETWAIT)", x->x_cls->k_quirk->q_provider, rc);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (epoll_ctl(x->x_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: epoll_ctl(cq fd): %s", strerror(errno));
+        return HM_FAULT;
+    }
+    x->x_cq_fd = fd;
+    return HM_SUCCESS;
+}
+
+/* Undo whatever ctx_open_* did; safe on a half-open context. */
+static void ctx_release(struct ofi_context *x)
+{
+    if (x->x_ep)
+        fi_close(&x->x_ep->fid);
+    x->x_ep = NULL;
+    hmi_ofi_slabs_close(x);
+    hmi_ofi_peers_clear(x);
+    if (x->x_av)
+        fi_close(&x->x_av->fid);
+    if (x->x_cq)
+        fi_close(&x->x_cq->fid);
+    hmi_ofi_bell_close(x);
+    if (x->x_epfd >= 0)
+        close(x->x_epfd);
+    hmi_hmap_destroy(&x->x_by_fi);
+    hmi_hmap_destroy(&x->x_by_name);
+}
+
+hm_return_t hmi_ofi_context_open(hm_na_context_t *ctx)
+{
+    struct ofi_context *x = ofi_ctx(ctx);
+    x->x_na = ctx;
+    x->x_cls = ofi_class(ctx->x_class);
+    x->x_epfd = -1;
+    x->x_cq_fd = -1;
+    x->x_bell_fd = -1;
+    x->x_pid = getpid();
+    hmi_list_init(&x->x_repost);
+    hmi_list_init(&x->x_retry);
+    hmi_list_init(&x->x_posted);
+    hmi_hmap_init(&x->x_by_fi, 16);
+    hmi_hmap_init(&x->x_by_name, 16);
+    hm_return_t ret = ctx_open_endpoint(ctx, x);
+    if (ret == HM_SUCCESS)
+        ret = ctx_open_epoll(x);
+    if (ret == HM_SUCCESS && x->x_cls->k_quirk->q_doorbell)
+        ret = hmi_ofi_bell_open(x);
+    if (ret == HM_SUCCESS)
+        ret = hmi_ofi_slabs_open(x);
+    if (ret != HM_SUCCESS) {
+        ctx_release(x);
+        return ret;
+    }
+    hmi_ofi_slabs_repost(x);
+    hm_na_context_t *none = NULL;
+    atomic_compare_exchange_strong(&x->x_cls->k_mr_ctx, &none, ctx);
+    return HM_SUCCESS;
+}
+
+/* Complete every op on `list` with HM_CANCELED. */
+static void ctx_cancel_list(struct hmi_list *list)
+{
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(list)) != NULL) {
+        struct ofi_op *p = hmi_container_of(link, struct ofi_op, p_link);
+        p->p_canceled = true;
+        hmi_ofi_op_finish(p, HM_CANCELED);
+    }
+}
+
+void hmi_ofi_context_close(hm_na_context_t *ctx)
+{
+    struct ofi_context *x = ofi_ctx(ctx);
+    hm_na_context_t *self = ctx;
+    atomic_compare_exchange_strong(&x->x_cls->k_mr_ctx, &self, NULL);
+    /* The endpoint goes first: then the provider holds no buffer of ours. */
+    fi_close(&x->x_ep->fid);
+    x->x_ep = NULL;
+    ctx_cancel_list(&x->x_retry);
+    ctx_cancel_list(&x->x_posted);
+    ctx_release(x);
+}
+
+/* An error completion: log it with the provider's string, then finish its request. */
+static void ctx_handle_error(struct ofi_context *x)
+{
+    struct fi_cq_err_entry err = {0};
+    ssize_t n = fi_cq_readerr(x->x_cq, &err, 0);
+    if (n != 1)
+        return;
+    struct ofi_req *req = err.op_context;
+    bool quiet = err.err == FI_ECANCELED;
+    if (!quiet) {
+        char detail[256];
+        const char *text = fi_cq_strerror(x->x_cq, err.prov_errno, err.err_data, detail,
+                                          sizeof(detail));
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ofi: %s: completion error: %s (%s)",
+                x->x_na->x_class->c_protocol, fi_strerror(err.err), text ? text : "");
+    }
+    if (req == NULL)
+        return;
+    switch (req->r_kind) {
+    case OFI_REQ_SLAB:
+        hmi_ofi_recv_done(x, (struct ofi_slab *)req, NULL, 0, err.flags, FI_ADDR_NOTAVAIL);
+        break;
+    case OFI_REQ_PROBE:
+        hmi_ofi_probe_done(x, hmi_container_of(req, hm_na_addr_t, a_probe), err.err);
+        break;
+    case OFI_REQ_OP: {
+        struct ofi_op *p = (struct ofi_op *)req;
+        if (p->p_kind != OFI_OP_SEND) {
+            hmi_ofi_rma_part_done(x, p, err.err);
+            break;
+        }
+        hm_return_t status = hmi_ofi_status(err.err);
+        if (status == HM_UNREACHABLE && p->p_peer)
+            hmi_ofi_peer_fail(x, p->p_peer, fi_strerror(err.err));
+        hmi_ofi_op_finish(p, status);
+        break;
+    }
+    }
+}
+
+static void ctx_handle_entry(struct ofi_context *x, const struct fi_cq_data_entry *ent,
+                             fi_addr_t src)
+{
+    struct ofi_req *req = ent->op_context;
+    if (hmi_unlikely(req == NULL))
+        return;
+    switch (req->r_kind) {
+    case OFI_REQ_SLAB:
+        hmi_ofi_recv_done(x, (struct ofi_slab *)req, ent->buf, ent->len, ent->flags, src);
+        break;
+    case OFI_REQ_OP: {
+        struct ofi_op *p = (struct ofi_op *)req;
+        hmi_ofi_peer_pushback(p->p_peer, false); /* it moves: not stuck */
+        if (p->p_kind == OFI_OP_SEND)
+            hmi_ofi_op_finish(p, HM_SUCCESS);
+        else
+            hmi_ofi_rma_part_done(x, p, 0);
+        break;
+    }
+    case OFI_REQ_PROBE:
+        hmi_ofi_probe_done(x, hmi_container_of(req, hm_na_addr_t, a_probe), 0);
+        break;
+    }
+}
+
+/* Read the CQ until it is empty (bounded); returns completions handled. */
+static int ctx_read_cq(struct ofi_context *x)
+{
+    struct fi_cq_data_entry ent[CTX_CQ_BATCH];
+    fi_addr_t src[CTX_CQ_BATCH];
+    int events = (int)x->x_nstash;
+    if (hmi_unlikely(x->x_nstash)) { /* read by poll_arm */
+        size_t n = x->x_nstash;
+        x->x_nstash = 0;
+        for (size_t i = 0; i < n; i++)
+            ctx_handle_entry(x, &x->x_stash[i], x->x_stash_src[i]);
+    }
+    for (int round = 0; round < 8; round++) {
+        ssize_t n = x->x_cls->k_source ? fi_cq_readfrom(x->x_cq, ent, CTX_CQ_BATCH, src)
+                                       : fi_cq_read(x->x_cq, ent, CTX_CQ_BATCH);
+        if (n == -FI_EAGAIN)
+            break;
+        if (n == -FI_EAVAIL) {
+            ctx_handle_error(x);
+            events++;
+            continue;
+        }
+        if (n < 0) {
+            hmi_ofi_error("fi_cq_read", x->x_na->x_class->c_protocol, (int)n);
+            break;
+        }
+        for (ssize_t i = 0; i < n; i++)
+            ctx_handle_entry(x, &ent[i], x->x_cls->k_source ? src[i] : FI_ADDR_NOTAVAIL);
+        events += (int)n;
+        if (n < CTX_CQ_BATCH)
+            break;
+    }
+    return events;
+}
+
+/*
+ * Post again the ops that met -FI_EAGAIN, each once per call. An op that
+ * meets it again goes back in line; one stuck peer does not hold up others.
+ * The list is taken whole first: completing an op may call back into the
+ * core (peer failure), which may post or cancel.
+ */
+static int ctx_retry_ops(struct ofi_context *x)
+{
+    struct hmi_list batch;
+    hmi_list_init(&batch);
+    hmi_list_splice_back(&batch, &x->x_retry);
+    int events = 0;
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(&batch)) != NULL) {
+        struct ofi_op *p = hmi_container_of(link, struct ofi_op, p_link);
+        if (p->p_peer->a_dead && (p->p_kind == OFI_OP_SEND || p->p_parts == 0)) {
+            hmi_ofi_op_finish(p, HM_UNREACHABLE);
+            events++;
+            continue;
+        }
+        ssize_t rc = p->p_kind == OFI_OP_SEND ? hmi_ofi_send_post(x, p)
+                                              : hmi_ofi_rma_post(x, p);
+        if (rc == -FI_EAGAIN)
+            continue; /* back on x_retry */
+        if (rc < 0) { /* the post failed for good: the op completes with the error */
+            hm_return_t status = hmi_ofi_error("post", x->x_na->x_class->c_protocol, (int)rc);
+            if (status == HM_UNREACHABLE)
+                hmi_ofi_peer_fail(x, p->p_peer, fi_strerror((int)-rc));
+            hmi_ofi_op_finish(p, status);
+        }
+        events++;
+    }
+    return events;
+}
+
+int hmi_ofi_progress(hm_na_context_t *ctx)
+{
+    struct ofi_context *x = ofi_ctx(ctx);
+    if (hmi_unlikely(x->x_sleeping))
+        hmi_ofi_bell_disarm(x);
+    int events = ctx_read_cq(x);
+    if (hmi_unlikely(!hmi_list_empty(&x->x_repost)))
+        events += hmi_ofi_slabs_repost(x);
+    if (hmi_unlikely(!hmi_list_empty(&x->x_retry)))
+        events += ctx_retry_ops(x);
+    if (events == 0 && (x->x_npeers_watched || x->x_cls->k_quirk->q_probe ||
+                        !hmi_list_empty(&x->x_retry))) {
+        uint64_t now = hmi_time_ns();
+        if (now >= x->x_next_check_ns) {
+            x->x_next_check_ns = now + CTX_CHECK_NS;
+            events += hmi_ofi_peers_check(x, now);
+        }
+    }
+    return events;
+}
+
+int hmi_ofi_poll_fd(hm_na_context_t *ctx)
+{
+    return ofi_ctx(ctx)->x_epfd;
+}
+
+/* Doorbell protocols: arm, then look at the CQ once more (keeping what it holds). */
+static hm_return_t ctx_arm_doorbell(struct ofi_context *x)
+{
+    hmi_ofi_bell_arm(x);
+    ssize_t n = x->x_cls->k_source
+                    ? fi_cq_readfrom(x->x_cq, x->x_stash, HMI_ARRAY_LEN(x->x_stash),
+                                     x->x_stash_src)
+                    : fi_cq_read(x->x_cq, x->x_stash, HMI_ARRAY_LEN(x->x_stash));
+    if (n == -FI_EAGAIN)
+        return HM_SUCCESS;
+    if (n > 0) {
+        if (!x->x_cls->k_source)
+            for (ssize_t i = 0; i < n; i++)
+                x->x_stash_src[i] = FI_ADDR_NOTAVAIL;
+        x->x_nstash = (size_t)n;
+    }
+    return HM_AGAIN; /* progress disarms and handles it */
+}
+
+hm_return_t hmi_ofi_poll_arm(hm_na_context_t *ctx)
+{
+    struct ofi_context *x = ofi_ctx(ctx);
+    if (!hmi_list_empty(&x->x_retry) || !hmi_list_empty(&x->x_repost) || x->x_nstash)
+        return HM_AGAIN; /* work to redo */
+    if (x->x_bell_fd >= 0)
+        return ctx_arm_doorbell(x);
+    if (x->x_cq_fd < 0)
+        return HM_AGAIN; /* nothing to block on: the caller spins */
+    struct fid *fids[1] = {&x->x_cq->fid};
+    return fi_trywait(x->x_cls->k_fabric, fids, 1) == 0 ? HM_SUCCESS : HM_AGAIN;
+}
+
+hm_return_t hmi_ofi_cancel(hm_na_context_t *ctx, hm_na_op_t *op)
+{
+    struct ofi_context *x = ofi_ctx(ctx);
+    struct ofi_op *p = ofi_op(op);
+    p->p_canceled = true;
+    /* Not handed to the provider yet (or nothing of it left there): done now. */
+    if (p->p_queued && (p->p_kind == OFI_OP_SEND || p->p_parts == 0)) {
+        hmi_ofi_op_finish(p, HM_CANCELED);
+        return HM_SUCCESS;
+    }
+    bool queued = p->p_queued;
+    if (queued) /* an RMA with parts in the provider: post no more of it */
+        hmi_ofi_op_posted(x, p);
+    int rc = fi_cancel(&x->x_ep->fid, &p->p_req);
+    if (rc != 0 && rc != -FI_ENOENT)
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG, "ofi: fi_cancel: %s", fi_strerror(-rc));
+    return HM_SUCCESS; /* completes with HM_CANCELED when the provider lets go */
+}

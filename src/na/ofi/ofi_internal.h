@@ -1,0 +1,426 @@
+/*
+ * The libfabric (ofi) plugin: shared types of its files.
+ *
+ *   ofi_quirks.c   per-protocol provider quirks and the tunables (no libfabric calls)
+ *   ofi_uri.c      URI <-> endpoint name, message header, slab bookkeeping (pure logic)
+ *   ofi_plugin.c   class: fi_getinfo, fabric, domain, MR modes; the ops table
+ *   ofi_context.c  endpoint, AV, CQ, epoll set, progress, blocking, cancel, close
+ *   ofi_addr.c     canonical peers (by fi_addr_t and by name), pidfds, liveness probes
+ *   ofi_msg.c      message buffers, send/inject, receive slabs, release tokens
+ *   ofi_rma.c      memory registration, key packing, fi_read/fi_write
+ *
+ * Wire framing. Every message starts with an 8-byte plugin header
+ * (little-endian: magic, flags, tail pad, name length, sender's pid as u32),
+ * then, when needed, the sender's endpoint name padded to 8, so that a
+ * receiver that cannot resolve the source (no FI_SOURCE, or a sender not in
+ * its AV yet) can insert it. Messages are padded to a multiple of 8 bytes so
+ * that, packed back to back in a multi-receive slab, each one starts 8-byte
+ * aligned as the NA contract promises. The header is written into headroom
+ * that msg_buf_alloc leaves before the buffer, so a send is one contiguous span
+ * (no copy, one iov, one memory descriptor).
+ */
+#ifndef HM_NA_OFI_INTERNAL_H
+#define HM_NA_OFI_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_rma.h>
+
+#include "na/na.h"
+#include "util/hmap.h"
+#include "util/list.h"
+
+/* ---- Quirks and tunables (ofi_quirks.c) ----------------------------------- */
+
+enum ofi_addr_kind {
+    OFI_ADDR_SOCKADDR_IN, /* URI host:port <-> struct sockaddr_in */
+    OFI_ADDR_SHM,         /* URI pid.hexname <-> provider string name */
+};
+
+/* What one protocol needs from libfabric and how its provider behaves here. */
+struct ofi_quirk {
+    const char *q_protocol;       /* after "ofi+" */
+    const char *q_provider;       /* fi_getinfo provider name */
+    enum fi_ep_type q_ep_type;
+    uint64_t q_caps;              /* required capabilities */
+    enum ofi_addr_kind q_addr;
+    uint32_t q_addr_format;       /* FI_SOCKADDR_IN, FI_ADDR_STR */
+    bool q_multi_recv;            /* FI_MULTI_RECV slabs work; else one buffer per post */
+    bool q_source;                /* ask for FI_SOURCE (sender resolved by the provider) */
+    bool q_wait_fd;               /* the CQ's FI_WAIT_FD really wakes on arrivals */
+    bool q_watch_pid;             /* peers die silently: watch their pid with a pidfd */
+    bool q_probe;                 /* peers die silently: probe quiet peers we wait on */
+    bool q_doorbell;              /* no CQ wait fd: block on our own doorbell (ofi_bell.c) */
+    const char *q_note;           /* why, for hm_info and the reader */
+};
+
+/* The quirks of `protocol`, or NULL. */
+const struct ofi_quirk *hmi_ofi_quirk_find(const char *protocol);
+extern const struct ofi_quirk hmi_ofi_quirks[];
+extern const size_t hmi_ofi_nquirks;
+
+/* Tunables: environment name, default, help; read once per class open. */
+struct ofi_tunable {
+    const char *t_env;
+    size_t t_default;
+    size_t t_min;
+    size_t t_max;
+    const char *t_help;
+};
+
+enum ofi_tunable_id {
+    OFI_TUNE_EAGER_LIMIT,
+    OFI_TUNE_SLAB_SIZE,
+    OFI_TUNE_SLABS,
+    OFI_TUNE_PROBE_MS,
+    OFI_TUNE_STUCK_MS,
+    OFI_TUNE_COUNT
+};
+
+extern const struct ofi_tunable hmi_ofi_tunables[OFI_TUNE_COUNT];
+/* The value in force for `id`: the environment if set and in range, else the default. */
+size_t hmi_ofi_tunable(enum ofi_tunable_id id);
+
+/* ---- Pure logic: URIs, header, slabs (ofi_uri.c) -------------------------- */
+
+#define OFI_NAME_MAX 88u /* longest endpoint name carried in a message header */
+#define OFI_BUF_ROOM 128u /* headroom msg_buf_alloc leaves before the buffer */
+#define OFI_HDR_SIZE 8u
+#define OFI_BUF_MAGIC 0x6f666962756621ull
+#define OFI_HDR_MAGIC 0xa7u
+#define OFI_HDR_F_NAME 0x01u  /* the sender's name follows the header */
+#define OFI_HDR_F_PROBE 0x02u /* liveness probe: not for the core */
+
+struct ofi_name {
+    uint8_t n_len;
+    uint8_t n_bytes[OFI_NAME_MAX];
+};
+
+/*
+ * Parse the address part of a URI ("127.0.0.1:5000" for tcp, "1234.6669..."
+ * for shm) into an endpoint name and, for shm, the owner's pid.
+ * HM_INVALID_ARG if it does not parse.
+ */
+hm_return_t hmi_ofi_uri_parse(enum ofi_addr_kind kind, const char *rest,
+                              struct ofi_name *name, pid_t *pid_out);
+/* Format `name` as a URI with the "ofi+<protocol>://" prefix; HM_MSGSIZE if too small. */
+hm_return_t hmi_ofi_uri_format(enum ofi_addr_kind kind, const char *protocol,
+                               const struct ofi_name *name, pid_t pid, char *buf,
+                               size_t *size);
+
+static inline size_t ofi_round8(size_t n)
+{
+    return (n + 7u) & ~(size_t)7u;
+}
+
+/* Bytes before the payload: header plus the padded name if carried. */
+static inline size_t ofi_hdr_len(size_t name_len)
+{
+    return OFI_HDR_SIZE + ofi_round8(name_len);
+}
+
+/*
+ * Write the plugin header (and name) just before `payload`; returns the start
+ * of the wire span and its total length in `*wire_len` (padded to 8, with the
+ * pad bytes after the payload zeroed). The caller has the room.
+ */
+uint8_t *hmi_ofi_hdr_write(uint8_t *payload, size_t len, const struct ofi_name *name,
+                           uint32_t pid, uint8_t flags, size_t *wire_len);
+
+struct ofi_hdr_view {
+    uint8_t h_flags;
+    const uint8_t *h_name; /* NULL if none carried */
+    size_t h_name_len;
+    uint32_t h_pid;        /* the sender's pid (for protocols that watch it) */
+    uint8_t *h_payload;
+    size_t h_payload_len;
+};
+
+/* Check and split a received span; HM_PROTOCOL_ERROR if it is malformed. */
+hm_return_t hmi_ofi_hdr_parse(uint8_t *wire, size_t len, struct ofi_hdr_view *view);
+
+/* What an fi_context points at: told apart by the kind that follows it. */
+enum ofi_req_kind {
+    OFI_REQ_OP = 1,    /* an hm_na_op_t (send, put, get) */
+    OFI_REQ_SLAB = 2,  /* a receive slab */
+    OFI_REQ_PROBE = 3, /* a peer's liveness probe */
+};
+
+struct ofi_req {
+    struct fi_context2 r_fctx; /* first */
+    uint8_t r_kind;
+};
+
+/*
+ * A receive slab: one buffer posted with FI_MULTI_RECV (or alone, without it).
+ * It is posted again only when the provider has let go of it (FI_MULTI_RECV
+ * flag seen) and the core has released every message delivered from it.
+ */
+struct ofi_slab {
+    struct ofi_req s_req;      /* first: the provider's op context */
+    uint8_t *s_buf;
+    size_t s_size;
+    unsigned int s_held;       /* messages delivered, not released yet */
+    bool s_posted;             /* the provider holds it */
+    struct hmi_list s_link;    /* on the repost queue */
+    struct fid_mr *s_mr;
+    void *s_desc;
+};
+
+/* Slab bookkeeping; each returns true when the slab should be posted again now. */
+void hmi_ofi_slab_posted(struct ofi_slab *slab);
+void hmi_ofi_slab_deliver(struct ofi_slab *slab);
+bool hmi_ofi_slab_provider_done(struct ofi_slab *slab);
+bool hmi_ofi_slab_release(struct ofi_slab *slab);
+
+/* ---- Plugin objects -------------------------------------------------------- */
+
+struct ofi_class {
+    const struct ofi_quirk *k_quirk;
+    struct fi_info *k_info;
+    struct fid_fabric *k_fabric;
+    struct fid_domain *k_domain;
+    uint64_t k_mr_mode;
+    size_t k_inject_size;   /* bytes on the wire, plugin header included */
+    size_t k_max_msg;       /* largest single RMA transfer */
+    size_t k_slab_size;
+    size_t k_nslabs;
+    size_t k_min_multi_recv;
+    uint64_t k_probe_ns;
+    uint64_t k_stuck_ns;
+    bool k_source;          /* FI_SOURCE granted */
+    bool k_multi_recv;
+    bool k_listen_set;      /* the URI named a listen address */
+    struct ofi_name k_listen;
+    uint64_t _Atomic k_next_key; /* keys we choose without FI_MR_PROV_KEY */
+    hm_na_context_t *_Atomic k_mr_ctx; /* endpoint MRs bind to, with FI_MR_ENDPOINT */
+};
+
+struct ofi_context {
+    hm_na_context_t *x_na;
+    struct ofi_class *x_cls;
+    struct fid_ep *x_ep;
+    struct fid_av *x_av;
+    struct fid_cq *x_cq;
+    int x_epfd;               /* poll_fd: CQ wait fd and peer pidfds */
+    int x_cq_fd;              /* -1 if the CQ has no usable fd */
+    struct ofi_name x_name;   /* our endpoint name */
+    pid_t x_pid;
+    hm_na_addr_t *x_self;
+    struct hmi_hmap x_by_fi;   /* fi_addr_t -> peer */
+    struct hmi_hmap x_by_name; /* hash of name -> peer (collisions chained in peer) */
+    struct ofi_slab *x_slabs;
+    size_t x_nslabs;
+    uint8_t *x_slab_mem;
+    struct fid_mr *x_slab_mr;
+    struct hmi_list x_repost;  /* slabs to post again (released, or post hit EAGAIN) */
+    struct hmi_list x_retry;   /* ops whose post hit EAGAIN */
+    struct hmi_list x_posted;  /* ops the provider holds */
+    unsigned int x_npeers_watched;
+    uint64_t x_next_check_ns;  /* next pidfd / probe sweep */
+    uint64_t x_probe_buf[1];   /* a probe's wire bytes: a bare header */
+    struct fid_mr *x_probe_mr; /* with FI_MR_LOCAL */
+    void *x_probe_desc;
+    int x_bell_fd;             /* doorbell socket, -1 without one */
+    atomic_uint *x_armed;      /* our shared "armed" word */
+    bool x_sleeping;           /* poll_arm armed the doorbell */
+    size_t x_nstash;           /* completions poll_arm read, for the next progress */
+    struct fi_cq_data_entry x_stash[16];
+    fi_addr_t x_stash_src[16];
+};
+
+struct hm_na_addr {
+    unsigned int a_refs;
+    struct ofi_context *a_ctx;
+    fi_addr_t a_fi;
+    struct ofi_name a_name;
+    hm_na_addr_t *a_name_next; /* same name hash */
+    pid_t a_pid;
+    int a_pidfd;
+    bool a_self;
+    bool a_dead;
+    bool a_heard;              /* it sent us something: it has us in its AV */
+    bool a_await;              /* we sent to it and have not heard from it since */
+    bool a_probing;            /* a probe is in the provider */
+    unsigned int a_probes;     /* probes since the last send */
+    uint64_t a_quiet_since_ns; /* first sweep that saw it quiet (0: not yet) */
+    atomic_uint *a_armed;      /* its doorbell word, mapped (NULL: none) */
+    uint64_t a_stuck_since_ns; /* first -FI_EAGAIN of a post to it not followed by success */
+    unsigned int a_nqueued;    /* its ops on x_retry: new sends queue behind them */
+    struct ofi_req a_probe;
+};
+
+enum ofi_op_kind { OFI_OP_SEND = 1, OFI_OP_PUT, OFI_OP_GET };
+
+struct ofi_op {
+    struct ofi_req p_req;  /* first */
+    hm_na_op_t *p_na;
+    struct hmi_list p_link; /* x_retry or x_posted */
+    hm_na_addr_t *p_peer;   /* one reference while the op lives */
+    uint8_t p_kind;
+    bool p_canceled;
+    bool p_queued;          /* on x_retry */
+    hm_return_t p_status;  /* first error of a split RMA */
+    /* send */
+    void *p_wire;
+    size_t p_wire_len;
+    void *p_desc;
+    /* rma */
+    hm_na_mem_t *p_local;
+    size_t p_loff;
+    uint64_t p_raddr;
+    uint64_t p_rkey;
+    size_t p_len;
+    size_t p_next;          /* bytes posted so far */
+    unsigned int p_parts;   /* parts in the provider */
+};
+
+/* A message buffer's bookkeeping, at the start of its allocation (desc points here). */
+struct ofi_buf {
+    uint64_t b_magic;       /* OFI_BUF_MAGIC */
+    struct fid_mr *b_mr;
+    void *b_desc;           /* fi_mr_desc or NULL */
+    size_t b_size;
+    uint8_t *b_payload;
+};
+
+struct ofi_mem {
+    struct fid_mr *m_mr;
+    void *m_desc;
+    uint64_t m_key;
+};
+
+struct ofi_rkey {
+    uint64_t r_base; /* remote address of offset 0 (0 without FI_MR_VIRT_ADDR) */
+    uint64_t r_len;
+    uint64_t r_key;
+};
+
+static inline struct ofi_class *ofi_class(const hm_na_class_t *cls)
+{
+    return hm_na_class_priv(cls);
+}
+
+static inline struct ofi_context *ofi_ctx(const hm_na_context_t *ctx)
+{
+    return hm_na_context_priv(ctx);
+}
+
+static inline struct ofi_op *ofi_op(const hm_na_op_t *op)
+{
+    return hm_na_op_priv(op);
+}
+
+/* Log a libfabric failure with its own string; returns the hm code for it. */
+hm_return_t hmi_ofi_error(const char *what, const char *detail, int fi_ret);
+/* The hm code for a libfabric error number (positive). */
+hm_return_t hmi_ofi_status(int fi_err);
+
+/* ofi_plugin.c */
+size_t hmi_ofi_inject_size(const hm_na_class_t *cls);
+/* Register `buf` for `access` (FI_SEND|FI_RECV|...); binds to an endpoint if needed. */
+hm_return_t hmi_ofi_mr_reg(struct ofi_class *k, struct ofi_context *x, void *buf, size_t len,
+                           uint64_t access, struct fid_mr **mr_out, void **desc_out);
+
+/* ofi_context.c */
+hm_return_t hmi_ofi_context_open(hm_na_context_t *ctx);
+void hmi_ofi_context_close(hm_na_context_t *ctx);
+int hmi_ofi_progress(hm_na_context_t *ctx);
+int hmi_ofi_poll_fd(hm_na_context_t *ctx);
+hm_return_t hmi_ofi_poll_arm(hm_na_context_t *ctx);
+hm_return_t hmi_ofi_cancel(hm_na_context_t *ctx, hm_na_op_t *op);
+/* An op is in the provider now / left it. */
+void hmi_ofi_op_posted(struct ofi_context *x, struct ofi_op *p);
+/* Queue `p` to be posted again from progress. */
+void hmi_ofi_op_retry_later(struct ofi_context *x, struct ofi_op *p);
+/* Take `p` off x_retry / x_posted (a post failed for good). */
+void hmi_ofi_op_unlink(struct ofi_op *p);
+/* A post to `peer` met -FI_EAGAIN (true) or went through (false). */
+void hmi_ofi_peer_pushback(hm_na_addr_t *peer, bool again);
+/* Complete `p` now (drops its peer reference). */
+void hmi_ofi_op_finish(struct ofi_op *p, hm_return_t status);
+
+/* ofi_addr.c */
+hm_return_t hmi_ofi_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **out);
+hm_return_t hmi_ofi_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out);
+hm_return_t hmi_ofi_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
+                                   size_t *size);
+void hmi_ofi_addr_ref(hm_na_addr_t *addr);
+void hmi_ofi_addr_unref(hm_na_addr_t *addr);
+/* The canonical peer for `name`, inserted in the AV if new; NULL on failure. */
+hm_na_addr_t *hmi_ofi_peer_get(struct ofi_context *x, const struct ofi_name *name, pid_t pid);
+/* The source of a received message; NULL if it cannot be told (message dropped). */
+hm_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
+                                  const struct ofi_hdr_view *view);
+/* Mark `peer` dead and tell the core, once. */
+void hmi_ofi_peer_fail(struct ofi_context *x, hm_na_addr_t *peer, const char *why);
+/* Pidfd events and liveness probes; returns events handled. */
+int hmi_ofi_peers_check(struct ofi_context *x, uint64_t now);
+void hmi_ofi_probe_done(struct ofi_context *x, hm_na_addr_t *peer, int err);
+/* Drop every peer (context close). */
+void hmi_ofi_peers_clear(struct ofi_context *x);
+
+/* ofi_bell.c */
+hm_return_t hmi_ofi_bell_open(struct ofi_context *x);
+void hmi_ofi_bell_close(struct ofi_context *x);
+void hmi_ofi_bell_peer_open(struct ofi_context *x, hm_na_addr_t *peer);
+void hmi_ofi_bell_peer_close(hm_na_addr_t *peer);
+void hmi_ofi_bell_ring_slow(struct ofi_context *x, hm_na_addr_t *peer);
+bool hmi_ofi_bell_arm(struct ofi_context *x);
+void hmi_ofi_bell_disarm(struct ofi_context *x);
+
+/* After a post to `peer`: wake it if it sleeps on its doorbell. */
+static inline void ofi_bell_ring(struct ofi_context *x, hm_na_addr_t *peer)
+{
+    if (peer->a_armed == NULL)
+        return;
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(peer->a_armed, memory_order_relaxed))
+        hmi_ofi_bell_ring_slow(x, peer);
+}
+
+/* ofi_msg.c */
+void *hmi_ofi_msg_buf_alloc(hm_na_class_t *cls, size_t size, void **desc_out);
+void hmi_ofi_msg_buf_free(hm_na_class_t *cls, void *buf, void *desc);
+hm_return_t hmi_ofi_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
+                             size_t len, void *desc, hm_na_op_t *op);
+void hmi_ofi_msg_release(hm_na_context_t *ctx, uintptr_t token);
+/* Post (or retry) a send; -FI_EAGAIN is returned to the caller to queue. */
+ssize_t hmi_ofi_send_post(struct ofi_context *x, struct ofi_op *p);
+hm_return_t hmi_ofi_slabs_open(struct ofi_context *x);
+void hmi_ofi_slabs_close(struct ofi_context *x);
+/* Post every slab waiting for it; returns slabs posted. */
+int hmi_ofi_slabs_repost(struct ofi_context *x);
+/* A receive completion (FI_RECV) on `slab`. */
+void hmi_ofi_recv_done(struct ofi_context *x, struct ofi_slab *slab, void *buf, size_t len,
+                       uint64_t flags, fi_addr_t src);
+
+/* ofi_rma.c */
+hm_return_t hmi_ofi_mem_register(hm_na_class_t *cls, hm_na_mem_t *mem);
+void hmi_ofi_mem_deregister(hm_na_class_t *cls, hm_na_mem_t *mem);
+hm_return_t hmi_ofi_mem_key_pack(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf,
+                                 size_t *size);
+hm_return_t hmi_ofi_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
+                                size_t key_len, void **rkey_out);
+void hmi_ofi_rkey_release(hm_na_context_t *ctx, void *rkey);
+hm_return_t hmi_ofi_put(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
+                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
+                        size_t len);
+hm_return_t hmi_ofi_get(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
+                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
+                        size_t len);
+/* Post (or retry) the remaining parts of an RMA; -FI_EAGAIN to queue. */
+ssize_t hmi_ofi_rma_post(struct ofi_context *x, struct ofi_op *p);
+/* One part of an RMA finished with `err` (0 or a positive fi errno). */
+void hmi_ofi_rma_part_done(struct ofi_context *x, struct ofi_op *p, int err);
+
+#endif /* HM_NA_OFI_INTERNAL_H */

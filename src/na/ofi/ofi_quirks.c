@@ -1,0 +1,101 @@
+/*
+ * What each ofi protocol asks of libfabric, and what its provider does that
+ * the contract has to work around. One row per protocol; the code reads the
+ * named fields and never tests a provider's name.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "na/ofi/ofi_internal.h"
+#include "util/compiler.h"
+
+const struct ofi_quirk hmi_ofi_quirks[] = {
+    {
+        .q_protocol = "tcp",
+        .q_provider = "tcp;ofi_rxm",
+        .q_ep_type = FI_EP_RDM,
+        .q_caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                  FI_MULTI_RECV,
+        .q_addr = OFI_ADDR_SOCKADDR_IN,
+        .q_addr_format = FI_SOCKADDR_IN,
+        .q_multi_recv = true,
+        .q_source = false,
+        .q_wait_fd = true,
+        .q_watch_pid = false,
+        .q_probe = true,
+        .q_note = "rxm offers no FI_SOURCE: every message names its sender (16 bytes); "
+                  "a dead peer shows only as a failed send, so quiet peers we sent to are "
+                  "probed",
+    },
+    {
+        .q_protocol = "shm",
+        .q_provider = "shm",
+        .q_ep_type = FI_EP_RDM,
+        .q_caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                  FI_MULTI_RECV | FI_SOURCE,
+        .q_addr = OFI_ADDR_SHM,
+        .q_addr_format = FI_ADDR_STR,
+        .q_multi_recv = true,
+        .q_source = true,
+        .q_wait_fd = false,
+        .q_watch_pid = true,
+        .q_probe = false,
+        .q_doorbell = true,
+        .q_note = "FI_SOURCE names a wrong entry for senders not in the AV, so the name "
+                  "rides until the peer has answered; a CQ with FI_WAIT_FD fails "
+                  "(FI_ENOSYS): blocking uses our doorbell; FI_OPT_MIN_MULTI_RECV crashes "
+                  "before fi_enable; peer death is never reported: pids watched by pidfd",
+    },
+    {
+        .q_protocol = "verbs",
+        .q_provider = "verbs;ofi_rxm",
+        .q_ep_type = FI_EP_RDM,
+        .q_caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                  FI_MULTI_RECV,
+        .q_addr = OFI_ADDR_SOCKADDR_IN,
+        .q_addr_format = FI_SOCKADDR_IN,
+        .q_multi_recv = true,
+        .q_source = false,
+        .q_wait_fd = true,
+        .q_watch_pid = false,
+        .q_probe = true,
+        .q_note = "as tcp (rxm on top); needs FI_MR_LOCAL and provider keys",
+    },
+};
+
+const size_t hmi_ofi_nquirks = HMI_ARRAY_LEN(hmi_ofi_quirks);
+
+const struct ofi_quirk *hmi_ofi_quirk_find(const char *protocol)
+{
+    for (size_t i = 0; i < hmi_ofi_nquirks; i++)
+        if (strcmp(hmi_ofi_quirks[i].q_protocol, protocol) == 0)
+            return &hmi_ofi_quirks[i];
+    return NULL;
+}
+
+const struct ofi_tunable hmi_ofi_tunables[OFI_TUNE_COUNT] = {
+    [OFI_TUNE_EAGER_LIMIT] = {"HM_OFI_EAGER_LIMIT", 64u << 10, 256, 16u << 20,
+                              "largest message (bytes, Hermod header included)"},
+    [OFI_TUNE_SLAB_SIZE] = {"HM_OFI_SLAB_SIZE", 512u << 10, 4096, 1u << 30,
+                            "bytes per multi-receive slab (raised to hold 4 eager messages)"},
+    [OFI_TUNE_SLABS] = {"HM_OFI_SLABS", 8, 2, 4096, "receive slabs posted per context"},
+    [OFI_TUNE_PROBE_MS] = {"HM_OFI_PROBE_MS", 1000, 10, 600000,
+                           "silence (ms) after a send before a quiet peer is probed"},
+    [OFI_TUNE_STUCK_MS] = {"HM_OFI_STUCK_MS", 5000, 100, 3600000,
+                           "a peer whose posts meet -FI_EAGAIN this long (ms) is dead"},
+};
+
+size_t hmi_ofi_tunable(enum ofi_tunable_id id)
+{
+    const struct ofi_tunable *t = &hmi_ofi_tunables[id];
+    const char *env = getenv(t->t_env);
+    if (env == NULL || *env == '\0')
+        return t->t_default;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(env, &end, 0);
+    if (errno != 0 || *end != '\0' || v < t->t_min || v > t->t_max)
+        return t->t_default;
+    return (size_t)v;
+}

@@ -1,0 +1,219 @@
+/*
+ * Memory and RMA. A region is registered once per class with the access the
+ * caller grants (plus local read/write so it can be the local side of our
+ * own put/get). Its packed key carries what the peer's fi_read/fi_write
+ * need: the remote address of offset 0 (the base with FI_MR_VIRT_ADDR, else
+ * 0), the length, and the key (the provider's with FI_MR_PROV_KEY, else one
+ * we chose, unique per class).
+ *
+ * A transfer longer than the endpoint's max_msg_size is split; the op
+ * completes once, when every part is back, with the first error seen. With
+ * FI_CONTEXT mode (the provider writes into the context) parts go one at a
+ * time, since they share the op's context.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "na/ofi/ofi_internal.h"
+#include "util/compiler.h"
+#include "util/log.h"
+
+#define RMA_KEY_MAGIC 0x49464f48u /* "HOFI" */
+#define RMA_KEY_SIZE 32u
+#define RMA_KEY_F_VIRT 0x1u
+
+static void rma_put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t rma_get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+hm_return_t hmi_ofi_mem_register(hm_na_class_t *cls, hm_na_mem_t *mem)
+{
+    struct ofi_class *k = ofi_class(cls);
+    struct ofi_mem *m = hm_na_mem_priv(mem);
+    uint64_t access = FI_READ | FI_WRITE;
+    if (mem->m_access & HM_NA_ACCESS_READ)
+        access |= FI_REMOTE_READ;
+    if (mem->m_access & HM_NA_ACCESS_WRITE)
+        access |= FI_REMOTE_WRITE;
+    hm_return_t ret = hmi_ofi_mr_reg(k, NULL, mem->m_base, mem->m_len, access, &m->m_mr,
+                                     &m->m_desc);
+    if (ret != HM_SUCCESS)
+        return ret;
+    m->m_key = fi_mr_key(m->m_mr);
+    return HM_SUCCESS;
+}
+
+void hmi_ofi_mem_deregister(hm_na_class_t *cls, hm_na_mem_t *mem)
+{
+    struct ofi_mem *m = hm_na_mem_priv(mem);
+    fi_close(&m->m_mr->fid);
+}
+
+hm_return_t hmi_ofi_mem_key_pack(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf,
+                                 size_t *size)
+{
+    struct ofi_class *k = ofi_class(cls);
+    struct ofi_mem *m = hm_na_mem_priv(mem);
+    bool fits = *size >= RMA_KEY_SIZE;
+    *size = RMA_KEY_SIZE;
+    if (!fits)
+        return HM_MSGSIZE;
+    bool virt = k->k_mr_mode & FI_MR_VIRT_ADDR;
+    uint8_t *p = buf;
+    rma_put64(p, RMA_KEY_MAGIC | (uint64_t)(virt ? RMA_KEY_F_VIRT : 0) << 32);
+    rma_put64(p + 8, virt ? (uint64_t)(uintptr_t)mem->m_base : 0);
+    rma_put64(p + 16, mem->m_len);
+    rma_put64(p + 24, m->m_key);
+    return HM_SUCCESS;
+}
+
+hm_return_t hmi_ofi_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
+                                size_t key_len, void **rkey_out)
+{
+    const uint8_t *p = key;
+    if (key == NULL || key_len != RMA_KEY_SIZE)
+        return HM_PROTOCOL_ERROR;
+    uint64_t head = rma_get64(p);
+    if ((uint32_t)head != RMA_KEY_MAGIC || (head >> 32) & ~(uint64_t)RMA_KEY_F_VIRT)
+        return HM_PROTOCOL_ERROR;
+    struct ofi_rkey *r = malloc(sizeof(*r));
+    if (r == NULL)
+        return HM_NOMEM;
+    r->r_base = rma_get64(p + 8);
+    r->r_len = rma_get64(p + 16);
+    r->r_key = rma_get64(p + 24);
+    *rkey_out = r;
+    return HM_SUCCESS;
+}
+
+void hmi_ofi_rkey_release(hm_na_context_t *ctx, void *rkey)
+{
+    free(rkey);
+}
+
+ssize_t hmi_ofi_rma_post(struct ofi_context *x, struct ofi_op *p)
+{
+    struct ofi_class *k = x->x_cls;
+    bool serial = k->k_info->mode & (FI_CONTEXT | FI_CONTEXT2);
+    struct ofi_mem *m = hm_na_mem_priv(p->p_local);
+    uint8_t *local = (uint8_t *)p->p_local->m_base + p->p_loff;
+    while (p->p_next < p->p_len && !p->p_canceled && p->p_status == HM_SUCCESS) {
+        if (serial && p->p_parts > 0)
+            break;
+        size_t n = p->p_len - p->p_next;
+        if (n > k->k_max_msg)
+            n = k->k_max_msg;
+        ssize_t rc = p->p_kind == OFI_OP_PUT
+                         ? fi_write(x->x_ep, local + p->p_next, n, m->m_desc,
+                                    p->p_peer->a_fi, p->p_raddr + p->p_next, p->p_rkey,
+                                    &p->p_req)
+                         : fi_read(x->x_ep, local + p->p_next, n, m->m_desc, p->p_peer->a_fi,
+                                   p->p_raddr + p->p_next, p->p_rkey, &p->p_req);
+        if (rc == -FI_ENOMEM)
+            rc = -FI_EAGAIN; /* a provider pool ran dry for now */
+        hmi_ofi_peer_pushback(p->p_peer, rc == -FI_EAGAIN);
+        if (rc == -FI_EAGAIN) {
+            hmi_ofi_op_retry_later(x, p);
+            return rc;
+        }
+        if (rc != 0) {
+            if (p->p_parts == 0) {
+                hmi_ofi_op_unlink(p);
+                return rc;
+            }
+            p->p_status = hmi_ofi_error(p->p_kind == OFI_OP_PUT ? "fi_write" : "fi_read",
+                                        NULL, (int)rc);
+            break;
+        }
+        p->p_next += n;
+        p->p_parts++;
+    }
+    if (p->p_parts > 0) {
+        ofi_bell_ring(x, p->p_peer);
+        hmi_ofi_op_posted(x, p);
+    } else
+        hmi_ofi_op_finish(p, p->p_status);
+    return 0;
+}
+
+void hmi_ofi_rma_part_done(struct ofi_context *x, struct ofi_op *p, int err)
+{
+    p->p_parts--;
+    if (err != 0 && p->p_status == HM_SUCCESS) {
+        p->p_status = hmi_ofi_status(err);
+        if (p->p_status == HM_UNREACHABLE)
+            hmi_ofi_peer_fail(x, p->p_peer, fi_strerror(err));
+    }
+    if (p->p_parts > 0 || p->p_queued)
+        return; /* more in the provider, or waiting to be posted */
+    if (p->p_next == p->p_len || p->p_canceled || p->p_status != HM_SUCCESS) {
+        hmi_ofi_op_finish(p, p->p_status);
+        return;
+    }
+    ssize_t rc = hmi_ofi_rma_post(x, p);
+    if (rc < 0 && rc != -FI_EAGAIN)
+        hmi_ofi_op_finish(p, hmi_ofi_error("rma", NULL, (int)rc));
+}
+
+static hm_return_t rma_start(hm_na_context_t *ctx, hm_na_op_t *op, uint8_t kind,
+                             hm_na_mem_t *local, size_t local_off, hm_na_addr_t *peer,
+                             void *rkey, size_t remote_off, size_t len)
+{
+    struct ofi_context *x = ofi_ctx(ctx);
+    struct ofi_op *p = ofi_op(op);
+    struct ofi_rkey *r = rkey;
+    if (hmi_unlikely(remote_off > r->r_len || len > r->r_len - remote_off))
+        return HM_INVALID_ARG;
+    if (hmi_unlikely(peer->a_dead))
+        return HM_UNREACHABLE;
+    p->p_req.r_kind = OFI_REQ_OP;
+    p->p_na = op;
+    p->p_kind = kind;
+    p->p_canceled = false;
+    p->p_queued = false;
+    p->p_status = HM_SUCCESS;
+    p->p_peer = peer;
+    p->p_local = local;
+    p->p_loff = local_off;
+    p->p_raddr = r->r_base + remote_off;
+    p->p_rkey = r->r_key;
+    p->p_len = len;
+    p->p_next = 0;
+    p->p_parts = 0;
+    hmi_list_init(&p->p_link);
+    if (hmi_unlikely(peer->a_nqueued)) {
+        hmi_ofi_op_retry_later(x, p);
+        return HM_SUCCESS;
+    }
+    ssize_t rc = hmi_ofi_rma_post(x, p);
+    if (rc == 0 || rc == -FI_EAGAIN)
+        return HM_SUCCESS;
+    hm_return_t ret = hmi_ofi_error(kind == OFI_OP_PUT ? "fi_write" : "fi_read", NULL, (int)rc);
+    if (ret == HM_UNREACHABLE)
+        hmi_ofi_peer_fail(x, peer, fi_strerror((int)-rc));
+    return ret;
+}
+
+hm_return_t hmi_ofi_put(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
+                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
+                        size_t len)
+{
+    return rma_start(ctx, op, OFI_OP_PUT, local, local_off, peer, rkey, remote_off, len);
+}
+
+hm_return_t hmi_ofi_get(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
+                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
+                        size_t len)
+{
+    return rma_start(ctx, op, OFI_OP_GET, local, local_off, peer, rkey, remote_off, len);
+}

@@ -1,0 +1,196 @@
+/*
+ * The plugin's pure logic, kept apart so unit tests reach it without a
+ * network: URIs <-> endpoint names, the message header, slab bookkeeping.
+ */
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "na/ofi/ofi_internal.h"
+
+/* ---- URIs ------------------------------------------------------------------ */
+
+/* "host:port" (port optional, 0 = any) -> struct sockaddr_in. */
+static hm_return_t uri_parse_inet(const char *rest, struct ofi_name *name)
+{
+    char host[256];
+    const char *colon = strrchr(rest, ':');
+    size_t hlen = colon ? (size_t)(colon - rest) : strlen(rest);
+    if (hlen == 0 || hlen >= sizeof(host))
+        return HM_INVALID_ARG;
+    memcpy(host, rest, hlen);
+    host[hlen] = '\0';
+    unsigned long port = 0;
+    if (colon) {
+        char *end;
+        port = strtoul(colon + 1, &end, 10);
+        if (colon[1] == '\0' || *end != '\0' || port > 65535)
+            return HM_INVALID_ARG;
+    }
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, host, &sin.sin_addr) != 1) {
+        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+        struct addrinfo *res;
+        if (getaddrinfo(host, NULL, &hints, &res) != 0)
+            return HM_INVALID_ARG;
+        sin.sin_addr = ((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr;
+        freeaddrinfo(res);
+    }
+    memcpy(name->n_bytes, &sin, sizeof(sin));
+    name->n_len = sizeof(sin);
+    return HM_SUCCESS;
+}
+
+static int uri_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* "pid.hexname" -> the provider's name bytes and the owner's pid. */
+static hm_return_t uri_parse_shm(const char *rest, struct ofi_name *name, pid_t *pid_out)
+{
+    char *end;
+    unsigned long pid = strtoul(rest, &end, 10);
+    if (end == rest || *end != '.' || pid == 0 || pid > 0x7fffffffUL)
+        return HM_INVALID_ARG;
+    const char *hex = end + 1;
+    size_t hlen = strlen(hex);
+    if (hlen == 0 || hlen % 2 != 0 || hlen / 2 > OFI_NAME_MAX)
+        return HM_INVALID_ARG;
+    for (size_t i = 0; i < hlen / 2; i++) {
+        int hi = uri_hex_digit(hex[2 * i]), lo = uri_hex_digit(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return HM_INVALID_ARG;
+        name->n_bytes[i] = (uint8_t)(hi << 4 | lo);
+    }
+    name->n_len = (uint8_t)(hlen / 2);
+    *pid_out = (pid_t)pid;
+    return HM_SUCCESS;
+}
+
+hm_return_t hmi_ofi_uri_parse(enum ofi_addr_kind kind, const char *rest,
+                              struct ofi_name *name, pid_t *pid_out)
+{
+    memset(name, 0, sizeof(*name));
+    *pid_out = 0;
+    if (rest == NULL)
+        return HM_INVALID_ARG;
+    switch (kind) {
+    case OFI_ADDR_SOCKADDR_IN:
+        return uri_parse_inet(rest, name);
+    case OFI_ADDR_SHM:
+        return uri_parse_shm(rest, name, pid_out);
+    }
+    return HM_INVALID_ARG;
+}
+
+hm_return_t hmi_ofi_uri_format(enum ofi_addr_kind kind, const char *protocol,
+                               const struct ofi_name *name, pid_t pid, char *buf,
+                               size_t *size)
+{
+    char text[2 * OFI_NAME_MAX + 64];
+    int n;
+    if (kind == OFI_ADDR_SOCKADDR_IN) {
+        struct sockaddr_in sin;
+        char host[INET_ADDRSTRLEN];
+        if (name->n_len < sizeof(sin))
+            return HM_INVALID_ARG;
+        memcpy(&sin, name->n_bytes, sizeof(sin));
+        if (inet_ntop(AF_INET, &sin.sin_addr, host, sizeof(host)) == NULL)
+            return HM_INVALID_ARG;
+        n = snprintf(text, sizeof(text), "ofi+%s://%s:%u", protocol, host,
+                     (unsigned)ntohs(sin.sin_port));
+    } else {
+        n = snprintf(text, sizeof(text), "ofi+%s://%ld.", protocol, (long)pid);
+        for (size_t i = 0; i < name->n_len && n > 0 && (size_t)n + 3 < sizeof(text); i++)
+            n += snprintf(text + n, sizeof(text) - (size_t)n, "%02x", name->n_bytes[i]);
+    }
+    if (n < 0 || (size_t)n >= sizeof(text))
+        return HM_INVALID_ARG;
+    bool fits = (size_t)n + 1 <= *size;
+    if (fits)
+        memcpy(buf, text, (size_t)n + 1);
+    *size = (size_t)n + 1;
+    return fits ? HM_SUCCESS : HM_MSGSIZE;
+}
+
+/* ---- Message header -------------------------------------------------------- */
+
+uint8_t *hmi_ofi_hdr_write(uint8_t *payload, size_t len, const struct ofi_name *name,
+                           uint32_t pid, uint8_t flags, size_t *wire_len)
+{
+    size_t name_len = name ? name->n_len : 0;
+    size_t hdr_len = ofi_hdr_len(name_len);
+    size_t pad = ofi_round8(len) - len;
+    uint8_t *wire = payload - hdr_len;
+    wire[0] = OFI_HDR_MAGIC;
+    wire[1] = (uint8_t)(flags | (name_len ? OFI_HDR_F_NAME : 0));
+    wire[2] = (uint8_t)pad;
+    wire[3] = (uint8_t)name_len;
+    wire[4] = (uint8_t)pid;
+    wire[5] = (uint8_t)(pid >> 8);
+    wire[6] = (uint8_t)(pid >> 16);
+    wire[7] = (uint8_t)(pid >> 24);
+    if (name_len) {
+        memcpy(wire + OFI_HDR_SIZE, name->n_bytes, name_len);
+        memset(wire + OFI_HDR_SIZE + name_len, 0, hdr_len - OFI_HDR_SIZE - name_len);
+    }
+    memset(payload + len, 0, pad);
+    *wire_len = hdr_len + len + pad;
+    return wire;
+}
+
+hm_return_t hmi_ofi_hdr_parse(uint8_t *wire, size_t len, struct ofi_hdr_view *view)
+{
+    if (len < OFI_HDR_SIZE || wire[0] != OFI_HDR_MAGIC)
+        return HM_PROTOCOL_ERROR;
+    uint8_t flags = wire[1], pad = wire[2], name_len = wire[3];
+    if ((flags & ~(OFI_HDR_F_NAME | OFI_HDR_F_PROBE)) || pad > 7 || name_len > OFI_NAME_MAX ||
+        !(flags & OFI_HDR_F_NAME) != !name_len)
+        return HM_PROTOCOL_ERROR;
+    size_t hdr_len = ofi_hdr_len(name_len);
+    if (hdr_len + pad > len)
+        return HM_PROTOCOL_ERROR;
+    view->h_flags = flags;
+    view->h_name = name_len ? wire + OFI_HDR_SIZE : NULL;
+    view->h_name_len = name_len;
+    view->h_pid = (uint32_t)wire[4] | (uint32_t)wire[5] << 8 | (uint32_t)wire[6] << 16 |
+                  (uint32_t)wire[7] << 24;
+    view->h_payload = wire + hdr_len;
+    view->h_payload_len = len - hdr_len - pad;
+    return HM_SUCCESS;
+}
+
+/* ---- Slab bookkeeping ------------------------------------------------------ */
+
+void hmi_ofi_slab_posted(struct ofi_slab *slab)
+{
+    slab->s_posted = true;
+}
+
+void hmi_ofi_slab_deliver(struct ofi_slab *slab)
+{
+    slab->s_held++;
+}
+
+bool hmi_ofi_slab_provider_done(struct ofi_slab *slab)
+{
+    slab->s_posted = false;
+    return slab->s_held == 0;
+}
+
+bool hmi_ofi_slab_release(struct ofi_slab *slab)
+{
+    slab->s_held--;
+    return slab->s_held == 0 && !slab->s_posted;
+}

@@ -1,0 +1,205 @@
+/*
+ * The ofi plugin's hardware-free logic: URIs, the quirk table, tunables, the
+ * message header and the slab bookkeeping. No transport is opened.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "na/ofi/ofi_internal.h"
+
+static void test_uri_tcp_round_trip(void **state)
+{
+    struct ofi_name name;
+    pid_t pid;
+    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, "127.0.0.1:5000", &name, &pid),
+                     HM_SUCCESS);
+    assert_int_equal(name.n_len, sizeof(struct sockaddr_in));
+    struct sockaddr_in sin;
+    memcpy(&sin, name.n_bytes, sizeof(sin));
+    assert_int_equal(ntohs(sin.sin_port), 5000);
+    char buf[128];
+    size_t size = sizeof(buf);
+    assert_int_equal(hmi_ofi_uri_format(OFI_ADDR_SOCKADDR_IN, "tcp", &name, 0, buf, &size),
+                     HM_SUCCESS);
+    assert_string_equal(buf, "ofi+tcp://127.0.0.1:5000");
+    assert_int_equal(size, strlen(buf) + 1);
+    size = 5;
+    assert_int_equal(hmi_ofi_uri_format(OFI_ADDR_SOCKADDR_IN, "tcp", &name, 0, buf, &size),
+                     HM_MSGSIZE);
+    assert_int_equal(size, strlen("ofi+tcp://127.0.0.1:5000") + 1);
+    /* no port: 0, any */
+    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, "127.0.0.1", &name, &pid),
+                     HM_SUCCESS);
+}
+
+static void test_uri_tcp_malformed(void **state)
+{
+    struct ofi_name name;
+    pid_t pid;
+    const char *bad[] = {"", ":80", "127.0.0.1:", "127.0.0.1:70000", "127.0.0.1:12x",
+                         "no-such-host.invalid:1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, bad[i], &name, &pid),
+                         HM_INVALID_ARG);
+    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, NULL, &name, &pid),
+                     HM_INVALID_ARG);
+}
+
+static void test_uri_shm(void **state)
+{
+    struct ofi_name name = {.n_len = 6};
+    memcpy(name.n_bytes, "ab\0#:/", 6);
+    char buf[256];
+    size_t size = sizeof(buf);
+    assert_int_equal(hmi_ofi_uri_format(OFI_ADDR_SHM, "shm", &name, 4242, buf, &size),
+                     HM_SUCCESS);
+    assert_string_equal(buf, "ofi+shm://4242.616200233a2f");
+    struct ofi_name back;
+    pid_t pid;
+    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SHM, buf + strlen("ofi+shm://"), &back, &pid),
+                     HM_SUCCESS);
+    assert_int_equal(pid, 4242);
+    assert_int_equal(back.n_len, 6);
+    assert_memory_equal(back.n_bytes, name.n_bytes, 6);
+    const char *bad[] = {"", "4242", "4242.", "4242.abc", "4242.zz", "0.61", "x.61", "-1.61"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SHM, bad[i], &back, &pid), HM_INVALID_ARG);
+    char longhex[2 * OFI_NAME_MAX + 16] = "1.";
+    for (size_t i = 0; i < OFI_NAME_MAX + 1; i++)
+        strcat(longhex, "aa");
+    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SHM, longhex, &back, &pid), HM_INVALID_ARG);
+}
+
+static void test_quirks(void **state)
+{
+    const char *protos[] = {"tcp", "shm", "verbs"};
+    for (size_t i = 0; i < 3; i++) {
+        const struct ofi_quirk *q = hmi_ofi_quirk_find(protos[i]);
+        assert_non_null(q);
+        assert_string_equal(q->q_protocol, protos[i]);
+        assert_non_null(q->q_provider);
+        assert_int_equal(q->q_ep_type, FI_EP_RDM);
+        assert_true(q->q_caps & FI_MSG);
+        assert_true(q->q_caps & FI_RMA);
+        assert_non_null(q->q_note);
+        /* every protocol has some way to block or says it spins, and some death signal */
+        assert_true(q->q_wait_fd || q->q_doorbell);
+        assert_true(q->q_watch_pid || q->q_probe);
+    }
+    assert_string_equal(hmi_ofi_quirk_find("tcp")->q_provider, "tcp;ofi_rxm");
+    assert_string_equal(hmi_ofi_quirk_find("verbs")->q_provider, "verbs;ofi_rxm");
+    assert_true(hmi_ofi_quirk_find("shm")->q_watch_pid);
+    assert_null(hmi_ofi_quirk_find("udp"));
+    assert_null(hmi_ofi_quirk_find(""));
+}
+
+static void test_tunables(void **state)
+{
+    unsetenv("HM_OFI_EAGER_LIMIT");
+    assert_int_equal(hmi_ofi_tunable(OFI_TUNE_EAGER_LIMIT), 64u << 10);
+    setenv("HM_OFI_EAGER_LIMIT", "8192", 1);
+    assert_int_equal(hmi_ofi_tunable(OFI_TUNE_EAGER_LIMIT), 8192);
+    setenv("HM_OFI_EAGER_LIMIT", "12", 1); /* below the minimum: default */
+    assert_int_equal(hmi_ofi_tunable(OFI_TUNE_EAGER_LIMIT), 64u << 10);
+    setenv("HM_OFI_EAGER_LIMIT", "lots", 1);
+    assert_int_equal(hmi_ofi_tunable(OFI_TUNE_EAGER_LIMIT), 64u << 10);
+    unsetenv("HM_OFI_EAGER_LIMIT");
+    for (size_t i = 0; i < OFI_TUNE_COUNT; i++) {
+        assert_non_null(hmi_ofi_tunables[i].t_env);
+        assert_true(hmi_ofi_tunables[i].t_default >= hmi_ofi_tunables[i].t_min);
+        assert_true(hmi_ofi_tunables[i].t_default <= hmi_ofi_tunables[i].t_max);
+    }
+}
+
+/* Header round trip for every length 0..40, with and without a name. */
+static void test_header_round_trip(void **state)
+{
+    static _Alignas(8) uint8_t room[OFI_BUF_ROOM + 64 + 8];
+    struct ofi_name name = {.n_len = 16};
+    memset(name.n_bytes, 0x77, 16);
+    for (int with_name = 0; with_name < 2; with_name++) {
+        for (size_t len = 0; len <= 40; len++) {
+            uint8_t *payload = room + OFI_BUF_ROOM;
+            memset(payload, 0xab, len);
+            size_t wire_len;
+            uint8_t *wire = hmi_ofi_hdr_write(payload, len, with_name ? &name : NULL, 1234, 0,
+                                              &wire_len);
+            assert_int_equal(wire_len % 8, 0);
+            assert_int_equal((uintptr_t)wire % 8, 0);
+            struct ofi_hdr_view v;
+            assert_int_equal(hmi_ofi_hdr_parse(wire, wire_len, &v), HM_SUCCESS);
+            assert_ptr_equal(v.h_payload, payload);
+            assert_int_equal(v.h_payload_len, len);
+            assert_int_equal(v.h_pid, 1234);
+            if (with_name) {
+                assert_int_equal(v.h_name_len, 16);
+                assert_memory_equal(v.h_name, name.n_bytes, 16);
+            } else {
+                assert_null(v.h_name);
+            }
+        }
+    }
+}
+
+static void test_header_malformed(void **state)
+{
+    static _Alignas(8) uint8_t room[OFI_BUF_ROOM + 64];
+    uint8_t *payload = room + OFI_BUF_ROOM;
+    size_t wire_len;
+    uint8_t *wire = hmi_ofi_hdr_write(payload, 5, NULL, 1, 0, &wire_len);
+    struct ofi_hdr_view v;
+    assert_int_equal(hmi_ofi_hdr_parse(wire, 7, &v), HM_PROTOCOL_ERROR); /* short */
+    wire[0] ^= 1;
+    assert_int_equal(hmi_ofi_hdr_parse(wire, wire_len, &v), HM_PROTOCOL_ERROR);
+    wire[0] ^= 1;
+    wire[1] = 0x80; /* unknown flag */
+    assert_int_equal(hmi_ofi_hdr_parse(wire, wire_len, &v), HM_PROTOCOL_ERROR);
+    wire[1] = 0;
+    wire[3] = 4; /* a name length without the name flag */
+    assert_int_equal(hmi_ofi_hdr_parse(wire, wire_len, &v), HM_PROTOCOL_ERROR);
+    wire[3] = 0;
+    wire[2] = 9; /* pad past 7 */
+    assert_int_equal(hmi_ofi_hdr_parse(wire, wire_len, &v), HM_PROTOCOL_ERROR);
+    wire[2] = 7;
+    assert_int_equal(hmi_ofi_hdr_parse(wire, 8, &v), HM_PROTOCOL_ERROR); /* pad past end */
+    wire[1] = OFI_HDR_F_NAME;
+    wire[3] = 200; /* longer than any name */
+    assert_int_equal(hmi_ofi_hdr_parse(wire, wire_len, &v), HM_PROTOCOL_ERROR);
+}
+
+/* A slab goes back only when the provider let go and every message is released. */
+static void test_slab_bookkeeping(void **state)
+{
+    struct ofi_slab s = {0};
+    hmi_ofi_slab_posted(&s);
+    hmi_ofi_slab_deliver(&s);
+    hmi_ofi_slab_deliver(&s);
+    assert_false(hmi_ofi_slab_release(&s));       /* provider still holds it */
+    assert_false(hmi_ofi_slab_provider_done(&s)); /* one message still held */
+    assert_true(hmi_ofi_slab_release(&s));        /* last one: repost */
+    hmi_ofi_slab_posted(&s);
+    assert_true(hmi_ofi_slab_provider_done(&s)); /* nothing held: repost at once */
+    hmi_ofi_slab_posted(&s);
+    hmi_ofi_slab_deliver(&s);
+    assert_false(hmi_ofi_slab_provider_done(&s));
+    assert_true(hmi_ofi_slab_release(&s));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_uri_tcp_round_trip), cmocka_unit_test(test_uri_tcp_malformed),
+        cmocka_unit_test(test_uri_shm),            cmocka_unit_test(test_quirks),
+        cmocka_unit_test(test_tunables),           cmocka_unit_test(test_header_round_trip),
+        cmocka_unit_test(test_header_malformed),   cmocka_unit_test(test_slab_bookkeeping),
+    };
+    return cmocka_run_group_tests_name("ofi_logic", tests, NULL, NULL);
+}
