@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 uint64_t (*core_malloc_count)(void);
+const char *core_protocol = "ucx+tcp://127.0.0.1:0";
+struct core_client core_client;
 
 /* ---- procs ---------------------------------------------------------------- */
 
@@ -372,4 +374,21 @@ hm_return_t core_server_stats(struct core_client *client, struct core_server_sta
         hm_free_output(handle, stats);
     hm_handle_destroy(handle);
     return ret;
+}
+
+int core_setup(void **state)
+{
+    (void)state;
+    return core_fixture_start(&core_client, core_protocol);
+}
+
+int core_teardown(void **state)
+{
+    (void)state;
+    return core_fixture_stop(&core_client);
+}
+
+double core_now_ms(void)
+{
+    return (double)now_ns() / 1e6;
 }

@@ -77,6 +77,18 @@ hm_return_t core_call(struct core_client *client, hm_id_t id, const void *in, vo
                       unsigned timeout_ms);
 hm_return_t core_server_stats(struct core_client *client, struct core_server_stats *stats);
 
+/*
+ * The fixture every test program uses: `core_protocol` (argv[1]) and one
+ * client of one server, started by core_setup and stopped by core_teardown
+ * (cmocka group setup/teardown).
+ */
+extern const char *core_protocol;
+extern struct core_client core_client;
+int core_setup(void **state);
+int core_teardown(void **state);
+/* Monotonic milliseconds. */
+double core_now_ms(void);
+
 /* Allocation counter hook: the alloc test overrides it; others leave it 0. */
 extern uint64_t (*core_malloc_count)(void);
 

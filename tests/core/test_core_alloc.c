@@ -86,18 +86,10 @@ static uint64_t count_allocs(void)
 
 /* ---- the test ------------------------------------------------------------------ */
 
-static const char *protocol;
-static struct core_client client;
-
 static int setup(void **state)
 {
     core_malloc_count = count_allocs; /* inherited by the forked server */
-    return core_fixture_start(&client, protocol);
-}
-
-static int teardown(void **state)
-{
-    return core_fixture_stop(&client);
+    return core_setup(state);
 }
 
 struct loop {
@@ -120,14 +112,14 @@ static void run_noops(unsigned count, unsigned inflight)
     struct loop loop = {.left = count - inflight};
     hm_handle_t *handles[64];
     for (unsigned i = 0; i < inflight; i++) {
-        assert_int_equal(hm_handle_create(client.ctx, client.server, client.ids.noop,
+        assert_int_equal(hm_handle_create(core_client.ctx, core_client.server, core_client.ids.noop,
                                           &handles[i]),
                          HM_SUCCESS);
         assert_int_equal(hm_forward(handles[i], NULL, loop_cb, &loop, NULL), HM_SUCCESS);
     }
     while (loop.done < count) {
-        hm_progress(client.ctx, 1000);
-        hm_trigger(client.ctx, UINT32_MAX, NULL);
+        hm_progress(core_client.ctx, 1000);
+        hm_trigger(core_client.ctx, UINT32_MAX, NULL);
     }
     for (unsigned i = 0; i < inflight; i++)
         hm_handle_destroy(handles[i]);
@@ -141,14 +133,14 @@ static void measure(unsigned inflight)
     run_noops(2000, inflight); /* warm-up: pools, the transport's caches, connections */
     /* The stats reply is read before it is sent: warm its path too (libfabric's
      * rxm grows a buffer pool on its first send too large to inject). */
-    assert_int_equal(core_server_stats(&client, &s0), HM_SUCCESS);
-    assert_int_equal(core_server_stats(&client, &s0), HM_SUCCESS);
+    assert_int_equal(core_server_stats(&core_client, &s0), HM_SUCCESS);
+    assert_int_equal(core_server_stats(&core_client, &s0), HM_SUCCESS);
     uint64_t c0 = count_allocs();
     run_noops(rpcs, inflight);
     uint64_t c1 = count_allocs();
-    assert_int_equal(core_server_stats(&client, &s1), HM_SUCCESS);
+    assert_int_equal(core_server_stats(&core_client, &s1), HM_SUCCESS);
     printf("# %s inflight %u: %llu client and %llu server allocations over %u no-op RPCs\n",
-           protocol, inflight, (unsigned long long)(c1 - c0),
+           core_protocol, inflight, (unsigned long long)(c1 - c0),
            (unsigned long long)(s1.mallocs - s0.mallocs), rpcs);
     /* No allocation per RPC. The transport may still grow a pool of its own
      * now and then (libfabric's rxm does inside fi_cq_read during bursts:
@@ -170,10 +162,11 @@ static void test_no_alloc_64_in_flight(void **state)
 
 int main(int argc, char **argv)
 {
-    protocol = argc > 1 ? argv[1] : "ucx+tcp://127.0.0.1:0";
+    if (argc > 1)
+        core_protocol = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_alloc_one_in_flight),
         cmocka_unit_test(test_no_alloc_64_in_flight),
     };
-    return cmocka_run_group_tests_name("core_alloc", tests, setup, teardown);
+    return cmocka_run_group_tests_name("core_alloc", tests, setup, core_teardown);
 }

@@ -22,26 +22,6 @@
 #include "core_test.h"
 #include "na/na.h"
 
-static const char *protocol;
-static struct core_client client;
-
-static int setup(void **state)
-{
-    return core_fixture_start(&client, protocol);
-}
-
-static int teardown(void **state)
-{
-    return core_fixture_stop(&client);
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ---- malformed messages through the raw NA layer ---------------------------- */
 
 static void raw_recv(void *arg, hm_na_addr_t *src, void *buf, size_t len, uintptr_t token)
@@ -66,14 +46,14 @@ struct raw_peer {
 static void raw_open(struct raw_peer *raw)
 {
     char uri[128];
-    const char *sep = strstr(protocol, "://");
-    snprintf(uri, sizeof(uri), "%.*s://%s", (int)(sep - protocol), protocol,
-             strstr(protocol, "+tcp") ? "127.0.0.1:0" : "");
+    const char *sep = strstr(core_protocol, "://");
+    snprintf(uri, sizeof(uri), "%.*s://%s", (int)(sep - core_protocol), core_protocol,
+             strstr(core_protocol, "+tcp") ? "127.0.0.1:0" : "");
     assert_int_equal(hm_na_class_open(uri, &raw->cls), HM_SUCCESS);
     assert_int_equal(hm_na_context_open(raw->cls, 0, raw_recv, &raw->ctx, NULL, NULL,
                                         &raw->ctx),
                      HM_SUCCESS);
-    assert_int_equal(raw->cls->c_ops.addr_lookup(raw->ctx, client.server_uri, &raw->server),
+    assert_int_equal(raw->cls->c_ops.addr_lookup(raw->ctx, core_client.server_uri, &raw->server),
                      HM_SUCCESS);
     raw->op = hm_na_op_create(raw->cls);
     raw->buf = raw->cls->c_ops.msg_buf_alloc(raw->cls, 256, &raw->desc);
@@ -97,8 +77,8 @@ static void raw_send(struct raw_peer *raw, size_t len)
     raw->op->o_arg = &done;
     assert_int_equal(hm_na_msg_send(raw->ctx, raw->server, raw->buf, len, raw->desc, raw->op),
                      HM_SUCCESS);
-    double end = now_ms() + 5000;
-    while (!done && now_ms() < end)
+    double end = core_now_ms() + 5000;
+    while (!done && core_now_ms() < end)
         hm_na_progress(raw->ctx);
     assert_true(done);
 }
@@ -108,7 +88,7 @@ static size_t raw_valid_request(struct raw_peer *raw, bool checksum)
 {
     struct hmi_wire_header hdr = {
         .flags = HMI_WIRE_F_REQUEST,
-        .rpc_id = client.ids.noop,
+        .rpc_id = core_client.ids.noop,
         .cookie = 1,
         .budget_us = HMI_WIRE_NO_BUDGET,
     };
@@ -119,7 +99,7 @@ static size_t raw_valid_request(struct raw_peer *raw, bool checksum)
 static void test_malformed_messages_dropped(void **state)
 {
     struct core_server_stats before, after;
-    assert_int_equal(core_server_stats(&client, &before), HM_SUCCESS);
+    assert_int_equal(core_server_stats(&core_client, &before), HM_SUCCESS);
     struct raw_peer raw;
     raw_open(&raw);
     uint8_t *msg = raw.buf;
@@ -144,11 +124,11 @@ static void test_malformed_messages_dropped(void **state)
     raw_send(&raw, 0); /* empty */
     raw_close(&raw);
 
-    assert_int_equal(core_server_stats(&client, &after), HM_SUCCESS);
+    assert_int_equal(core_server_stats(&core_client, &after), HM_SUCCESS);
     assert_int_equal(after.dropped_malformed - before.dropped_malformed, 6);
     assert_int_equal(after.dropped_checksum - before.dropped_checksum, 1);
     for (int i = 0; i < 10; i++)
-        assert_int_equal(core_call(&client, client.ids.noop, NULL, NULL, 5000), HM_SUCCESS);
+        assert_int_equal(core_call(&core_client, core_client.ids.noop, NULL, NULL, 5000), HM_SUCCESS);
 }
 
 /* ---- a client that dies mid-RPC ------------------------------------------------ */
@@ -161,7 +141,7 @@ static void never_called(const hm_cb_info_t *info)
 static int dying_client(void *arg)
 {
     struct core_client doomed = {0};
-    if (core_client_open(&doomed, protocol, client.server_uri) != HM_SUCCESS)
+    if (core_client_open(&doomed, core_protocol, core_client.server_uri) != HM_SUCCESS)
         _exit(2);
     struct core_ms delay = {.ms = 200};
     for (int i = 0; i < 3; i++) {
@@ -171,8 +151,8 @@ static int dying_client(void *arg)
             hm_forward(handle, &delay, never_called, NULL, NULL) != HM_SUCCESS)
             _exit(3);
     }
-    double end = now_ms() + 50;
-    while (now_ms() < end)
+    double end = core_now_ms() + 50;
+    while (core_now_ms() < end)
         hm_progress(doomed.ctx, 5);
     raise(SIGKILL); /* dies with three RPCs in flight */
     return 6;
@@ -183,13 +163,13 @@ static void test_client_dies_mid_rpc(void **state)
     struct hm_test_child doomed;
     assert_int_equal(hm_test_spawn(&doomed, dying_client, NULL), 0);
     assert_int_equal(hm_test_wait(&doomed, 30), -SIGKILL);
-    double end = now_ms() + 500; /* the server tries to answer the dead client */
-    while (now_ms() < end) {
-        hm_progress(client.ctx, 10);
-        hm_trigger(client.ctx, UINT32_MAX, NULL);
+    double end = core_now_ms() + 500; /* the server tries to answer the dead client */
+    while (core_now_ms() < end) {
+        hm_progress(core_client.ctx, 10);
+        hm_trigger(core_client.ctx, UINT32_MAX, NULL);
     }
     for (int i = 0; i < 20; i++)
-        assert_int_equal(core_call(&client, client.ids.noop, NULL, NULL, 5000), HM_SUCCESS);
+        assert_int_equal(core_call(&core_client, core_client.ids.noop, NULL, NULL, 5000), HM_SUCCESS);
 }
 
 /* ---- a server that dies --------------------------------------------------------- */
@@ -209,26 +189,26 @@ static void outcome_cb(const hm_cb_info_t *info)
 static void test_server_dies_mid_rpc(void **state)
 {
     struct core_client victim_client;
-    assert_int_equal(core_fixture_start(&victim_client, protocol), 0);
+    assert_int_equal(core_fixture_start(&victim_client, core_protocol), 0);
     hm_handle_t *handle;
     assert_int_equal(hm_handle_create(victim_client.ctx, victim_client.server,
                                       victim_client.ids.hang, &handle),
                      HM_SUCCESS);
     struct outcome o = {0};
     hm_forward_opts_t opts = {.field_mask = HM_FORWARD_OPT_TIMEOUT, .timeout_ms = 20000};
-    double start = now_ms();
+    double start = core_now_ms();
     assert_int_equal(hm_forward(handle, NULL, outcome_cb, &o, &opts), HM_SUCCESS);
-    double end = now_ms() + 200;
-    while (now_ms() < end)
+    double end = core_now_ms() + 200;
+    while (core_now_ms() < end)
         hm_progress(victim_client.ctx, 10);
     hm_test_child_kill(&victim_client.server_child);
-    while (o.calls == 0 && now_ms() - start < 25000) {
+    while (o.calls == 0 && core_now_ms() - start < 25000) {
         hm_progress(victim_client.ctx, 100);
         hm_trigger(victim_client.ctx, UINT32_MAX, NULL);
     }
     assert_int_equal(o.calls, 1);
     assert_int_equal(o.ret, HM_UNREACHABLE);
-    assert_true(now_ms() - start < 20000); /* well before its deadline */
+    assert_true(core_now_ms() - start < 20000); /* well before its deadline */
     /* A new RPC to the dead server fails at once or completes with an error. */
     struct outcome o2 = {0};
     hm_return_t ret = hm_forward(handle, NULL, outcome_cb, &o2, &opts);
@@ -245,11 +225,12 @@ static void test_server_dies_mid_rpc(void **state)
 
 int main(int argc, char **argv)
 {
-    protocol = argc > 1 ? argv[1] : "ucx+tcp://127.0.0.1:0";
+    if (argc > 1)
+        core_protocol = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_malformed_messages_dropped),
         cmocka_unit_test(test_client_dies_mid_rpc),
         cmocka_unit_test(test_server_dies_mid_rpc),
     };
-    return cmocka_run_group_tests_name("core_fault", tests, setup, teardown);
+    return cmocka_run_group_tests_name("core_fault", tests, core_setup, core_teardown);
 }

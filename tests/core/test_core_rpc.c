@@ -14,23 +14,10 @@
 
 #include "core_test.h"
 
-static const char *protocol;
-static struct core_client client;
-
-static int setup(void **state)
-{
-    return core_fixture_start(&client, protocol);
-}
-
-static int teardown(void **state)
-{
-    return core_fixture_stop(&client);
-}
-
 static void test_noop(void **state)
 {
     for (int i = 0; i < 10; i++)
-        assert_int_equal(core_call(&client, client.ids.noop, NULL, NULL, 5000), HM_SUCCESS);
+        assert_int_equal(core_call(&core_client, core_client.ids.noop, NULL, NULL, 5000), HM_SUCCESS);
 }
 
 /* Echo one string of `len` bytes and check it came back whole. */
@@ -50,11 +37,11 @@ static hm_return_t echo_len(hm_handle_t *handle, char *str, size_t len)
 
 static void test_echo_up_to_eager_limit(void **state)
 {
-    size_t limit = hm_class_eager_limit(client.cls);
+    size_t limit = hm_class_eager_limit(core_client.cls);
     size_t max_len = limit - 4 - 1; /* u32 length and NUL on the wire */
     char *str = malloc(limit + 2);
     hm_handle_t *handle;
-    assert_int_equal(hm_handle_create(client.ctx, client.server, client.ids.echo, &handle),
+    assert_int_equal(hm_handle_create(core_client.ctx, core_client.server, core_client.ids.echo, &handle),
                      HM_SUCCESS);
     size_t sizes[] = {0, 1, 2, 7, 8, 100, 1000, 4095, 4096, 8192, 32768, max_len - 1, max_len};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -91,25 +78,25 @@ static void flood_cb(const hm_cb_info_t *info)
 static void test_many_in_flight(void **state)
 {
     struct core_server_stats before, after;
-    assert_int_equal(core_server_stats(&client, &before), HM_SUCCESS);
+    assert_int_equal(core_server_stats(&core_client, &before), HM_SUCCESS);
     struct flood flood = {0};
     hm_handle_t *handles[IN_FLIGHT];
     for (unsigned i = 0; i < IN_FLIGHT; i++) {
-        assert_int_equal(hm_handle_create(client.ctx, client.server, client.ids.noop,
+        assert_int_equal(hm_handle_create(core_client.ctx, core_client.server, core_client.ids.noop,
                                           &handles[i]),
                          HM_SUCCESS);
         assert_int_equal(hm_forward(handles[i], NULL, flood_cb, &flood, NULL), HM_SUCCESS);
         flood.sent++;
     }
     while (flood.done < TOTAL_RPCS) {
-        hm_progress(client.ctx, 1000);
-        hm_trigger(client.ctx, UINT32_MAX, NULL);
+        hm_progress(core_client.ctx, 1000);
+        hm_trigger(core_client.ctx, UINT32_MAX, NULL);
     }
     for (unsigned i = 0; i < IN_FLIGHT; i++)
         hm_handle_destroy(handles[i]);
     assert_int_equal(flood.sent, TOTAL_RPCS);
     assert_int_equal(flood.failed, 0);
-    assert_int_equal(core_server_stats(&client, &after), HM_SUCCESS);
+    assert_int_equal(core_server_stats(&core_client, &after), HM_SUCCESS);
     /* The server saw each one exactly once (plus the stats call itself). */
     assert_int_equal(after.requests_received - before.requests_received, TOTAL_RPCS + 1);
 }
@@ -117,20 +104,21 @@ static void test_many_in_flight(void **state)
 static void test_unknown_rpc(void **state)
 {
     struct core_server_stats st;
-    assert_int_equal(core_call(&client, client.ids.unknown, NULL, NULL, 5000), HM_NOENTRY);
-    assert_int_equal(core_server_stats(&client, &st), HM_SUCCESS);
+    assert_int_equal(core_call(&core_client, core_client.ids.unknown, NULL, NULL, 5000), HM_NOENTRY);
+    assert_int_equal(core_server_stats(&core_client, &st), HM_SUCCESS);
     assert_true(st.noentry_replies >= 1);
-    assert_int_equal(core_call(&client, client.ids.noop, NULL, NULL, 5000), HM_SUCCESS);
+    assert_int_equal(core_call(&core_client, core_client.ids.noop, NULL, NULL, 5000), HM_SUCCESS);
 }
 
 int main(int argc, char **argv)
 {
-    protocol = argc > 1 ? argv[1] : "ucx+tcp://127.0.0.1:0";
+    if (argc > 1)
+        core_protocol = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_noop),
         cmocka_unit_test(test_echo_up_to_eager_limit),
         cmocka_unit_test(test_many_in_flight),
         cmocka_unit_test(test_unknown_rpc),
     };
-    return cmocka_run_group_tests_name("core_rpc", tests, setup, teardown);
+    return cmocka_run_group_tests_name("core_rpc", tests, core_setup, core_teardown);
 }
