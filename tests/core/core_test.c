@@ -9,6 +9,7 @@
 
 uint64_t (*core_malloc_count)(void);
 const char *core_protocol = "ucx+tcp://127.0.0.1:0";
+const hm_class_opts_t *core_class_opts;
 struct core_client core_client;
 
 /* ---- procs ---------------------------------------------------------------- */
@@ -226,7 +227,7 @@ static void server_loop(void)
 static int server_main(const char *protocol)
 {
     hm_class_t *cls;
-    if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS) {
+    if (hm_class_create(protocol, core_class_opts, &cls) != HM_SUCCESS) {
         fprintf(stderr, "server: cannot open %s: %s\n", protocol, hm_error_detail());
         return 2;
     }
@@ -298,7 +299,7 @@ hm_return_t core_client_open(struct core_client *client, const char *protocol,
     /* The client listens on the same protocol, any port. */
     snprintf(uri, sizeof(uri), "%.*s://%s", (int)(sep - protocol), protocol,
              strstr(protocol, "+tcp") ? "127.0.0.1:0" : "");
-    hm_return_t ret = hm_class_create(uri, NULL, &client->cls);
+    hm_return_t ret = hm_class_create(uri, core_class_opts, &client->cls);
     if (ret != HM_SUCCESS)
         return ret;
     ret = core_register(client->cls, &client->ids, false);

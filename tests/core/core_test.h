@@ -83,6 +83,8 @@ hm_return_t core_server_stats(struct core_client *client, struct core_server_sta
  * (cmocka group setup/teardown).
  */
 extern const char *core_protocol;
+/* Options of every class the fixture opens, server and client (NULL: defaults). */
+extern const hm_class_opts_t *core_class_opts;
 extern struct core_client core_client;
 int core_setup(void **state);
 int core_teardown(void **state);
