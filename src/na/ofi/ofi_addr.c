@@ -19,6 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "na/na_pidwatch.h"
 #include "na/ofi/ofi_internal.h"
 #include "util/compiler.h"
 #include "util/log.h"
@@ -50,25 +51,18 @@ static void addr_free(hm_na_addr_t *peer)
 /* Watch the pid of a peer that lives on this host; false if it is gone already. */
 static bool addr_watch_pid(struct ofi_context *x, hm_na_addr_t *peer)
 {
-    int fd = (int)syscall(SYS_pidfd_open, peer->a_pid, 0);
-    if (fd < 0)
-        return errno != ESRCH;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = peer};
-    if (epoll_ctl(x->x_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        close(fd);
-        return true;
-    }
-    peer->a_pidfd = fd;
-    x->x_npeers_watched++;
-    return true;
+    bool gone;
+    peer->a_pidfd = hm_na_pid_watch(x->x_epfd, peer->a_pid, peer, &gone);
+    if (peer->a_pidfd >= 0)
+        x->x_npeers_watched++;
+    return !gone;
 }
 
 static void addr_unwatch_pid(struct ofi_context *x, hm_na_addr_t *peer)
 {
     if (peer->a_pidfd < 0)
         return;
-    epoll_ctl(x->x_epfd, EPOLL_CTL_DEL, peer->a_pidfd, NULL);
-    close(peer->a_pidfd);
+    hm_na_pid_unwatch(x->x_epfd, peer->a_pidfd);
     peer->a_pidfd = -1;
     x->x_npeers_watched--;
 }

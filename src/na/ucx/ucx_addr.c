@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "na/na_pidwatch.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -197,24 +198,12 @@ static hm_na_addr_t *ucx_addr_find(struct ucx_ctx *c, const char *uri, size_t le
 /* Watch a shm peer's pid. HM_UNREACHABLE if the process is gone. */
 static hm_return_t ucx_addr_watch(struct ucx_ctx *c, hm_na_addr_t *a)
 {
-    int fd = (int)syscall(SYS_pidfd_open, a->a_pid, 0);
-    if (fd < 0) {
-        if (errno == ESRCH)
-            return HM_UNREACHABLE;
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
-                "ucx: cannot watch pid %ld (%s): its death will go unnoticed", (long)a->a_pid,
-                strerror(errno));
-        return kill(a->a_pid, 0) != 0 && errno == ESRCH ? HM_UNREACHABLE : HM_SUCCESS;
-    }
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = a};
-    if (epoll_ctl(c->c_pid_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ucx: cannot watch pid %ld: %s", (long)a->a_pid,
-                strerror(errno));
-        close(fd);
-        return HM_SUCCESS;
-    }
-    a->a_pidfd = fd;
-    c->c_npidfds++;
+    bool gone;
+    a->a_pidfd = hm_na_pid_watch(c->c_pid_epfd, a->a_pid, a, &gone);
+    if (gone)
+        return HM_UNREACHABLE;
+    if (a->a_pidfd >= 0)
+        c->c_npidfds++;
     return HM_SUCCESS;
 }
 
@@ -222,11 +211,9 @@ static void ucx_addr_unwatch(struct ucx_ctx *c, hm_na_addr_t *a)
 {
     if (a->a_pidfd < 0)
         return;
-    if (c != NULL) {
-        epoll_ctl(c->c_pid_epfd, EPOLL_CTL_DEL, a->a_pidfd, NULL);
+    if (c != NULL)
         c->c_npidfds--;
-    }
-    close(a->a_pidfd);
+    hm_na_pid_unwatch(c != NULL ? c->c_pid_epfd : -1, a->a_pidfd);
     a->a_pidfd = -1;
 }
 
