@@ -9,9 +9,11 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include <netinet/in.h>
 
@@ -80,6 +82,24 @@ static struct fi_info *ctx_info(struct ofi_class *k, unsigned int index)
     return info;
 }
 
+/*
+ * Name a shm endpoint ourselves. The provider's default name is built from
+ * the pid, and its shared-memory region outlives a process killed with
+ * SIGKILL; once the pid comes back, fi_enable fails with EBUSY. A random
+ * part makes every name new.
+ */
+static hm_return_t ctx_name_shm_endpoint(struct ofi_context *x, unsigned int index)
+{
+    uint64_t nonce;
+    if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != (ssize_t)sizeof(nonce))
+        nonce = hmi_time_ns() ^ ((uint64_t)getpid() << 32);
+    char name[64];
+    snprintf(name, sizeof(name), "hm-%ld-%u-%016llx", (long)getpid(), index,
+             (unsigned long long)nonce);
+    int rc = fi_setname(&x->x_ep->fid, name, strlen(name) + 1);
+    return rc == 0 ? HM_SUCCESS : hmi_ofi_error("fi_setname", x->x_cls->k_quirk->q_provider, rc);
+}
+
 /* Endpoint, AV and CQ, bound and enabled. */
 static hm_return_t ctx_open_endpoint(hm_na_context_t *ctx, struct ofi_context *x)
 {
@@ -108,6 +128,11 @@ static hm_return_t ctx_open_endpoint(hm_na_context_t *ctx, struct ofi_context *x
         rc = fi_ep_bind(x->x_ep, &x->x_cq->fid, FI_TRANSMIT | FI_RECV);
     if (rc != 0)
         return hmi_ofi_error("fi_ep_bind", prov, rc);
+    if (k->k_quirk->q_addr == OFI_ADDR_SHM) {
+        hm_return_t ret = ctx_name_shm_endpoint(x, ctx->x_index);
+        if (ret != HM_SUCCESS)
+            return ret;
+    }
     rc = fi_enable(x->x_ep);
     if (rc != 0)
         return hmi_ofi_error("fi_enable", prov, rc);
