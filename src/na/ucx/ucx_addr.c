@@ -371,7 +371,7 @@ static void ucx_ep_close(struct ucx_ep *e)
 }
 
 /* Connect a new endpoint to `a`. */
-static hm_return_t ucx_addr_connect(struct ucx_ctx *c, hm_na_addr_t *a)
+static hm_return_t ucx_addr_connect(struct ucx_ctx *c, hm_na_addr_t *a, struct ucx_ep **out)
 {
     struct ucx_uri u;
     if (hmi_ucx_uri_parse(a->a_uri, &u) != HM_SUCCESS)
@@ -409,11 +409,21 @@ static hm_return_t ucx_addr_connect(struct ucx_ctx *c, hm_na_addr_t *a)
         free(e);
         return HM_UNREACHABLE;
     }
+    /* UCX may hand back the endpoint it made for this peer's messages (it
+     * matches the two by worker): creating it is what makes it ours. */
+    struct ucx_ep *known = hmi_hmap_get(&c->c_by_ep, (uint64_t)(uintptr_t)ep);
+    if (known != NULL) {
+        free(e);
+        known->e_own = true;
+        *out = known;
+        return HM_SUCCESS;
+    }
+    e->e_own = true;
     if (!ucx_ep_track(c, e, ep)) {
         ucx_ep_close_mode(e, false);
         return HM_NOMEM;
     }
-    a->a_ep = e;
+    *out = e;
     return HM_SUCCESS;
 }
 
@@ -423,7 +433,7 @@ struct ucx_ep *hmi_ucx_addr_uep(hm_na_addr_t *addr)
         return NULL;
     if (hmi_likely(addr->a_ep != NULL && !addr->a_ep->e_closed))
         return addr->a_ep;
-    if (ucx_addr_connect(addr->a_ctx, addr) != HM_SUCCESS)
+    if (ucx_addr_connect(addr->a_ctx, addr, &addr->a_ep) != HM_SUCCESS)
         return NULL;
     return addr->a_ep;
 }
@@ -432,6 +442,18 @@ ucp_ep_h hmi_ucx_addr_ep(hm_na_addr_t *addr)
 {
     struct ucx_ep *e = hmi_ucx_addr_uep(addr);
     return e != NULL ? e->e_ep : NULL;
+}
+
+ucp_ep_h hmi_ucx_addr_rma_ep(hm_na_addr_t *addr)
+{
+    struct ucx_ep *e = hmi_ucx_addr_uep(addr);
+    if (e == NULL || e->e_own)
+        return e != NULL ? e->e_ep : NULL;
+    if (addr->a_rma_ep != NULL && !addr->a_rma_ep->e_closed)
+        return addr->a_rma_ep->e_ep;
+    if (ucx_addr_connect(addr->a_ctx, addr, &addr->a_rma_ep) != HM_SUCCESS)
+        return NULL;
+    return addr->a_rma_ep->e_ep;
 }
 
 /* tcp listener: a peer connects; its first message will name it. */
@@ -452,6 +474,7 @@ static void ucx_conn_cb(ucp_conn_request_h req, void *arg)
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
         .err_handler = {.cb = ucx_ep_err_cb, .arg = e},
     };
+    e->e_own = true;
     ucp_ep_h ep;
     ucs_status_t status = ucp_ep_create(c->c_worker, &params, &ep);
     if (status != UCS_OK) {
@@ -821,6 +844,7 @@ void hmi_ucx_addr_fini(struct ucx_ctx *c)
         ucx_addr_unwatch(c, a);
         a->a_ctx = NULL; /* survivors are only freed by the core's unref */
         a->a_ep = NULL;
+        a->a_rma_ep = NULL;
         a->a_in_map = false;
         hmi_ucx_addr_unref(a);
     }

@@ -141,6 +141,7 @@ struct ucx_ep {
     bool e_closed;          /* ucp_ep_close_nbx called (or detached), e_ep invalid */
     bool e_failed;          /* error callback ran */
     bool e_peer_bound;      /* a message came on it: the peer names our sends */
+    bool e_own;             /* created by our ucp_ep_create (not a UCX reply ep) */
     bool e_close_released;  /* close request given back to UCX unfinished */
     void *e_close_req;      /* ucp_ep_close_nbx request in flight, or NULL */
     struct hmi_list e_link; /* ctx->c_eps */
@@ -154,6 +155,7 @@ struct hm_na_addr {
     size_t a_uri_len;
     uint64_t a_hash;
     struct ucx_ep *a_ep;     /* endpoint used for sends; NULL until needed */
+    struct ucx_ep *a_rma_ep; /* our own endpoint for RMA when a_ep is a reply ep */
     pid_t a_pid;             /* shm: the peer's pid; 0 if unknown */
     int a_pidfd;             /* shm: -1 if none */
     bool a_self;
@@ -309,6 +311,9 @@ void hmi_ucx_addr_unref(hm_na_addr_t *addr);
 hm_return_t hmi_ucx_addr_init(struct ucx_ctx *c);
 /* The endpoint to send to `addr` on, connecting if needed; NULL if dead. */
 ucp_ep_h hmi_ucx_addr_ep(hm_na_addr_t *addr);
+/* The endpoint for RMA to `addr`: one we created (UCX 1.13 asserts in
+ * ucp_get_nbx on the reply endpoints it makes for worker-address peers). */
+ucp_ep_h hmi_ucx_addr_rma_ep(hm_na_addr_t *addr);
 /* The same, as the plugin's endpoint record. */
 struct ucx_ep *hmi_ucx_addr_uep(hm_na_addr_t *addr);
 /* The address an incoming message came from (reply_ep + header). */

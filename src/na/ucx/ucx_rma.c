@@ -107,7 +107,7 @@ hm_return_t hmi_ucx_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const 
     if (head[0] != UCX_KEY_MAGIC || head[1] != key_len - UCX_KEY_FIXED ||
         (head[1] == 0) != (range[1] == 0) || range[0] + range[1] < range[0])
         goto bad;
-    ucp_ep_h ep = hmi_ucx_addr_ep(peer);
+    ucp_ep_h ep = hmi_ucx_addr_rma_ep(peer);
     if (ep == NULL)
         return HM_UNREACHABLE;
     struct ucx_rkey *k = calloc(1, sizeof(*k));
@@ -150,7 +150,7 @@ hm_return_t hmi_ucx_rma_post(struct ucx_ctx *c, hm_na_op_t *op)
     /* Never touch a dead shm peer's memory: cma with error mode NONE is fatal. */
     if (hmi_ucx_addr_exited(p->p_addr))
         return HM_UNREACHABLE;
-    ucp_ep_h ep = hmi_ucx_addr_ep(p->p_addr);
+    ucp_ep_h ep = hmi_ucx_addr_rma_ep(p->p_addr);
     if (ep == NULL)
         return HM_UNREACHABLE;
     struct ucx_rkey *k = p->p_rkey;
