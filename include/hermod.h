@@ -8,5 +8,6 @@
 #include <hermod/types.h>
 #include <hermod/proc.h>
 #include <hermod/core.h>
+#include <hermod/bulk.h>
 
 #endif /* HERMOD_H */

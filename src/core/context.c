@@ -272,6 +272,7 @@ hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
     ctx->c_index = (uint16_t)cls->k_next_ctx;
     ctx_apply_opts(ctx, opts, &pool_size);
     hmi_list_init(&ctx->c_comp);
+    hmi_list_init(&ctx->c_comp_bulk);
     hmi_list_init(&ctx->c_free_handles);
     hmi_list_init(&ctx->c_free_sends);
     hm_return_t ret = hmi_hmap_init(&ctx->c_addr_cache, 64);
@@ -308,11 +309,11 @@ hm_return_t hm_context_destroy(hm_context_t *ctx)
 {
     if (ctx == NULL)
         return HM_INVALID_ARG;
-    if (ctx->c_handles_alive != 0 || !hmi_list_empty(&ctx->c_comp)) {
+    if (ctx->c_handles_alive != 0 || ctx->c_bulks_alive != 0 || hmi_comp_pending(ctx)) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-                "context %u destroyed with %u handles alive%s", ctx->c_index,
-                ctx->c_handles_alive,
-                hmi_list_empty(&ctx->c_comp) ? "" : " and callbacks not triggered");
+                "context %u destroyed with %u handles and %u bulk transfers alive%s",
+                ctx->c_index, ctx->c_handles_alive, ctx->c_bulks_alive,
+                hmi_comp_pending(ctx) ? " and callbacks not triggered" : "");
         return HM_BUSY;
     }
     hmi_addr_cache_clear(ctx);

@@ -14,6 +14,7 @@
 #ifndef HM_CORE_INTERNAL_H
 #define HM_CORE_INTERNAL_H
 
+#include <hermod/bulk.h>
 #include <hermod/core.h>
 
 #include "core/timer.h"
@@ -23,6 +24,7 @@
 #include "util/list.h"
 
 #define HMI_CTX_MAX 65535u
+#define HMI_HANDLE_PINS 8u /* bulk handles one request may carry */
 
 struct hmi_rpc_info {
     hm_id_t r_id;
@@ -109,6 +111,10 @@ struct hm_handle {
     void *h_cb_arg;
     hm_return_t h_ret;
     struct hmi_timer h_timer;
+    /* Bulk handles carried by the request in flight, one reference each: the
+     * peer may transfer from them until the RPC completes. */
+    hm_bulk_t *h_pins[HMI_HANDLE_PINS];
+    uint32_t h_npins;
 
     /* server */
     uint64_t h_peer_cookie;
@@ -131,6 +137,8 @@ struct hm_context {
     uint32_t c_spin_us;
 
     struct hmi_list c_comp;           /* handles with a callback due */
+    struct hmi_list c_comp_bulk;      /* finished bulk transfers (bulk_api.c) */
+    uint32_t c_bulks_alive;           /* transfers started, callback not run yet */
     struct hmi_list c_free_handles;
     hm_handle_t **c_table;            /* slot -> handle, for cookies */
     uint32_t c_table_size;
@@ -157,6 +165,15 @@ struct hmi_send_slot *hmi_send_slot_get(hm_context_t *ctx);
 void hmi_send_slot_put(struct hmi_send_slot *slot);
 void hmi_comp_enqueue(hm_handle_t *handle, enum hmi_comp_kind kind);
 
+/* A callback is due: a handle or a bulk transfer is queued. */
+static inline bool hmi_comp_pending(const hm_context_t *ctx)
+{
+    return !hmi_list_empty(&ctx->c_comp) || !hmi_list_empty(&ctx->c_comp_bulk);
+}
+
+/* bulk_api.c: run the callback of one finished bulk transfer, if any is queued. */
+bool hmi_bulk_trigger_one(hm_context_t *ctx);
+
 /* addr.c */
 hm_addr_t *hmi_addr_create(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index);
 hm_addr_t *hmi_addr_cached(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index);
@@ -164,6 +181,9 @@ void hmi_addr_cache_drop(hm_context_t *ctx, hm_na_addr_t *na);
 void hmi_addr_cache_clear(hm_context_t *ctx);
 
 /* handle.c */
+/* Pin a bulk handle (one reference) on `handle` (an hm_handle_t *) until hmi_handle_unpin. */
+hm_return_t hmi_handle_pin(void *handle, void *bulk);
+void hmi_handle_unpin(hm_handle_t *handle);
 void hmi_handle_release_msg(hm_handle_t *handle);
 void hmi_handle_set_msg(hm_handle_t *handle, void *buf, size_t len, uintptr_t token);
 void *hmi_handle_payload(const hm_handle_t *handle, size_t *len_out);
@@ -171,8 +191,14 @@ hm_return_t hmi_handle_decode(hm_handle_t *handle, hm_proc_cb_t proc, void *data
 hm_return_t hmi_handle_free_decoded(hm_handle_t *handle, hm_proc_cb_t proc, void *data);
 
 /* send.c */
+/*
+ * hmi_send_encode: header and payload into the slot. With `pin_to`, every
+ * bulk handle encoded is pinned on that handle (hmi_handle_pin); the caller
+ * unpins on error.
+ */
 hm_return_t hmi_send_encode(struct hmi_send_slot *slot, const struct hmi_wire_header *hdr,
-                            hm_proc_cb_t proc, const void *data, size_t *len_out);
+                            hm_proc_cb_t proc, const void *data, hm_handle_t *pin_to,
+                            size_t *len_out);
 hm_return_t hmi_send_post(struct hmi_send_slot *slot, hm_addr_t *dest, size_t len);
 hm_return_t hmi_send_error_reply(hm_context_t *ctx, hm_na_addr_t *dest,
                                  const struct hmi_wire_header *req, hm_return_t error);

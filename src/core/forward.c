@@ -38,6 +38,7 @@ void hmi_forward_complete(hm_handle_t *handle, hm_return_t ret)
     hm_context_t *ctx = handle->h_ctx;
     handle->h_state = HMI_H_DONE;
     handle->h_ret = ret;
+    hmi_handle_unpin(handle); /* the peer is done with the request's bulk handles */
     hmi_timer_remove(&ctx->c_timers, &handle->h_timer);
     forward_count(ctx, ret);
     hmi_comp_enqueue(handle, HMI_COMP_FORWARD);
@@ -114,9 +115,9 @@ hm_return_t hm_forward(hm_handle_t *handle, const void *in, hm_cb_t cb, void *ar
         .budget_us = forward_budget(timeout_ms),
     };
     size_t len;
-    ret = hmi_send_encode(slot, &hdr, handle->h_rpc->r_in_proc, in, &len);
+    ret = hmi_send_encode(slot, &hdr, handle->h_rpc->r_in_proc, in, handle, &len);
     if (ret != HM_SUCCESS)
-        goto err_slot;
+        goto err_unpin;
     slot->s_kind = HMI_SEND_REQUEST;
     slot->s_cookie = hdr.cookie;
     ret = forward_arm(handle, cb, arg, timeout_ms);
@@ -130,7 +131,8 @@ hm_return_t hm_forward(hm_handle_t *handle, const void *in, hm_cb_t cb, void *ar
 
 err_unwind:
     forward_unwind(handle);
-err_slot:
+err_unpin:
+    hmi_handle_unpin(handle);
     hmi_send_slot_put(slot);
     return ret;
 }

@@ -168,3 +168,25 @@ hm_return_t hm_free_output(hm_handle_t *handle, void *out)
         return HM_INVALID_ARG;
     return hmi_handle_free_decoded(handle, handle->h_rpc->r_out_proc, out);
 }
+
+/* ---- bulk handles pinned by a request in flight ------------------------------ */
+
+hm_return_t hmi_handle_pin(void *arg, void *bulk)
+{
+    hm_handle_t *handle = arg;
+    if (handle->h_npins == HMI_HANDLE_PINS) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
+                "RPC 0x%08x carries more than %u bulk handles", handle->h_id,
+                HMI_HANDLE_PINS);
+        return HM_NOT_SUPPORTED;
+    }
+    hm_bulk_ref(bulk);
+    handle->h_pins[handle->h_npins++] = bulk;
+    return HM_SUCCESS;
+}
+
+void hmi_handle_unpin(hm_handle_t *handle)
+{
+    while (handle->h_npins > 0)
+        hm_bulk_free(handle->h_pins[--handle->h_npins]);
+}

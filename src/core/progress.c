@@ -43,12 +43,12 @@ hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms)
     uint64_t deadline = start + (uint64_t)timeout_ms * 1000000u;
     uint64_t spin_until = start + (uint64_t)ctx->c_spin_us * 1000u;
     for (;;) {
-        if (!hmi_list_empty(&ctx->c_comp))
+        if (hmi_comp_pending(ctx))
             return HM_SUCCESS;
         int events = hm_na_progress(ctx->c_na);
         uint64_t now = hmi_time_ns();
         hmi_forward_expire(ctx, now);
-        if (!hmi_list_empty(&ctx->c_comp))
+        if (hmi_comp_pending(ctx))
             return HM_SUCCESS;
         if (now >= deadline)
             return HM_TIMEOUT;
@@ -92,10 +92,13 @@ hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max, unsigned int *count_
         return HM_INVALID_ARG;
     unsigned int count = 0;
     struct hmi_list *link;
+    /* Handles first, then bulk transfers: no order is promised between them. */
     while (count < max && (link = hmi_list_pop_front(&ctx->c_comp)) != NULL) {
         trigger_one(hmi_container_of(link, hm_handle_t, h_link));
         count++;
     }
+    while (count < max && hmi_bulk_trigger_one(ctx))
+        count++;
     if (count_out)
         *count_out = count;
     return count ? HM_SUCCESS : HM_TIMEOUT;

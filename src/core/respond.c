@@ -152,7 +152,7 @@ static hm_return_t respond_post(hm_handle_t *handle, const void *out, hm_return_
     };
     size_t len;
     hm_proc_cb_t proc = error == HM_SUCCESS ? handle->h_rpc->r_out_proc : NULL;
-    hm_return_t ret = hmi_send_encode(slot, &hdr, proc, out, &len);
+    hm_return_t ret = hmi_send_encode(slot, &hdr, proc, out, NULL, &len);
     if (ret != HM_SUCCESS)
         goto err_slot;
     slot->s_kind = HMI_SEND_RESPONSE;

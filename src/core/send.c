@@ -11,14 +11,18 @@
  * CRC covers the payload). HM_MSGSIZE if the payload exceeds the eager limit.
  */
 hm_return_t hmi_send_encode(struct hmi_send_slot *slot, const struct hmi_wire_header *hdr,
-                            hm_proc_cb_t proc, const void *data, size_t *len_out)
+                            hm_proc_cb_t proc, const void *data, hm_handle_t *pin_to,
+                            size_t *len_out)
 {
     hm_class_t *cls = slot->s_ctx->c_class;
     size_t room = cls->k_msg_limit - HMI_WIRE_HEADER_SIZE;
-    size_t used = 0;
     char *payload = (char *)slot->s_buf + HMI_WIRE_HEADER_SIZE;
-    hm_return_t ret = hmi_proc_run(proc, HM_PROC_ENCODE, payload, room, (void *)data, cls,
-                                   &used);
+    hm_proc_t p;
+    hmi_proc_init(&p, HM_PROC_ENCODE, payload, room, cls);
+    if (pin_to != NULL)
+        hmi_proc_set_pin(&p, hmi_handle_pin, pin_to);
+    hm_return_t ret = proc != NULL ? proc(&p, (void *)data) : HM_SUCCESS;
+    size_t used = hm_proc_get_size(&p);
     if (ret != HM_SUCCESS) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "cannot encode RPC 0x%08x: %s",
                 hdr->rpc_id, hm_strerror(ret));

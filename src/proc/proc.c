@@ -57,6 +57,19 @@ void hmi_proc_init(hm_proc_t *proc, hm_proc_op_t op, void *buf, size_t size, voi
     proc->p_pos = 0;
     proc->p_overflow = false;
     proc->p_user = user;
+    proc->p_pin = NULL;
+    proc->p_pin_arg = NULL;
+}
+
+void hmi_proc_set_pin(hm_proc_t *proc, hm_return_t (*pin)(void *arg, void *obj), void *arg)
+{
+    proc->p_pin = pin;
+    proc->p_pin_arg = arg;
+}
+
+hm_return_t hmi_proc_pin(hm_proc_t *proc, void *obj)
+{
+    return proc->p_pin != NULL ? proc->p_pin(proc->p_pin_arg, obj) : HM_SUCCESS;
 }
 
 bool hmi_proc_overflowed(const hm_proc_t *proc)

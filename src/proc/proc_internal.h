@@ -25,6 +25,8 @@ struct hm_proc {
     size_t p_pos;    /* bytes encoded (needed) or decoded so far */
     bool p_overflow; /* encode: something did not fit, p_pos > p_size */
     void *p_user;    /* the core's class, for procs of addresses and bulk handles */
+    hm_return_t (*p_pin)(void *arg, void *obj); /* encode: keep `obj` alive (may be NULL) */
+    void *p_pin_arg;
 };
 
 /*
@@ -34,6 +36,16 @@ struct hm_proc {
  * Decoding arrays on big-endian hosts byte-swaps them in place in `buf`.
  */
 void hmi_proc_init(hm_proc_t *proc, hm_proc_op_t op, void *buf, size_t size, void *user);
+
+/*
+ * hmi_proc_set_pin: while encoding, objects that must outlive the message
+ * (bulk handles a peer will transfer from) are handed to `pin(arg, obj)`,
+ * which takes a reference on them for the caller. Default: none.
+ */
+void hmi_proc_set_pin(hm_proc_t *proc, hm_return_t (*pin)(void *arg, void *obj), void *arg);
+
+/* hmi_proc_pin: hand `obj` to the proc's pin function; HM_SUCCESS if there is none. */
+hm_return_t hmi_proc_pin(hm_proc_t *proc, void *obj);
 
 /* hmi_proc_overflowed: an encode did not fit; hm_proc_get_size is the size needed. */
 bool hmi_proc_overflowed(const hm_proc_t *proc);

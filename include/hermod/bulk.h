@@ -1,0 +1,142 @@
+/*
+ * Hermod bulk: registered memory handles and pull/push transfers between a
+ * local handle and a peer's handle.
+ *
+ * A bulk handle describes one or more segments of memory (a scatter list).
+ * The owner creates it with hm_bulk_create (which registers the memory) and
+ * sends it to a peer inside an RPC with hm_proc_bulk; the peer decodes a
+ * *remote* handle and moves any byte range between it and one of its own
+ * handles with hm_bulk_transfer.
+ *
+ * Handles are reference-counted. hm_bulk_create returns one reference; every
+ * transfer holds one on each of its two handles until its callback has run,
+ * so freeing a handle while a transfer uses it is safe: the memory stays
+ * registered until the last reference goes.
+ *
+ * Threading: as for the core, a context and the transfers on it are driven by
+ * one thread at a time. A remote handle caches the keys it unpacks per
+ * (context, peer); free it from the thread of the contexts it was used on,
+ * before those contexts are destroyed.
+ */
+#ifndef HERMOD_BULK_H
+#define HERMOD_BULK_H
+
+#include <hermod/core.h>
+#include <hermod/proc.h>
+#include <hermod/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hm_bulk hm_bulk_t;
+typedef struct hm_bulk_op_id hm_bulk_op_id_t;
+
+/* What remote peers may do with a handle's memory. */
+typedef enum hm_bulk_perm {
+    HM_BULK_READ_ONLY = 1,  /* peers may pull from it */
+    HM_BULK_WRITE_ONLY = 2, /* peers may push into it */
+    HM_BULK_READ_WRITE = 3,
+} hm_bulk_perm_t;
+
+/* Direction of a transfer, seen from the caller. */
+typedef enum hm_bulk_op {
+    HM_BULK_PULL = 0, /* origin (remote) -> local */
+    HM_BULK_PUSH = 1, /* local -> origin (remote) */
+} hm_bulk_op_t;
+
+/* Most segments a handle may have (create and decode refuse more). */
+#define HM_BULK_MAX_SEGMENTS 65536u
+
+/*
+ * hm_bulk_create: describe and register `count` segments (`bufs[i]`,
+ * `sizes[i]` bytes, none empty) for `perm`. Blocks while registering. The
+ * memory must stay allocated until the handle's last reference is gone.
+ * Returns one reference in `*bulk_out`. Errors: HM_INVALID_ARG (count 0 or
+ * above HM_BULK_MAX_SEGMENTS, NULL or empty segment, unknown perm),
+ * HM_NOMEM, or the transport's registration error.
+ */
+HM_EXPORT hm_return_t hm_bulk_create(hm_class_t *cls, uint32_t count, void *const *bufs,
+                                     const size_t *sizes, hm_bulk_perm_t perm,
+                                     hm_bulk_t **bulk_out);
+/* hm_bulk_size: total bytes over all segments. */
+HM_EXPORT size_t hm_bulk_size(const hm_bulk_t *bulk);
+/* hm_bulk_segment_count: number of segments. */
+HM_EXPORT uint32_t hm_bulk_segment_count(const hm_bulk_t *bulk);
+/* hm_bulk_ref: take another reference. */
+HM_EXPORT void hm_bulk_ref(hm_bulk_t *bulk);
+/*
+ * hm_bulk_free: drop a reference (NULL is ignored). With the last one the
+ * memory is deregistered (local handle) or the cached keys released (remote).
+ */
+HM_EXPORT void hm_bulk_free(hm_bulk_t *bulk);
+
+/*
+ * hm_proc_bulk: proc of a handle; `data` is a hm_bulk_t **. Encode: the
+ * segment count, total size, permission and each segment's length and key
+ * (NULL encodes as "no handle"). Decode: a new remote handle (one
+ * reference, owned by the decoded struct; hm_bulk_ref it to keep it past
+ * hm_free_input), or NULL. Free: drops that reference.
+ */
+HM_EXPORT hm_return_t hm_proc_bulk(hm_proc_t *proc, void *data);
+
+/* ---- Transfers -------------------------------------------------------------- */
+
+/* What to move. */
+typedef struct hm_bulk_xfer {
+    hm_bulk_op_t op;         /* PULL or PUSH */
+    hm_addr_t *origin_addr;  /* the peer that owns `origin` (an address of ctx) */
+    hm_bulk_t *origin;       /* the peer's handle (decoded from an RPC) */
+    size_t origin_off;       /* byte offset into origin */
+    hm_bulk_t *local;        /* a handle this process created */
+    size_t local_off;        /* byte offset into local */
+    size_t size;             /* bytes to move */
+} hm_bulk_xfer_t;
+
+enum hm_bulk_opt_field {
+    HM_BULK_OPT_CHUNK_SIZE = 1u << 0, /* .chunk_size */
+    HM_BULK_OPT_DEPTH = 1u << 1,      /* .depth */
+};
+
+typedef struct hm_bulk_opts {
+    uint64_t field_mask;
+    size_t chunk_size; /* largest piece per transport operation (default 1 MiB) */
+    uint32_t depth;    /* pieces in flight at most (default 4, at most 256) */
+} hm_bulk_opts_t;
+
+typedef struct hm_bulk_cb_info {
+    hm_return_t ret;     /* HM_SUCCESS, the first error met, or HM_CANCELED */
+    hm_bulk_op_id_t *op; /* the transfer (valid until the callback returns) */
+    void *arg;           /* the user's argument */
+} hm_bulk_cb_info_t;
+
+typedef void (*hm_bulk_cb_t)(const hm_bulk_cb_info_t *info);
+
+/*
+ * hm_bulk_transfer: move `xfer->size` bytes between the two handles. Does not
+ * block; `cb` runs exactly once, from hm_trigger on `ctx`, when every piece
+ * has completed. Checked before any traffic, failing at once (cb does not
+ * run): ranges inside both handles and an address of `ctx`
+ * (HM_INVALID_ARG), permission (HM_PERMISSION: a pull needs the origin
+ * readable by peers and the local handle writable, a push the reverse),
+ * keys that do not unpack (HM_PROTOCOL_ERROR), HM_NOMEM. Both handles are
+ * referenced until the callback has run. `opts` may be NULL; `op_out` (may
+ * be NULL) gets the transfer for hm_bulk_cancel, valid until cb returns.
+ */
+HM_EXPORT hm_return_t hm_bulk_transfer(hm_context_t *ctx, const hm_bulk_xfer_t *xfer,
+                                       const hm_bulk_opts_t *opts, hm_bulk_cb_t cb, void *arg,
+                                       hm_bulk_op_id_t **op_out);
+/*
+ * hm_bulk_cancel: stop posting pieces and abort those in flight; the callback
+ * then runs once, from hm_trigger, with HM_CANCELED (or the error met
+ * before) when the last piece has let go. Does not block. HM_NOENTRY if the
+ * transfer had already finished (its callback is queued; its status stands).
+ * `op` must not be used after its callback has returned.
+ */
+HM_EXPORT hm_return_t hm_bulk_cancel(hm_bulk_op_id_t *op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HERMOD_BULK_H */

@@ -1,0 +1,98 @@
+/*
+ * Bulk internals shared by src/bulk and the core's thin wrappers
+ * (src/core/bulk_api.c). The bulk layer works on NA objects only; it never
+ * includes core headers.
+ *
+ * Ownership:
+ *  - a handle owns its segment table, its packed keys and, when local, its
+ *    NA memory registrations; remote handles own the keys they unpacked, per
+ *    (NA context, peer), in b_rkeys (the peer address is referenced);
+ *  - a transfer owns its NA ops and one reference on each of its handles.
+ */
+#ifndef HM_BULK_INTERNAL_H
+#define HM_BULK_INTERNAL_H
+
+#include <hermod/bulk.h>
+
+#include "bulk/bulk_walk.h"
+#include "na/na.h"
+#include "util/list.h"
+
+/* Keys of a remote handle unpacked for one (NA context, peer). */
+struct hmi_bulk_rkeys {
+    struct hmi_bulk_rkeys *r_next;
+    hm_na_context_t *r_ctx;
+    hm_na_addr_t *r_peer;   /* one reference */
+    void *r_keys[];         /* one per segment */
+};
+
+struct hm_bulk {
+    uint32_t b_refs;
+    uint32_t b_count;          /* segments */
+    size_t b_size;             /* total bytes */
+    hm_bulk_perm_t b_perm;
+    hm_na_class_t *b_class;    /* local handles: the class registered with; remote: NULL */
+    size_t *b_lens;            /* [b_count] segment lengths */
+    hm_na_mem_t **b_mems;      /* local: [b_count] registrations; remote: NULL */
+    uint8_t **b_keys;          /* [b_count] packed keys (into b_key_store) */
+    uint32_t *b_key_lens;      /* [b_count] */
+    uint8_t *b_key_store;      /* all packed keys, back to back */
+    struct hmi_bulk_rkeys *b_rkeys; /* remote: unpacked keys cache */
+};
+
+/* Largest packed key accepted from the wire. */
+#define HMI_BULK_MAX_KEY 4096u
+
+/* bulk_handle.c */
+hm_return_t hmi_bulk_create(hm_na_class_t *na, uint32_t count, void *const *bufs,
+                            const size_t *sizes, hm_bulk_perm_t perm, hm_bulk_t **bulk_out);
+/* An empty handle with room for `count` segments whose keys total `key_bytes`. */
+hm_bulk_t *hmi_bulk_alloc(uint32_t count, size_t key_bytes);
+/*
+ * hmi_bulk_rkeys_get: the keys of `bulk` unpacked for (`ctx`, `peer`), from
+ * the cache or unpacked now (once). HM_PROTOCOL_ERROR for a bad key.
+ */
+hm_return_t hmi_bulk_rkeys_get(hm_bulk_t *bulk, hm_na_context_t *ctx, hm_na_addr_t *peer,
+                               void ***keys_out);
+
+/* bulk_transfer.c */
+struct hm_bulk_op_id {
+    hm_na_context_t *t_ctx;
+    hm_na_addr_t *t_peer;        /* borrowed: the origin handle's rkey cache holds a ref */
+    hm_bulk_t *t_local;          /* one reference */
+    hm_bulk_t *t_origin;         /* one reference */
+    void **t_rkeys;              /* origin's keys for (t_ctx, t_peer) */
+    bool t_pull;
+    bool t_canceled;
+    bool t_finished;             /* every piece completed; completion handed to the core */
+    hm_return_t t_status;        /* first error, or HM_CANCELED */
+    struct hmi_bulk_walk t_walk;
+    uint32_t t_depth;
+    uint32_t t_inflight;
+    uint32_t t_nidle;
+    hm_bulk_cb_t t_cb;
+    void *t_cb_arg;
+    /* The core's hook: called once when the transfer has finished. */
+    void (*t_done)(hm_bulk_op_id_t *op, void *arg);
+    void *t_done_arg;
+    struct hmi_list t_link;      /* the core's completion queue */
+    hm_na_op_t **t_ops;          /* [t_depth] all NA ops */
+    hm_na_op_t **t_idle;         /* [t_depth] stack of idle NA ops */
+};
+
+/*
+ * hmi_bulk_transfer_start: check and start a transfer on NA objects (see
+ * hm_bulk_transfer for the checks). When every piece has completed,
+ * `done(op, done_arg)` is called once, from inside NA progress or from this
+ * call itself (nothing to move, or the first post failed); the core then
+ * queues the op and later runs hmi_bulk_transfer_finish from hm_trigger.
+ */
+hm_return_t hmi_bulk_transfer_start(hm_na_context_t *ctx, hm_na_addr_t *peer,
+                                    const hm_bulk_xfer_t *xfer, const hm_bulk_opts_t *opts,
+                                    hm_bulk_cb_t cb, void *arg,
+                                    void (*done)(hm_bulk_op_id_t *, void *), void *done_arg,
+                                    hm_bulk_op_id_t **op_out);
+/* hmi_bulk_transfer_finish: run the user callback, drop the references, free the op. */
+void hmi_bulk_transfer_finish(hm_bulk_op_id_t *op);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * hm_proc_bulk: a bulk handle on the wire.
+ *
+ *   u32 count          0: no handle (NULL); at most HM_BULK_MAX_SEGMENTS
+ *   u8  perm           hm_bulk_perm_t (1..3)
+ *   u64 total          sum of the segment lengths
+ *   count times:
+ *     u64 len          > 0
+ *     bytes key        u64 length (1..HMI_BULK_MAX_KEY) then the packed key
+ *
+ * Decode builds a remote handle that owns a copy of the keys, so it does not
+ * depend on the receive buffer: a user may keep it (hm_bulk_ref) after
+ * hm_free_input. Decoding needs no class: keys are unpacked only when a
+ * transfer first uses the handle on a context.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bulk/bulk_internal.h"
+#include "proc/proc_internal.h"
+#include "util/log.h"
+
+/* Smallest encoding of one segment: its length and its key's length. */
+#define BULK_SEG_MIN_WIRE 16u
+
+struct bulk_wire_seg {
+    uint64_t len;
+    hm_bytes_t key;
+};
+
+static hm_return_t bulk_bad(const char *what)
+{
+    hmi_log(HMI_SUBSYS_BULK, HMI_LOG_DEBUG, "bulk handle decode: %s", what);
+    return HM_PROTOCOL_ERROR;
+}
+
+static hm_return_t bulk_encode(hm_proc_t *proc, hm_bulk_t *bulk)
+{
+    uint32_t count = bulk ? bulk->b_count : 0;
+    hm_return_t ret = hm_proc_uint32(proc, &count);
+    if (ret != HM_SUCCESS || count == 0)
+        return ret;
+    uint8_t perm = (uint8_t)bulk->b_perm;
+    uint64_t total = bulk->b_size;
+    if ((ret = hm_proc_uint8(proc, &perm)) != HM_SUCCESS ||
+        (ret = hm_proc_uint64(proc, &total)) != HM_SUCCESS)
+        return ret;
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t len = bulk->b_lens[i];
+        hm_bytes_t key = {.data = bulk->b_keys[i], .len = bulk->b_key_lens[i]};
+        if ((ret = hm_proc_uint64(proc, &len)) != HM_SUCCESS ||
+            (ret = hm_proc_bytes(proc, &key)) != HM_SUCCESS)
+            return ret;
+    }
+    /* The core pins the handle until the RPC carrying it has completed. */
+    return hmi_proc_pin(proc, bulk);
+}
+
+/* Read and check every segment into `segs`; `key_bytes_out` gets their key total. */
+static hm_return_t bulk_decode_segs(hm_proc_t *proc, struct bulk_wire_seg *segs,
+                                    uint32_t count, uint64_t total, size_t *key_bytes_out)
+{
+    uint64_t sum = 0;
+    size_t key_bytes = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        hm_return_t ret = hm_proc_uint64(proc, &segs[i].len);
+        if (ret == HM_SUCCESS)
+            ret = hm_proc_bytes(proc, &segs[i].key);
+        if (ret != HM_SUCCESS)
+            return ret;
+        if (segs[i].len == 0 || segs[i].len > SIZE_MAX || segs[i].len > UINT64_MAX - sum)
+            return bulk_bad("segment length is 0 or too large");
+        if (segs[i].key.len == 0 || segs[i].key.len > HMI_BULK_MAX_KEY)
+            return bulk_bad("key length out of bounds");
+        sum += segs[i].len;
+        key_bytes += (size_t)segs[i].key.len;
+    }
+    if (sum != total || total > SIZE_MAX)
+        return bulk_bad("segment lengths do not add up to the total");
+    *key_bytes_out = key_bytes;
+    return HM_SUCCESS;
+}
+
+static hm_bulk_t *bulk_remote_build(const struct bulk_wire_seg *segs, uint32_t count,
+                                    hm_bulk_perm_t perm, uint64_t total, size_t key_bytes)
+{
+    hm_bulk_t *bulk = hmi_bulk_alloc(count, key_bytes);
+    if (bulk == NULL)
+        return NULL;
+    bulk->b_perm = perm;
+    bulk->b_size = (size_t)total;
+    uint8_t *p = bulk->b_key_store;
+    for (uint32_t i = 0; i < count; i++) {
+        bulk->b_lens[i] = (size_t)segs[i].len;
+        bulk->b_keys[i] = p;
+        bulk->b_key_lens[i] = (uint32_t)segs[i].key.len;
+        memcpy(p, segs[i].key.data, (size_t)segs[i].key.len);
+        p += segs[i].key.len;
+    }
+    return bulk;
+}
+
+static hm_return_t bulk_decode(hm_proc_t *proc, hm_bulk_t **bulk_out)
+{
+    uint32_t count;
+    uint8_t perm;
+    uint64_t total;
+    size_t key_bytes = 0;
+    *bulk_out = NULL;
+    hm_return_t ret = hm_proc_uint32(proc, &count);
+    if (ret != HM_SUCCESS || count == 0)
+        return ret;
+    if (count > HM_BULK_MAX_SEGMENTS)
+        return bulk_bad("too many segments");
+    if ((ret = hm_proc_uint8(proc, &perm)) != HM_SUCCESS ||
+        (ret = hm_proc_uint64(proc, &total)) != HM_SUCCESS)
+        return ret;
+    if (perm < HM_BULK_READ_ONLY || perm > HM_BULK_READ_WRITE)
+        return bulk_bad("unknown permission");
+    if (hmi_proc_remaining(proc) / BULK_SEG_MIN_WIRE < count)
+        return bulk_bad("segment count larger than the message");
+    struct bulk_wire_seg *segs = calloc(count, sizeof(*segs));
+    if (segs == NULL)
+        return HM_NOMEM;
+    ret = bulk_decode_segs(proc, segs, count, total, &key_bytes);
+    if (ret == HM_SUCCESS) {
+        *bulk_out = bulk_remote_build(segs, count, (hm_bulk_perm_t)perm, total, key_bytes);
+        if (*bulk_out == NULL)
+            ret = HM_NOMEM;
+    }
+    free(segs);
+    return ret;
+}
+
+hm_return_t hm_proc_bulk(hm_proc_t *proc, void *data)
+{
+    hm_bulk_t **bulkp = data;
+    switch (hm_proc_get_op(proc)) {
+    case HM_PROC_ENCODE:
+        return bulk_encode(proc, *bulkp);
+    case HM_PROC_DECODE:
+        return bulk_decode(proc, bulkp);
+    case HM_PROC_FREE:
+        hm_bulk_free(*bulkp);
+        *bulkp = NULL;
+        return HM_SUCCESS;
+    }
+    return HM_INVALID_ARG;
+}

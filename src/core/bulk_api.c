@@ -1,0 +1,53 @@
+/*
+ * The public bulk functions that take core objects: thin wrappers that
+ * translate them to NA objects (class -> k_na, context -> c_na, address ->
+ * a_na) and call the bulk layer, plus the core's side of a transfer's
+ * completion: a finished transfer is queued on its context (c_comp_bulk)
+ * and its callback runs from hm_trigger, like every other callback.
+ */
+#include "bulk/bulk_internal.h"
+#include "core/core_internal.h"
+#include "util/log.h"
+
+hm_return_t hm_bulk_create(hm_class_t *cls, uint32_t count, void *const *bufs,
+                           const size_t *sizes, hm_bulk_perm_t perm, hm_bulk_t **bulk_out)
+{
+    if (cls == NULL)
+        return HM_INVALID_ARG;
+    return hmi_bulk_create(cls->k_na, count, bufs, sizes, perm, bulk_out);
+}
+
+/* Called by the bulk layer once a transfer has finished (from progress). */
+static void bulk_api_done(hm_bulk_op_id_t *op, void *arg)
+{
+    hm_context_t *ctx = arg;
+    hmi_list_push_back(&ctx->c_comp_bulk, &op->t_link);
+}
+
+hm_return_t hm_bulk_transfer(hm_context_t *ctx, const hm_bulk_xfer_t *xfer,
+                             const hm_bulk_opts_t *opts, hm_bulk_cb_t cb, void *arg,
+                             hm_bulk_op_id_t **op_out)
+{
+    if (ctx == NULL || xfer == NULL || xfer->origin_addr == NULL)
+        return HM_INVALID_ARG;
+    if (xfer->origin_addr->a_ctx != ctx) {
+        hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR,
+                "transfer on context %u with an address of another context", ctx->c_index);
+        return HM_INVALID_ARG;
+    }
+    hm_return_t ret = hmi_bulk_transfer_start(ctx->c_na, xfer->origin_addr->a_na, xfer, opts,
+                                              cb, arg, bulk_api_done, ctx, op_out);
+    if (ret == HM_SUCCESS)
+        ctx->c_bulks_alive++;
+    return ret;
+}
+
+bool hmi_bulk_trigger_one(hm_context_t *ctx)
+{
+    struct hmi_list *link = hmi_list_pop_front(&ctx->c_comp_bulk);
+    if (link == NULL)
+        return false;
+    ctx->c_bulks_alive--;
+    hmi_bulk_transfer_finish(hmi_container_of(link, hm_bulk_op_id_t, t_link));
+    return true;
+}
