@@ -80,6 +80,27 @@ HM_EXPORT void hm_bulk_free(hm_bulk_t *bulk);
  */
 HM_EXPORT hm_return_t hm_proc_bulk(hm_proc_t *proc, void *data);
 
+/* What the class's registration cache has done (see hm_bulk_cache_stats). */
+typedef struct hm_bulk_cache_stats {
+    uint64_t hits;      /* hm_bulk_create segments that reused a registration */
+    uint64_t misses;    /* segments registered anew */
+    uint64_t evictions; /* idle registrations dropped to stay within max_idle */
+    uint64_t entries;   /* registrations cached now, used or idle */
+    uint32_t max_idle;  /* idle registrations kept at most; 0: the cache is off */
+} hm_bulk_cache_stats_t;
+
+/*
+ * hm_bulk_cache_stats: counters of `cls`'s registration cache. Handles
+ * created over exactly the same (address, length, permission) as an
+ * earlier one reuse its registration. On by default (256 idle entries)
+ * where registering only names virtual addresses (tcp, shared memory), off
+ * where it pins pages; HM_BULK_RCACHE=N sets the idle entries kept (0: off).
+ * Memory given back to the OS must not be reused through a cached
+ * registration on a page-pinning transport: only set HM_BULK_RCACHE there
+ * when buffers live as long as the class.
+ */
+HM_EXPORT hm_return_t hm_bulk_cache_stats(hm_class_t *cls, hm_bulk_cache_stats_t *stats);
+
 /* ---- Transfers -------------------------------------------------------------- */
 
 /* What to move. */

@@ -164,6 +164,11 @@ typedef struct hm_stats {
     uint64_t dropped_expired;     /* request budget spent before its handler ran */
     uint64_t dropped_late;        /* response with no RPC waiting (late or unknown) */
     uint64_t dropped_decode;      /* arguments failed to decode */
+    uint64_t overflows_sent;      /* requests/responses whose arguments went by bulk */
+    uint64_t overflows_received;  /* overflowed arguments pulled and checked */
+    uint64_t dropped_overflow;    /* overflowed arguments refused or not pullable */
+    uint64_t pins_lingering;      /* requests that ended by timeout/cancel whose bulk
+                                     handles were kept for a late server transfer */
 } hm_stats_t;
 
 HM_EXPORT hm_return_t hm_context_stats(const hm_context_t *ctx, hm_stats_t *stats);

@@ -50,25 +50,34 @@ static hm_return_t bulk_check_args(uint32_t count, void *const *bufs, const size
     return HM_SUCCESS;
 }
 
-static void bulk_deregister(hm_na_mem_t **mems, uint32_t count)
-{
-    for (uint32_t i = 0; i < count; i++)
-        if (mems[i] != NULL)
-            hm_na_mem_deregister(mems[i]);
-}
-
-/* Register every segment; on error nothing stays registered. */
-static hm_return_t bulk_register(hm_na_class_t *na, uint32_t count, void *const *bufs,
-                                 const size_t *sizes, unsigned int access, hm_na_mem_t **mems)
+/* Give registrations back: to the cache when they came from it (`rc`), else to the NA. */
+static void bulk_deregister(struct hmi_bulk_rcache *rc, hm_na_mem_t **mems, uint32_t count)
 {
     for (uint32_t i = 0; i < count; i++) {
-        hm_return_t ret = hm_na_mem_register(na, bufs[i], sizes[i], access, &mems[i]);
+        if (mems[i] == NULL)
+            continue;
+        if (rc != NULL)
+            hmi_bulk_rcache_put(rc, mems[i]);
+        else
+            hm_na_mem_deregister(mems[i]);
+    }
+}
+
+/* Register every segment (through the cache when `rc`); on error none stays registered. */
+static hm_return_t bulk_register(hm_na_class_t *na, struct hmi_bulk_rcache *rc, uint32_t count,
+                                 void *const *bufs, const size_t *sizes, unsigned int access,
+                                 hm_na_mem_t **mems)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        hm_return_t ret = rc != NULL
+                              ? hmi_bulk_rcache_get(rc, bufs[i], sizes[i], access, &mems[i])
+                              : hm_na_mem_register(na, bufs[i], sizes[i], access, &mems[i]);
         if (ret != HM_SUCCESS) {
             hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR,
                     "cannot register segment %u (%zu bytes) on %s: %s", i, sizes[i],
                     na->c_protocol, hm_strerror(ret));
             mems[i] = NULL;
-            bulk_deregister(mems, i);
+            bulk_deregister(rc, mems, i);
             return ret;
         }
     }
@@ -110,24 +119,19 @@ static hm_return_t bulk_pack_keys(hm_bulk_t *bulk, const uint32_t *lens)
     return HM_SUCCESS;
 }
 
-hm_return_t hmi_bulk_create(hm_na_class_t *na, uint32_t count, void *const *bufs,
-                            const size_t *sizes, hm_bulk_perm_t perm, hm_bulk_t **bulk_out)
+/* Register, size and pack the keys of a new local handle; `rc` NULL: uncached. */
+static hm_return_t bulk_create_local(hm_na_class_t *na, struct hmi_bulk_rcache *rc,
+                                     uint32_t count, void *const *bufs, const size_t *sizes,
+                                     hm_bulk_perm_t perm, hm_bulk_t **bulk_out)
 {
-    if (na == NULL || bulk_out == NULL)
-        return HM_INVALID_ARG;
-    hm_return_t ret = bulk_check_args(count, bufs, sizes, perm);
-    if (ret != HM_SUCCESS) {
-        hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR, "bulk_create: invalid segments or permission");
-        return ret;
-    }
     hm_na_mem_t **mems = calloc(count, sizeof(*mems));
     uint32_t *key_lens = calloc(count, sizeof(*key_lens));
     size_t key_bytes = 0;
     hm_bulk_t *bulk = NULL;
-    ret = HM_NOMEM;
+    hm_return_t ret = HM_NOMEM;
     if (mems == NULL || key_lens == NULL)
         goto err_free_tmp;
-    ret = bulk_register(na, count, bufs, sizes, (unsigned int)perm, mems);
+    ret = bulk_register(na, rc, count, bufs, sizes, (unsigned int)perm, mems);
     if (ret != HM_SUCCESS)
         goto err_free_tmp;
     ret = bulk_key_sizes(na, mems, count, key_lens, &key_bytes);
@@ -138,6 +142,7 @@ hm_return_t hmi_bulk_create(hm_na_class_t *na, uint32_t count, void *const *bufs
     if (bulk == NULL)
         goto err_deregister;
     bulk->b_class = na;
+    bulk->b_rcache = rc;
     bulk->b_perm = perm;
     for (uint32_t i = 0; i < count; i++) {
         bulk->b_lens[i] = sizes[i];
@@ -155,12 +160,36 @@ hm_return_t hmi_bulk_create(hm_na_class_t *na, uint32_t count, void *const *bufs
 err_free_bulk:
     free(bulk);
 err_deregister:
-    bulk_deregister(mems, count);
+    bulk_deregister(rc, mems, count);
     hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR, "bulk_create: cannot pack keys: %s",
             hm_strerror(ret));
 err_free_tmp:
     free(mems);
     free(key_lens);
+    return ret;
+}
+
+hm_return_t hmi_bulk_create(struct hmi_bulk_rcache *rc, uint32_t count, void *const *bufs,
+                            const size_t *sizes, hm_bulk_perm_t perm, hm_bulk_t **bulk_out)
+{
+    if (rc == NULL || bulk_out == NULL)
+        return HM_INVALID_ARG;
+    hm_return_t ret = bulk_check_args(count, bufs, sizes, perm);
+    if (ret != HM_SUCCESS) {
+        hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR, "bulk_create: invalid segments or permission");
+        return ret;
+    }
+    return bulk_create_local(rc->rc_na, rc, count, bufs, sizes, perm, bulk_out);
+}
+
+hm_return_t hmi_bulk_create_owned(struct hmi_bulk_rcache *rc, void *buf, size_t size,
+                                  hm_bulk_perm_t perm, hm_bulk_t **bulk_out)
+{
+    if (rc == NULL || buf == NULL || size == 0 || bulk_out == NULL)
+        return HM_INVALID_ARG;
+    hm_return_t ret = bulk_create_local(rc->rc_na, NULL, 1, &buf, &size, perm, bulk_out);
+    if (ret == HM_SUCCESS)
+        (*bulk_out)->b_owned = buf;
     return ret;
 }
 
@@ -201,7 +230,8 @@ void hm_bulk_free(hm_bulk_t *bulk)
         return;
     bulk_rkeys_release(bulk);
     if (bulk->b_class != NULL)
-        bulk_deregister(bulk->b_mems, bulk->b_count);
+        bulk_deregister(bulk->b_rcache, bulk->b_mems, bulk->b_count);
+    free(bulk->b_owned);
     free(bulk);
 }
 

@@ -16,7 +16,20 @@
 
 #include "bulk/bulk_walk.h"
 #include "na/na.h"
+#include "util/hmap.h"
 #include "util/list.h"
+
+/* The registration cache of one NA class (bulk_rcache.c). */
+struct hmi_bulk_rcache {
+    hm_na_class_t *rc_na;
+    struct hmi_hmap rc_map;    /* hash of (base, len, access) -> entry */
+    struct hmi_list rc_idle;   /* entries no handle uses, least recent first */
+    uint32_t rc_nidle;
+    uint32_t rc_max_idle;      /* 0: the cache is off */
+    uint64_t rc_hits;
+    uint64_t rc_misses;
+    uint64_t rc_evictions;
+};
 
 /* Keys of a remote handle unpacked for one (NA context, peer). */
 struct hmi_bulk_rkeys {
@@ -32,6 +45,8 @@ struct hm_bulk {
     size_t b_size;             /* total bytes */
     hm_bulk_perm_t b_perm;
     hm_na_class_t *b_class;    /* local handles: the class registered with; remote: NULL */
+    struct hmi_bulk_rcache *b_rcache; /* local: where b_mems came from */
+    void *b_owned;             /* memory freed with the handle (overflow buffers), or NULL */
     size_t *b_lens;            /* [b_count] segment lengths */
     hm_na_mem_t **b_mems;      /* local: [b_count] registrations; remote: NULL */
     uint8_t **b_keys;          /* [b_count] packed keys (into b_key_store) */
@@ -43,9 +58,28 @@ struct hm_bulk {
 /* Largest packed key accepted from the wire. */
 #define HMI_BULK_MAX_KEY 4096u
 
+/* bulk_rcache.c */
+hm_return_t hmi_bulk_rcache_create(hm_na_class_t *na, struct hmi_bulk_rcache **out);
+/* Deregisters idle entries; entries still used by handles are reported. */
+void hmi_bulk_rcache_destroy(struct hmi_bulk_rcache *rc);
+/* A registration of exactly (base, len, access): cached, or made now. */
+hm_return_t hmi_bulk_rcache_get(struct hmi_bulk_rcache *rc, void *base, size_t len,
+                                unsigned int access, hm_na_mem_t **mem_out);
+/* Give back what hmi_bulk_rcache_get returned. */
+void hmi_bulk_rcache_put(struct hmi_bulk_rcache *rc, hm_na_mem_t *mem);
+void hmi_bulk_rcache_stats(const struct hmi_bulk_rcache *rc, hm_bulk_cache_stats_t *stats);
+
 /* bulk_handle.c */
-hm_return_t hmi_bulk_create(hm_na_class_t *na, uint32_t count, void *const *bufs,
+/* A local handle; registrations come through `rc` (the class's cache). */
+hm_return_t hmi_bulk_create(struct hmi_bulk_rcache *rc, uint32_t count, void *const *bufs,
                             const size_t *sizes, hm_bulk_perm_t perm, hm_bulk_t **bulk_out);
+/*
+ * hmi_bulk_create_owned: a one-segment handle over `buf` (malloc'd), which
+ * the handle frees after deregistering it with its last reference. Not
+ * cached: the memory goes back to the allocator. On error `buf` is not freed.
+ */
+hm_return_t hmi_bulk_create_owned(struct hmi_bulk_rcache *rc, void *buf, size_t size,
+                                  hm_bulk_perm_t perm, hm_bulk_t **bulk_out);
 /* An empty handle with room for `count` segments whose keys total `key_bytes`. */
 hm_bulk_t *hmi_bulk_alloc(uint32_t count, size_t key_bytes);
 /*

@@ -14,7 +14,15 @@ hm_return_t hm_bulk_create(hm_class_t *cls, uint32_t count, void *const *bufs,
 {
     if (cls == NULL)
         return HM_INVALID_ARG;
-    return hmi_bulk_create(cls->k_na, count, bufs, sizes, perm, bulk_out);
+    return hmi_bulk_create(cls->k_rcache, count, bufs, sizes, perm, bulk_out);
+}
+
+hm_return_t hm_bulk_cache_stats(hm_class_t *cls, hm_bulk_cache_stats_t *stats)
+{
+    if (cls == NULL || stats == NULL)
+        return HM_INVALID_ARG;
+    hmi_bulk_rcache_stats(cls->k_rcache, stats);
+    return HM_SUCCESS;
 }
 
 /* Called by the bulk layer once a transfer has finished (from progress). */

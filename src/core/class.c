@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bulk/bulk_internal.h"
 #include "core/core_internal.h"
 #include "util/log.h"
 
@@ -51,6 +52,9 @@ hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
     ret = class_apply_opts(cls, opts);
     if (ret != HM_SUCCESS)
         goto err_na;
+    ret = hmi_bulk_rcache_create(cls->k_na, &cls->k_rcache);
+    if (ret != HM_SUCCESS)
+        goto err_na;
     *class_out = cls;
     return HM_SUCCESS;
 
@@ -73,6 +77,8 @@ hm_return_t hm_class_destroy(hm_class_t *cls)
                 cls->k_na->c_protocol, cls->k_nctx);
         return HM_BUSY;
     }
+    hmi_bulk_rcache_destroy(cls->k_rcache);
+    cls->k_rcache = NULL;
     hm_return_t ret = hm_na_class_close(cls->k_na);
     if (ret != HM_SUCCESS)
         return ret;

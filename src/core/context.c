@@ -273,6 +273,7 @@ hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
     ctx_apply_opts(ctx, opts, &pool_size);
     hmi_list_init(&ctx->c_comp);
     hmi_list_init(&ctx->c_comp_bulk);
+    hmi_list_init(&ctx->c_linger);
     hmi_list_init(&ctx->c_free_handles);
     hmi_list_init(&ctx->c_free_sends);
     hm_return_t ret = hmi_hmap_init(&ctx->c_addr_cache, 64);
@@ -305,20 +306,54 @@ err_free:
     return ret;
 }
 
+/*
+ * Bulk handles a peer may still be reading (lingering pins, overflowed
+ * responses not yet acknowledged): one more reference on each, so their
+ * memory outlives the NA context's drain. A transport may serve a peer's
+ * transfer from its own queues during that drain (UCX's shared-memory
+ * software RMA answers a peer's get from our progress, copying from our
+ * buffer), so freeing them with their records would let it read freed
+ * memory. On no memory: NULL, and they are freed with their records.
+ */
+static hm_bulk_t **ctx_keep_held_bulks(hm_context_t *ctx, uint32_t *count_out)
+{
+    uint32_t count = hmi_linger_ref_all(ctx, NULL) + hmi_overflow_ref_all(ctx, NULL);
+    hm_bulk_t **kept = count ? malloc(count * sizeof(*kept)) : NULL;
+    *count_out = 0;
+    if (kept == NULL)
+        return NULL;
+    uint32_t lingering = hmi_linger_ref_all(ctx, kept);
+    *count_out = lingering + hmi_overflow_ref_all(ctx, kept + lingering);
+    return kept;
+}
+
+static void ctx_free_kept_bulks(hm_bulk_t **kept, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++)
+        hm_bulk_free(kept[i]);
+    free(kept);
+}
+
 hm_return_t hm_context_destroy(hm_context_t *ctx)
 {
     if (ctx == NULL)
         return HM_INVALID_ARG;
+    uint32_t nkept;
+    hm_bulk_t **kept = ctx_keep_held_bulks(ctx, &nkept);
+    hmi_overflow_release_all(ctx); /* responses whose ACK has not come: shutting down */
+    hmi_linger_release_all(ctx);
     if (ctx->c_handles_alive != 0 || ctx->c_bulks_alive != 0 || hmi_comp_pending(ctx)) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
                 "context %u destroyed with %u handles and %u bulk transfers alive%s",
                 ctx->c_index, ctx->c_handles_alive, ctx->c_bulks_alive,
                 hmi_comp_pending(ctx) ? " and callbacks not triggered" : "");
+        ctx_free_kept_bulks(kept, nkept);
         return HM_BUSY;
     }
     hmi_addr_cache_clear(ctx);
     /* Sends still in flight complete (canceled) here and return their slots. */
     hm_na_context_close(ctx->c_na);
+    ctx_free_kept_bulks(kept, nkept);
     ctx_free_pools(ctx);
     hmi_timer_heap_destroy(&ctx->c_timers);
     hmi_hmap_destroy(&ctx->c_addr_cache);

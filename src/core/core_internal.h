@@ -25,6 +25,12 @@
 
 #define HMI_CTX_MAX 65535u
 #define HMI_HANDLE_PINS 8u /* bulk handles one request may carry */
+/* Largest encoded arguments an RPC may carry by overflow (1 GiB). */
+#define HMI_OVERFLOW_MAX ((uint64_t)1 << 30)
+/* How long a server keeps an overflowed response with no deadline and no ACK. */
+#define HMI_OVERFLOW_HOLD_MS 30000u
+/* How long a timed-out or canceled request's bulk pins wait for a late response. */
+#define HMI_LINGER_MS 60000u
 
 struct hmi_rpc_info {
     hm_id_t r_id;
@@ -39,6 +45,7 @@ struct hmi_rpc_info {
 
 struct hm_class {
     hm_na_class_t *k_na;
+    struct hmi_bulk_rcache *k_rcache; /* registrations of bulk handles */
     struct hmi_hmap k_rpcs;   /* hm_id_t -> struct hmi_rpc_info */
     size_t k_msg_limit;       /* largest message, header included */
     bool k_checksum;
@@ -88,7 +95,8 @@ enum hmi_handle_state {
 struct hmi_recv_msg {
     void *m_buf;        /* the whole message, header first */
     size_t m_len;
-    uintptr_t m_token;
+    uintptr_t m_token;  /* NA receive buffer to release, unless m_bulk */
+    hm_bulk_t *m_bulk;  /* pulled overflow: the handle owning m_buf (one reference) */
     bool m_held;
 };
 
@@ -115,6 +123,10 @@ struct hm_handle {
      * peer may transfer from them until the RPC completes. */
     hm_bulk_t *h_pins[HMI_HANDLE_PINS];
     uint32_t h_npins;
+    /* Overflowed arguments we sent: the request's (client, released with the
+     * pins) or the response's (server, until the ACK: overflow.c). */
+    hm_bulk_t *h_overflow;
+    hm_bulk_op_id_t *h_fetch;        /* client: pull of an overflowed response */
 
     /* server */
     uint64_t h_peer_cookie;
@@ -149,6 +161,7 @@ struct hm_context {
     uint32_t c_sends_total;
     uint32_t c_sends_busy;
 
+    struct hmi_list c_linger;         /* pins of requests that ended early (linger.c) */
     struct hmi_hmap c_addr_cache;     /* (na addr, ctx index) -> hm_addr_t */
     struct hmi_timer_heap c_timers;
     hm_stats_t c_stats;
@@ -186,19 +199,31 @@ hm_return_t hmi_handle_pin(void *handle, void *bulk);
 void hmi_handle_unpin(hm_handle_t *handle);
 void hmi_handle_release_msg(hm_handle_t *handle);
 void hmi_handle_set_msg(hm_handle_t *handle, void *buf, size_t len, uintptr_t token);
+/* Hold `bulk`'s owned buffer (`len` bytes, header room first) as the message. */
+void hmi_handle_set_owned_msg(hm_handle_t *handle, hm_bulk_t *bulk, size_t len);
 void *hmi_handle_payload(const hm_handle_t *handle, size_t *len_out);
 hm_return_t hmi_handle_decode(hm_handle_t *handle, hm_proc_cb_t proc, void *data);
 hm_return_t hmi_handle_free_decoded(hm_handle_t *handle, hm_proc_cb_t proc, void *data);
 
 /* send.c */
+/* One message to encode, and what encoding it produced. */
+struct hmi_send_msg {
+    const struct hmi_wire_header *m_hdr;
+    hm_proc_cb_t m_proc;        /* may be NULL: no payload */
+    const void *m_data;
+    hm_handle_t *m_pin_to;      /* pin every bulk handle encoded on it, or NULL */
+    bool m_may_overflow;        /* arguments past the eager limit go by overflow */
+    uint64_t m_release;         /* responses: cookie the client's ACK will carry */
+    size_t m_len;               /* out: bytes to send, header included */
+    hm_bulk_t *m_overflow;      /* out: the overflow buffer's handle (caller owns), or NULL */
+};
+
 /*
- * hmi_send_encode: header and payload into the slot. With `pin_to`, every
- * bulk handle encoded is pinned on that handle (hmi_handle_pin); the caller
- * unpins on error.
+ * hmi_send_encode: header and payload into the slot; arguments that do not
+ * fit go by overflow when allowed (else HM_MSGSIZE). Bulk handles encoded
+ * are pinned on m_pin_to; the caller unpins and frees m_overflow on error.
  */
-hm_return_t hmi_send_encode(struct hmi_send_slot *slot, const struct hmi_wire_header *hdr,
-                            hm_proc_cb_t proc, const void *data, hm_handle_t *pin_to,
-                            size_t *len_out);
+hm_return_t hmi_send_encode(struct hmi_send_slot *slot, struct hmi_send_msg *msg);
 hm_return_t hmi_send_post(struct hmi_send_slot *slot, hm_addr_t *dest, size_t len);
 hm_return_t hmi_send_error_reply(hm_context_t *ctx, hm_na_addr_t *dest,
                                  const struct hmi_wire_header *req, hm_return_t error);
@@ -211,6 +236,8 @@ void hmi_forward_complete(hm_handle_t *handle, hm_return_t ret);
 void hmi_forward_expire(hm_context_t *ctx, uint64_t now_ns);
 void hmi_forward_fail_peer(hm_context_t *ctx, hm_na_addr_t *peer);
 void hmi_forward_trigger(hm_handle_t *handle);
+/* The client handle waiting on `cookie`, or NULL (ended, stale or forged). */
+hm_handle_t *hmi_forward_waiting(hm_context_t *ctx, uint64_t cookie);
 
 /* respond.c (server side) */
 void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
@@ -219,6 +246,36 @@ void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
 void hmi_respond_trigger_request(hm_handle_t *handle);
 void hmi_respond_send_done(hm_handle_t *handle, hm_return_t status);
 void hmi_respond_trigger_done(hm_handle_t *handle);
+
+/* overflow.c */
+/* Encode msg's arguments (`need` bytes) by overflow: sets m_len and m_overflow. */
+hm_return_t hmi_overflow_encode(struct hmi_send_slot *slot, struct hmi_send_msg *msg,
+                                size_t need);
+/* Server: pull a request's arguments, then queue it for its handler (or answer the error). */
+hm_return_t hmi_overflow_request(hm_handle_t *handle, const struct hmi_wire_header *hdr,
+                                 void *buf);
+/* Client: pull a response's output, then complete the RPC; sets h_fetch. */
+hm_return_t hmi_overflow_response(hm_handle_t *handle, const struct hmi_wire_header *hdr,
+                                  void *buf);
+/* Server: keep the response's overflow buffer (one more handle reference) until released. */
+void hmi_overflow_hold(hm_handle_t *handle, hm_bulk_t *bulk);
+void hmi_overflow_release(hm_handle_t *handle);
+void hmi_overflow_ack(hm_context_t *ctx, const struct hmi_wire_header *hdr);
+void hmi_overflow_release_peer(hm_context_t *ctx, hm_na_addr_t *peer);
+void hmi_overflow_release_all(hm_context_t *ctx);
+/* Count the held response buffers; with `out`, also store one new reference to each. */
+uint32_t hmi_overflow_ref_all(hm_context_t *ctx, hm_bulk_t **out);
+
+/* linger.c */
+/* The request on `handle` ended early: keep its pins until the server is surely done. */
+void hmi_linger_pins(hm_handle_t *handle);
+/* A late response for `cookie`: release its lingering pins. True if there were some. */
+bool hmi_linger_response(hm_context_t *ctx, uint64_t cookie);
+void hmi_linger_peer(hm_context_t *ctx, hm_na_addr_t *peer);
+void hmi_linger_expire(hm_context_t *ctx, uint64_t now_ns);
+void hmi_linger_release_all(hm_context_t *ctx);
+/* Count the lingering pins; with `out`, also store one new reference to each. */
+uint32_t hmi_linger_ref_all(hm_context_t *ctx, hm_bulk_t **out);
 
 /* recv.c */
 void hmi_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr_t token);

@@ -10,8 +10,7 @@
 #include "util/log.h"
 #include "util/time.h"
 
-/* The client handle waiting on `cookie`, or NULL if none is (late, stale, forged). */
-static hm_handle_t *forward_lookup(hm_context_t *ctx, uint64_t cookie)
+hm_handle_t *hmi_forward_waiting(hm_context_t *ctx, uint64_t cookie)
 {
     uint32_t slot = (uint32_t)cookie;
     if (slot >= ctx->c_table_size)
@@ -39,6 +38,10 @@ void hmi_forward_complete(hm_handle_t *handle, hm_return_t ret)
     handle->h_state = HMI_H_DONE;
     handle->h_ret = ret;
     hmi_handle_unpin(handle); /* the peer is done with the request's bulk handles */
+    if (handle->h_fetch != NULL) { /* ended while pulling its overflowed output */
+        (void)hm_bulk_cancel(handle->h_fetch);
+        handle->h_fetch = NULL;
+    }
     hmi_timer_remove(&ctx->c_timers, &handle->h_timer);
     forward_count(ctx, ret);
     hmi_comp_enqueue(handle, HMI_COMP_FORWARD);
@@ -114,8 +117,15 @@ hm_return_t hm_forward(hm_handle_t *handle, const void *in, hm_cb_t cb, void *ar
         .cookie = hmi_cookie(handle->h_gen, handle->h_slot),
         .budget_us = forward_budget(timeout_ms),
     };
-    size_t len;
-    ret = hmi_send_encode(slot, &hdr, handle->h_rpc->r_in_proc, in, handle, &len);
+    struct hmi_send_msg msg = {
+        .m_hdr = &hdr,
+        .m_proc = handle->h_rpc->r_in_proc,
+        .m_data = in,
+        .m_pin_to = handle,
+        .m_may_overflow = true,
+    };
+    ret = hmi_send_encode(slot, &msg);
+    handle->h_overflow = msg.m_overflow; /* released with the pins */
     if (ret != HM_SUCCESS)
         goto err_unpin;
     slot->s_kind = HMI_SEND_REQUEST;
@@ -123,7 +133,7 @@ hm_return_t hm_forward(hm_handle_t *handle, const void *in, hm_cb_t cb, void *ar
     ret = forward_arm(handle, cb, arg, timeout_ms);
     if (ret != HM_SUCCESS)
         goto err_unwind;
-    ret = hmi_send_post(slot, handle->h_addr, len);
+    ret = hmi_send_post(slot, handle->h_addr, msg.m_len);
     if (ret != HM_SUCCESS)
         goto err_unwind;
     ctx->c_stats.requests_sent++;
@@ -139,7 +149,7 @@ err_unpin:
 
 void hmi_forward_send_done(hm_context_t *ctx, uint64_t cookie, hm_return_t status)
 {
-    hm_handle_t *handle = forward_lookup(ctx, cookie);
+    hm_handle_t *handle = hmi_forward_waiting(ctx, cookie);
     if (handle == NULL)
         return; /* the RPC already ended (response, timeout, cancel) */
     if (status != HM_SUCCESS)
@@ -151,9 +161,11 @@ void hmi_forward_send_done(hm_context_t *ctx, uint64_t cookie, hm_return_t statu
 void hmi_forward_response(hm_context_t *ctx, const struct hmi_wire_header *hdr, void *buf,
                           size_t len, uintptr_t token)
 {
-    hm_handle_t *handle = forward_lookup(ctx, hdr->cookie);
-    if (hmi_unlikely(handle == NULL || handle->h_id != hdr->rpc_id)) {
+    hm_handle_t *handle = hmi_forward_waiting(ctx, hdr->cookie);
+    if (hmi_unlikely(handle == NULL || handle->h_id != hdr->rpc_id ||
+                     handle->h_fetch != NULL)) {
         ctx->c_stats.dropped_late++;
+        hmi_linger_response(ctx, hdr->cookie); /* the server is done with its pins */
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG,
                 "response to RPC 0x%08x cookie 0x%llx has no caller waiting, dropped",
                 hdr->rpc_id, (unsigned long long)hdr->cookie);
@@ -166,6 +178,13 @@ void hmi_forward_response(hm_context_t *ctx, const struct hmi_wire_header *hdr, 
         hmi_forward_complete(handle, (hm_return_t)hdr->ret);
         return;
     }
+    if (hdr->flags & HMI_WIRE_F_OVERFLOW) { /* completes once the output is pulled */
+        hm_return_t ret = hmi_overflow_response(handle, hdr, buf);
+        hm_na_msg_release(ctx->c_na, token);
+        if (ret != HM_SUCCESS)
+            hmi_forward_complete(handle, ret);
+        return;
+    }
     hmi_handle_set_msg(handle, buf, len, token);
     hmi_forward_complete(handle, HM_SUCCESS);
 }
@@ -176,7 +195,14 @@ void hmi_forward_expire(hm_context_t *ctx, uint64_t now_ns)
     while ((timer = hmi_timer_first(&ctx->c_timers)) != NULL &&
            timer->t_deadline_ns <= now_ns) {
         hm_handle_t *handle = hmi_container_of(timer, hm_handle_t, h_timer);
+        if (handle->h_server) { /* an overflowed response nobody acknowledged */
+            hmi_log(HMI_SUBSYS_CORE, HMI_LOG_INFO,
+                    "overflowed response of RPC 0x%08x freed without an ACK", handle->h_id);
+            hmi_overflow_release(handle);
+            continue;
+        }
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG, "RPC 0x%08x timed out", handle->h_id);
+        hmi_linger_pins(handle);
         hmi_forward_complete(handle, HM_TIMEOUT);
     }
 }
@@ -204,7 +230,9 @@ hm_return_t hm_cancel(hm_handle_t *handle)
 {
     if (handle == NULL || handle->h_server)
         return HM_INVALID_ARG;
-    if (handle->h_state == HMI_H_WAITING)
+    if (handle->h_state == HMI_H_WAITING) {
+        hmi_linger_pins(handle);
         hmi_forward_complete(handle, HM_CANCELED);
+    }
     return HM_SUCCESS;
 }

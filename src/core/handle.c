@@ -2,6 +2,7 @@
  * Handles: creation, references, and the received message each one may hold
  * (a response on a client, a request on a server), decoded in place.
  */
+#include "bulk/bulk_internal.h"
 #include "core/core_internal.h"
 #include "proc/proc_internal.h"
 #include "util/log.h"
@@ -89,12 +90,27 @@ void hmi_handle_set_msg(hm_handle_t *handle, void *buf, size_t len, uintptr_t to
     handle->h_decoded = false;
 }
 
+void hmi_handle_set_owned_msg(hm_handle_t *handle, hm_bulk_t *bulk, size_t len)
+{
+    hmi_handle_release_msg(handle);
+    handle->h_msg.m_buf = bulk->b_owned;
+    handle->h_msg.m_len = len;
+    handle->h_msg.m_bulk = bulk;
+    handle->h_msg.m_held = true;
+    handle->h_decoded = false;
+}
+
 void hmi_handle_release_msg(hm_handle_t *handle)
 {
     if (!handle->h_msg.m_held)
         return;
     handle->h_msg.m_held = false;
     handle->h_decoded = false;
+    if (handle->h_msg.m_bulk != NULL) {
+        hm_bulk_free(handle->h_msg.m_bulk);
+        handle->h_msg.m_bulk = NULL;
+        return;
+    }
     hm_na_msg_release(handle->h_ctx->c_na, handle->h_msg.m_token);
 }
 
@@ -189,4 +205,8 @@ void hmi_handle_unpin(hm_handle_t *handle)
 {
     while (handle->h_npins > 0)
         hm_bulk_free(handle->h_pins[--handle->h_npins]);
+    if (!handle->h_server && handle->h_overflow != NULL) {
+        hm_bulk_free(handle->h_overflow);
+        handle->h_overflow = NULL;
+    }
 }

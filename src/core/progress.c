@@ -48,6 +48,8 @@ hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms)
         int events = hm_na_progress(ctx->c_na);
         uint64_t now = hmi_time_ns();
         hmi_forward_expire(ctx, now);
+        if (!hmi_list_empty(&ctx->c_linger))
+            hmi_linger_expire(ctx, now);
         if (hmi_comp_pending(ctx))
             return HM_SUCCESS;
         if (now >= deadline)

@@ -33,7 +33,10 @@ void hmi_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr
         return;
     }
     ctx->c_stats.bytes_received += len;
-    if (hdr.flags & HMI_WIRE_F_REQUEST)
+    if (hdr.flags & HMI_WIRE_F_ACK) {
+        hm_na_msg_release(ctx->c_na, token);
+        hmi_overflow_ack(ctx, &hdr);
+    } else if (hdr.flags & HMI_WIRE_F_REQUEST)
         hmi_respond_request(ctx, source, &hdr, buf, len, token);
     else
         hmi_forward_response(ctx, &hdr, buf, len, token);
@@ -46,5 +49,7 @@ void hmi_peer_fail_cb(void *arg, hm_na_addr_t *peer)
             "context %u lost a peer; its RPCs in flight fail with HM_UNREACHABLE",
             ctx->c_index);
     hmi_forward_fail_peer(ctx, peer);
+    hmi_overflow_release_peer(ctx, peer);
+    hmi_linger_peer(ctx, peer);
     hmi_addr_cache_drop(ctx, peer);
 }

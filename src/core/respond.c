@@ -60,8 +60,18 @@ void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
             hmi_send_error_reply(ctx, source, hdr, HM_NOMEM);
         return;
     }
-    hmi_handle_set_msg(handle, buf, len, token);
     ctx->c_stats.requests_received++;
+    if (hdr->flags & HMI_WIRE_F_OVERFLOW) { /* queued once its arguments are pulled */
+        hm_return_t ret = hmi_overflow_request(handle, hdr, buf);
+        hm_na_msg_release(ctx->c_na, token);
+        if (ret != HM_SUCCESS) {
+            if (!handle->h_no_response)
+                hm_respond_error(handle, ret, NULL, NULL);
+            hm_handle_destroy(handle);
+        }
+        return;
+    }
+    hmi_handle_set_msg(handle, buf, len, token);
     hmi_comp_enqueue(handle, HMI_COMP_REQUEST);
 }
 
@@ -75,6 +85,9 @@ void hmi_respond_trigger_request(hm_handle_t *handle)
                 "request for RPC 0x%08x dropped: its caller's deadline passed while "
                 "it was queued",
                 handle->h_id);
+        /* Say so: the caller may still hold its bulk handles for us. */
+        if (!handle->h_no_response)
+            hm_respond_error(handle, HM_TIMEOUT, NULL, NULL);
         hm_handle_destroy(handle);
         return;
     }
@@ -102,9 +115,11 @@ static void respond_finish(hm_handle_t *handle, hm_return_t status)
 
 void hmi_respond_send_done(hm_handle_t *handle, hm_return_t status)
 {
-    if (status != HM_SUCCESS)
+    if (status != HM_SUCCESS) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "response to RPC 0x%08x not sent: %s",
                 handle->h_id, hm_strerror(status));
+        hmi_overflow_release(handle); /* nobody will pull it */
+    }
     respond_finish(handle, status);
 }
 
@@ -150,19 +165,28 @@ static hm_return_t respond_post(hm_handle_t *handle, const void *out, hm_return_
         .budget_us = HMI_WIRE_NO_BUDGET,
         .ret = (int32_t)error,
     };
-    size_t len;
-    hm_proc_cb_t proc = error == HM_SUCCESS ? handle->h_rpc->r_out_proc : NULL;
-    hm_return_t ret = hmi_send_encode(slot, &hdr, proc, out, NULL, &len);
+    handle->h_gen++; /* the ACK of an overflowed response names this */
+    struct hmi_send_msg msg = {
+        .m_hdr = &hdr,
+        .m_proc = error == HM_SUCCESS ? handle->h_rpc->r_out_proc : NULL,
+        .m_data = out,
+        .m_may_overflow = true,
+        .m_release = hmi_cookie(handle->h_gen, handle->h_slot),
+    };
+    hm_return_t ret = hmi_send_encode(slot, &msg);
     if (ret != HM_SUCCESS)
         goto err_slot;
     slot->s_kind = HMI_SEND_RESPONSE;
     slot->s_handle = handle;
     handle->h_state = HMI_H_RESPONDING;
-    ret = hmi_send_post(slot, handle->h_addr, len);
+    ret = hmi_send_post(slot, handle->h_addr, msg.m_len);
     if (ret != HM_SUCCESS) {
         handle->h_state = HMI_H_RECEIVED;
+        hm_bulk_free(msg.m_overflow);
         goto err_slot;
     }
+    if (msg.m_overflow != NULL)
+        hmi_overflow_hold(handle, msg.m_overflow);
     ctx->c_stats.responses_sent++;
     return HM_SUCCESS;
 

@@ -7,37 +7,38 @@
 #include "util/log.h"
 
 /*
- * Encode `data` with `proc` after the header, then the header itself (its
- * CRC covers the payload). HM_MSGSIZE if the payload exceeds the eager limit.
+ * Encode the arguments after the header, then the header itself (its CRC
+ * covers the payload). Arguments past the eager limit go by overflow.
  */
-hm_return_t hmi_send_encode(struct hmi_send_slot *slot, const struct hmi_wire_header *hdr,
-                            hm_proc_cb_t proc, const void *data, hm_handle_t *pin_to,
-                            size_t *len_out)
+hm_return_t hmi_send_encode(struct hmi_send_slot *slot, struct hmi_send_msg *msg)
 {
     hm_class_t *cls = slot->s_ctx->c_class;
     size_t room = cls->k_msg_limit - HMI_WIRE_HEADER_SIZE;
     char *payload = (char *)slot->s_buf + HMI_WIRE_HEADER_SIZE;
     hm_proc_t p;
+    msg->m_overflow = NULL;
     hmi_proc_init(&p, HM_PROC_ENCODE, payload, room, cls);
-    if (pin_to != NULL)
-        hmi_proc_set_pin(&p, hmi_handle_pin, pin_to);
-    hm_return_t ret = proc != NULL ? proc(&p, (void *)data) : HM_SUCCESS;
+    if (msg->m_pin_to != NULL)
+        hmi_proc_set_pin(&p, hmi_handle_pin, msg->m_pin_to);
+    hm_return_t ret = msg->m_proc != NULL ? msg->m_proc(&p, (void *)msg->m_data) : HM_SUCCESS;
     size_t used = hm_proc_get_size(&p);
     if (ret != HM_SUCCESS) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "cannot encode RPC 0x%08x: %s",
-                hdr->rpc_id, hm_strerror(ret));
+                msg->m_hdr->rpc_id, hm_strerror(ret));
         return ret;
     }
     if (used > room) {
+        if (msg->m_may_overflow)
+            return hmi_overflow_encode(slot, msg, used);
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-                "RPC 0x%08x arguments need %zu bytes, eager limit is %zu", hdr->rpc_id,
-                used, room);
+                "RPC 0x%08x arguments need %zu bytes, eager limit is %zu",
+                msg->m_hdr->rpc_id, used, room);
         return HM_MSGSIZE;
     }
-    struct hmi_wire_header full = *hdr;
+    struct hmi_wire_header full = *msg->m_hdr;
     full.payload_len = (uint32_t)used;
     hmi_wire_encode(slot->s_buf, &full, cls->k_checksum);
-    *len_out = HMI_WIRE_HEADER_SIZE + used;
+    msg->m_len = HMI_WIRE_HEADER_SIZE + used;
     return HM_SUCCESS;
 }
 

@@ -15,7 +15,8 @@ static const struct stat_field stat_fields[] = {
     STAT(timeouts),          STAT(cancels),           STAT(peer_failures),
     STAT(handler_errors),    STAT(noentry_replies),   STAT(dropped_malformed),
     STAT(dropped_checksum),  STAT(dropped_expired),   STAT(dropped_late),
-    STAT(dropped_decode),
+    STAT(dropped_decode),    STAT(overflows_sent),    STAT(overflows_received),
+    STAT(dropped_overflow),  STAT(pins_lingering),
 };
 #undef STAT
 

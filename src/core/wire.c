@@ -22,7 +22,7 @@ enum {
 
 #define WIRE_KNOWN_FLAGS                                                                 \
     (HMI_WIRE_F_REQUEST | HMI_WIRE_F_RESPONSE | HMI_WIRE_F_NO_RESPONSE |                 \
-     HMI_WIRE_F_OVERFLOW | HMI_WIRE_F_CHECKSUM | HMI_WIRE_F_ERROR)
+     HMI_WIRE_F_OVERFLOW | HMI_WIRE_F_CHECKSUM | HMI_WIRE_F_ERROR | HMI_WIRE_F_ACK)
 
 /* Little-endian stores and loads that work at any alignment and byte order. */
 static void put_le(uint8_t *p, uint64_t v, unsigned int bytes)
@@ -82,19 +82,22 @@ void hmi_wire_encode(void *buf, const struct hmi_wire_header *hdr, bool checksum
     put_le(p + OFF_CRC, checksum ? wire_crc(p, hdr->payload_len) : 0, 4);
 }
 
-/* Flags must name exactly one direction and only combinations that mean something. */
+/* Flags must name exactly one kind and only combinations that mean something. */
 static bool wire_flags_valid(uint8_t flags)
 {
-    bool request = flags & HMI_WIRE_F_REQUEST;
-    bool response = flags & HMI_WIRE_F_RESPONSE;
-    if ((flags & ~WIRE_KNOWN_FLAGS) != 0 || request == response)
+    unsigned int kinds = ((flags & HMI_WIRE_F_REQUEST) != 0) +
+                         ((flags & HMI_WIRE_F_RESPONSE) != 0) + ((flags & HMI_WIRE_F_ACK) != 0);
+    if ((flags & ~WIRE_KNOWN_FLAGS) != 0 || kinds != 1)
         return false;
-    if (request && (flags & HMI_WIRE_F_ERROR))
+    if (flags & HMI_WIRE_F_ACK) /* an acknowledgement carries nothing else */
+        return (flags & ~(HMI_WIRE_F_ACK | HMI_WIRE_F_CHECKSUM)) == 0;
+    if ((flags & HMI_WIRE_F_REQUEST) && (flags & HMI_WIRE_F_ERROR))
         return false;
-    if (response && (flags & HMI_WIRE_F_NO_RESPONSE))
+    if ((flags & HMI_WIRE_F_RESPONSE) && (flags & HMI_WIRE_F_NO_RESPONSE))
         return false;
-    /* Overflow payloads (bulk descriptors) are not implemented yet. */
-    return (flags & HMI_WIRE_F_OVERFLOW) == 0;
+    /* An error response carries no payload, so no overflow descriptor either. */
+    return (flags & (HMI_WIRE_F_ERROR | HMI_WIRE_F_OVERFLOW)) !=
+           (HMI_WIRE_F_ERROR | HMI_WIRE_F_OVERFLOW);
 }
 
 static void wire_decode_fields(const uint8_t *p, struct hmi_wire_header *hdr)
@@ -112,6 +115,8 @@ static void wire_decode_fields(const uint8_t *p, struct hmi_wire_header *hdr)
 /* Return code: 0 unless an error response, which carries a known error and no payload. */
 static bool wire_ret_valid(const struct hmi_wire_header *hdr)
 {
+    if ((hdr->flags & HMI_WIRE_F_ACK) && hdr->payload_len != 0)
+        return false;
     if ((hdr->flags & HMI_WIRE_F_ERROR) == 0)
         return hdr->ret == 0;
     return hdr->ret > 0 && hdr->ret < HM_RETURN_MAX && hdr->payload_len == 0;

@@ -39,9 +39,11 @@ enum hmi_wire_flag {
     HMI_WIRE_F_REQUEST = 1u << 0,
     HMI_WIRE_F_RESPONSE = 1u << 1,
     HMI_WIRE_F_NO_RESPONSE = 1u << 2, /* request expects no response */
-    HMI_WIRE_F_OVERFLOW = 1u << 3,    /* payload is a bulk descriptor (not yet) */
+    HMI_WIRE_F_OVERFLOW = 1u << 3,    /* payload is an overflow descriptor (overflow.c) */
     HMI_WIRE_F_CHECKSUM = 1u << 4,
     HMI_WIRE_F_ERROR = 1u << 5,       /* response carries only a return code */
+    HMI_WIRE_F_ACK = 1u << 6,         /* client pulled a response's overflow: the
+                                         server may free it (cookie: the server's) */
 };
 
 struct hmi_wire_header {

@@ -226,6 +226,9 @@ struct hm_na_class {
     size_t c_inject_limit;    /* set by class_open: largest message the transport
                                  copies at post and completes at once (fi_inject);
                                  0 when it has no such notion */
+    bool c_mem_pins;          /* set by class_open: registering pins physical pages
+                                 (RDMA NICs), so a cached registration of freed
+                                 memory would move the wrong bytes */
     unsigned int c_nctx;      /* contexts open */
     void *c_priv;             /* ops->class_size bytes */
 };

@@ -38,6 +38,8 @@ static const hm_proc_field_t stats_fields[] = {
     HM_PROC_FIELD(struct core_server_stats, marked_handled, hm_proc_uint64),
     HM_PROC_FIELD(struct core_server_stats, noentry_replies, hm_proc_uint64),
     HM_PROC_FIELD(struct core_server_stats, mallocs, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, overflows_received, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, dropped_overflow, hm_proc_uint64),
 };
 static hm_return_t stats_proc(hm_proc_t *p, void *d)
 {
@@ -152,6 +154,8 @@ static hm_return_t on_stats(hm_handle_t *handle)
         .marked_handled = srv.marked_handled,
         .noentry_replies = st.noentry_replies,
         .mallocs = core_malloc_count ? core_malloc_count() : 0,
+        .overflows_received = st.overflows_received,
+        .dropped_overflow = st.dropped_overflow,
     };
     return respond_and_release(handle, &out);
 }

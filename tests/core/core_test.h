@@ -40,6 +40,8 @@ struct core_server_stats {
     uint64_t marked_handled;
     uint64_t noentry_replies;
     uint64_t mallocs; /* allocations counted by the test binary, if it counts */
+    uint64_t overflows_received;
+    uint64_t dropped_overflow;
 };
 
 hm_return_t core_register(hm_class_t *cls, struct core_ids *ids, bool server);

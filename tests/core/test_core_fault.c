@@ -131,6 +131,45 @@ static void test_malformed_messages_dropped(void **state)
         assert_int_equal(core_call(&core_client, core_client.ids.noop, NULL, NULL, 5000), HM_SUCCESS);
 }
 
+/* A request claiming overflowed arguments with a descriptor that is not one. */
+static void test_bad_overflow_descriptor(void **state)
+{
+    struct core_server_stats before, after;
+    assert_int_equal(core_server_stats(&core_client, &before), HM_SUCCESS);
+    struct raw_peer raw;
+    raw_open(&raw);
+    uint8_t *msg = raw.buf;
+    const size_t payloads[] = {0, 7, 24, 64}; /* empty, truncated, no handle, garbage */
+    for (size_t i = 0; i < sizeof(payloads) / sizeof(payloads[0]); i++) {
+        memset(msg + HMI_WIRE_HEADER_SIZE, 0, payloads[i]);
+        if (payloads[i] >= 8)
+            msg[HMI_WIRE_HEADER_SIZE] = 16; /* data length 16 */
+        if (payloads[i] == 64)
+            memset(msg + HMI_WIRE_HEADER_SIZE + 24, 0xa5, 40);
+        struct hmi_wire_header hdr = {
+            .flags = HMI_WIRE_F_REQUEST | HMI_WIRE_F_OVERFLOW,
+            .rpc_id = core_client.ids.echo,
+            .cookie = 2 + i,
+            .budget_us = HMI_WIRE_NO_BUDGET,
+            .payload_len = (uint32_t)payloads[i],
+        };
+        hmi_wire_encode(raw.buf, &hdr, false);
+        raw_send(&raw, HMI_WIRE_HEADER_SIZE + payloads[i]);
+    }
+    /* An ACK that names no held response. */
+    struct hmi_wire_header ack = {.flags = HMI_WIRE_F_ACK, .cookie = 12345,
+                                  .budget_us = HMI_WIRE_NO_BUDGET};
+    hmi_wire_encode(raw.buf, &ack, false);
+    raw_send(&raw, HMI_WIRE_HEADER_SIZE);
+    raw_close(&raw);
+
+    assert_int_equal(core_server_stats(&core_client, &after), HM_SUCCESS);
+    assert_int_equal(after.dropped_overflow - before.dropped_overflow, 4);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(core_call(&core_client, core_client.ids.noop, NULL, NULL, 5000),
+                         HM_SUCCESS);
+}
+
 /* ---- a client that dies mid-RPC ------------------------------------------------ */
 
 static void never_called(const hm_cb_info_t *info)
@@ -229,6 +268,7 @@ int main(int argc, char **argv)
         core_protocol = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_malformed_messages_dropped),
+        cmocka_unit_test(test_bad_overflow_descriptor),
         cmocka_unit_test(test_client_dies_mid_rpc),
         cmocka_unit_test(test_server_dies_mid_rpc),
     };

@@ -49,8 +49,13 @@ static void test_echo_up_to_eager_limit(void **state)
             continue;
         assert_int_equal(echo_len(handle, str, sizes[i]), HM_SUCCESS);
     }
-    /* One byte more does not fit: refused at once, nothing sent. */
-    assert_int_equal(echo_len(handle, str, max_len + 1), HM_MSGSIZE);
+    /* One byte more does not fit the message: it goes by overflow, both ways. */
+    hm_stats_t before, after;
+    assert_int_equal(hm_context_stats(core_client.ctx, &before), HM_SUCCESS);
+    assert_int_equal(echo_len(handle, str, max_len + 1), HM_SUCCESS);
+    assert_int_equal(hm_context_stats(core_client.ctx, &after), HM_SUCCESS);
+    assert_int_equal(after.overflows_sent, before.overflows_sent + 1);
+    assert_int_equal(after.overflows_received, before.overflows_received + 1);
     assert_int_equal(echo_len(handle, str, 5), HM_SUCCESS);
     hm_handle_destroy(handle);
     free(str);

@@ -125,10 +125,29 @@ static void test_flags(void **state)
     expect_flags(HMI_WIRE_F_REQUEST | HMI_WIRE_F_ERROR, HMI_WIRE_BAD_FLAGS);
     expect_flags(HMI_WIRE_F_RESPONSE | HMI_WIRE_F_NO_RESPONSE, HMI_WIRE_BAD_FLAGS);
     expect_flags(HMI_WIRE_F_REQUEST | 0x80, HMI_WIRE_BAD_FLAGS);
-    expect_flags(HMI_WIRE_F_REQUEST | HMI_WIRE_F_OVERFLOW, HMI_WIRE_BAD_FLAGS);
+    expect_flags(HMI_WIRE_F_REQUEST | HMI_WIRE_F_OVERFLOW, HMI_WIRE_OK);
+    expect_flags(HMI_WIRE_F_RESPONSE | HMI_WIRE_F_OVERFLOW, HMI_WIRE_OK);
+    expect_flags(HMI_WIRE_F_RESPONSE | HMI_WIRE_F_OVERFLOW | HMI_WIRE_F_ERROR,
+                 HMI_WIRE_BAD_FLAGS);
     expect_flags(HMI_WIRE_F_REQUEST | HMI_WIRE_F_NO_RESPONSE, HMI_WIRE_OK);
     expect_flags(HMI_WIRE_F_RESPONSE, HMI_WIRE_OK);
     expect_flags(HMI_WIRE_F_RESPONSE | HMI_WIRE_F_ERROR, HMI_WIRE_OK);
+    expect_flags(HMI_WIRE_F_ACK | HMI_WIRE_F_REQUEST, HMI_WIRE_BAD_FLAGS);
+    expect_flags(HMI_WIRE_F_ACK | HMI_WIRE_F_OVERFLOW, HMI_WIRE_BAD_FLAGS);
+    expect_flags(HMI_WIRE_F_ACK, HMI_WIRE_BAD_FIELD); /* an ack with a payload */
+}
+
+static void test_ack(void **state)
+{
+    struct hmi_wire_header hdr = base_request;
+    hdr.flags = HMI_WIRE_F_ACK;
+    hdr.payload_len = 0;
+    uint8_t *msg = make_msg(&hdr, true);
+    struct hmi_wire_header out;
+    assert_int_equal(hmi_wire_check(msg, HMI_WIRE_HEADER_SIZE, true, &out), HMI_WIRE_OK);
+    assert_int_equal(out.flags, HMI_WIRE_F_ACK | HMI_WIRE_F_CHECKSUM);
+    assert_int_equal(out.cookie, base_request.cookie);
+    free(msg);
 }
 
 static void test_fields(void **state)
@@ -190,6 +209,7 @@ int main(void)
         cmocka_unit_test(test_bad_magic_and_version),
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_fields),
+        cmocka_unit_test(test_ack),
         cmocka_unit_test(test_checksum_catches_every_byte),
         cmocka_unit_test(test_checksum_required),
     };

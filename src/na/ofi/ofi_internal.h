@@ -60,6 +60,7 @@ struct ofi_quirk {
     bool q_watch_pid;             /* peers die silently: watch their pid with a pidfd */
     bool q_probe;                 /* peers die silently: probe quiet peers we wait on */
     bool q_doorbell;              /* no CQ wait fd: block on our own doorbell (ofi_bell.c) */
+    bool q_mem_pins;              /* registration pins pages (an RDMA NIC) */
     const char *q_note;           /* why, for hm_info and the reader */
 };
 

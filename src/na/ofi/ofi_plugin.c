@@ -160,6 +160,7 @@ static hm_return_t plugin_check_info(hm_na_class_t *cls, struct ofi_class *k)
     }
     k->k_inject_size = info->tx_attr->inject_size;
     cls->c_inject_limit = hmi_ofi_inject_size(cls);
+    cls->c_mem_pins = k->k_quirk->q_mem_pins;
     k->k_max_msg = info->ep_attr->max_msg_size;
     if (k->k_max_msg == 0 || k->k_max_msg > ((size_t)1 << 30))
         k->k_max_msg = (size_t)1 << 30;

@@ -60,6 +60,7 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_wait_fd = true,
         .q_watch_pid = false,
         .q_probe = true,
+        .q_mem_pins = true,
         .q_note = "as tcp (rxm on top); needs FI_MR_LOCAL and provider keys",
     },
 };

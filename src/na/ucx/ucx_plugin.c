@@ -180,6 +180,7 @@ static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, cons
         return HM_NOT_SUPPORTED;
     }
     cls->c_eager_limit = k->k_eager_limit;
+    cls->c_mem_pins = false; /* tcp and shared-memory lanes only: virtual addresses */
     return HM_SUCCESS;
 }
 
