@@ -9,5 +9,6 @@
 #include <hermod/proc.h>
 #include <hermod/core.h>
 #include <hermod/bulk.h>
+#include <hermod/topo.h>
 
 #endif /* HERMOD_H */

@@ -3,8 +3,10 @@
  *
  * Prints the library version, the protocols compiled in, and for each one
  * whether a class opens here (with the transport's reason when it does not,
- * and the eager limit when it does). Exit status: 0 when at least one
- * protocol opens, 1 otherwise.
+ * and the eager limit when it does), then the topology: NUMA nodes, their
+ * cores, and the network devices with the node closest to each. Exit
+ * status: 0 when at least one protocol opens, 1 otherwise (a topology that
+ * cannot be read is reported but does not change it).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,16 @@ static int info_probe(const char *proto)
     return 1;
 }
 
+/* info_print_topo: the topology section; a failure is one line, not an exit. */
+static void info_print_topo(void)
+{
+    hm_return_t ret;
+
+    ret = hm_topo_print(stdout);
+    if (ret != HM_SUCCESS)
+        printf("topology: unavailable: %s: %s\n", hm_strerror(ret), hm_error_detail());
+}
+
 /* info_print_env: the environment variables that change Hermod's behaviour. */
 static void info_print_env(void)
 {
@@ -61,6 +73,7 @@ static void info_print_env(void)
         {"HM_LOG", "log level: error|warn|info|debug (default: off)"},
         {"HM_LOG_SUBSYS", "log only these subsystems: na,core,..."},
         {"HM_PROGRESS", "progress mode: busy|wait|default (default: spin, then wait)"},
+        {"HM_TOPO_XML", "hwloc XML file to read the topology from (default: this machine)"},
     };
 
     printf("environment:\n");
@@ -86,6 +99,7 @@ int main(int argc, char **argv)
         printf("  (none: no network plugin was built)\n");
     for (size_t i = 0; protos != NULL && protos[i] != NULL; i++)
         usable += info_probe(protos[i]);
+    info_print_topo();
     info_print_env();
     return usable > 0 ? 0 : 1;
 }
