@@ -1,7 +1,19 @@
 /*
- * hm-perf internals: options, the RPC side (perf_rpc.c) and the statistics
- * and output (perf_stats.c). hm_perf.c holds the command line and the
- * process management.
+ * hm-perf internals. One file per job:
+ *
+ *   hm_perf.c      the command word, forking the local server, reaping it
+ *   perf_args.c    the command line (lists, K/M suffixes) and the usage text
+ *   perf_proto.c   the RPCs both sides register, opening and closing a side
+ *   perf_server.c  the server loop and its small handlers (no-op, stats, stop)
+ *   perf_bulk.c    the bulk RPC: the server's slots and transfers, the
+ *                  client's registered buffers, the content pattern
+ *   perf_client.c  the client: servers, rows (sizes x in flight), stop
+ *   perf_run.c     the measuring loop of one row
+ *   perf_stats.c   clock, percentiles, peak resident memory
+ *   perf_report.c  the table and the JSON records
+ *   perf_mpi.c     under mpirun: ranks, URIs exchanged through PMIx
+ *
+ * Public API only (<hermod.h>): hm-perf measures what users get.
  */
 #ifndef HERMOD_PERF_H
 #define HERMOD_PERF_H
@@ -9,57 +21,250 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <hermod.h>
 
+#define PERF_MAX_LIST 16 /* values in --size / --inflight lists */
+
+enum perf_kind {
+    PERF_KIND_RPC = 0,  /* no-op RPCs, optionally with an inline argument */
+    PERF_KIND_BULK = 1, /* RPC whose server pulls or pushes S bytes, then responds */
+};
+
 /* Everything the command line sets. */
 struct perf_opts {
-    const char *protocol;   /* "ucx+shm", ... (rpc, server) */
-    const char *addr;       /* server URI (client) */
-    const char *addr_file;  /* server: also write the URI here */
-    size_t size;            /* argument bytes carried inline */
-    unsigned int inflight;  /* RPCs in flight for the rate row */
-    unsigned long iters;    /* measured RPCs per row */
-    unsigned long warmup;   /* RPCs before measuring */
+    enum perf_kind kind;
+    const char *protocol;  /* server: "ucx+shm", ... or a full listen URI */
+    const char *addr;      /* client: the server's URI */
+    const char *addr_file; /* server: also write the URI here */
+    size_t sizes[PERF_MAX_LIST];           /* argument (rpc) or transfer (bulk) bytes */
+    unsigned int nsizes;
+    unsigned int inflights[PERF_MAX_LIST]; /* RPCs kept in flight, one row each */
+    unsigned int ninflights;
+    unsigned long iters;   /* measured RPCs per row (unless duration_s > 0) */
+    double duration_s;     /* > 0: measure each row for this long instead */
+    unsigned long warmup;  /* RPCs completed before measuring, per row */
+    hm_bulk_op_t op;       /* bulk: what the server does */
     hm_progress_mode_t mode;
-    bool json;              /* one JSON object per row instead of a table */
-    bool stop;              /* client: stop the server when done */
+    bool json;             /* one JSON record per row instead of the table */
+    bool stop;             /* client: stop the server(s) when done */
 };
 
 /* One measured row. */
 struct perf_result {
+    const char *protocol;
+    const char *test;      /* "rpc", "pull" or "push" */
+    size_t size;
     unsigned int inflight;
-    unsigned long iters;
+    unsigned int servers;
+    unsigned long iters;   /* RPCs measured */
     double min_us, median_us, p90_us, p99_us, max_us;
-    double rate_per_s;
+    double rate_per_s;     /* RPCs completed per second */
+    double bandwidth_MBps; /* size x rate, in 10^6 bytes/s */
+    long client_maxrss_kb; /* peak resident memory, this process */
+    long server_maxrss_kb; /* largest peak among the servers, as they report it */
 };
 
-/* ---- perf_rpc.c ---- */
+/* ---- perf_args.c ---- */
+
+void perf_usage(FILE *out);
+/*
+ * perf_args_parse: the options after the command word (argv[first..]) into
+ * `o`, then the defaults of `o->kind` for what was not given. Returns 0, 1
+ * for --help, -1 after printing what is wrong.
+ */
+int perf_args_parse(int argc, char **argv, int first, struct perf_opts *o);
+
+/* ---- perf_proto.c: the RPCs and one side's class and context ---- */
+
+struct perf_ids {
+    hm_id_t noop;       /* no argument, no result */
+    hm_id_t noop_arg;   /* struct perf_arg in, no result */
+    hm_id_t bulk_setup; /* struct perf_bulk_setup in, struct perf_status out */
+    hm_id_t bulk;       /* struct perf_bulk_in in, struct perf_status out */
+    hm_id_t stats;      /* struct perf_srv_stats out */
+    hm_id_t stop;       /* struct perf_srv_stats out; the server exits */
+};
+
+struct perf_arg {
+    hm_bytes_t data;
+};
+
+/* Before the rows of one size: the server makes `slots` buffers of `size`. */
+struct perf_bulk_setup {
+    uint8_t op; /* hm_bulk_op_t */
+    uint32_t slots;
+    uint64_t size;
+};
+
+/* One bulk RPC: the client's handle over slot `slot`'s buffer. */
+struct perf_bulk_in {
+    hm_bulk_t *bulk;
+    uint32_t slot;
+    uint8_t check; /* the server verifies what it pulled */
+};
+
+struct perf_status {
+    int32_t ret; /* hm_return_t */
+};
+
+struct perf_srv_stats {
+    uint64_t maxrss_kb;
+};
+
+/* The handlers of a server; all NULL on a client. `data` reaches them all. */
+struct perf_handlers {
+    hm_rpc_handler_t noop, noop_arg, bulk_setup, bulk, stats, stop;
+    void *data;
+};
+
+struct perf_ep {
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    struct perf_ids ids;
+};
+
+/* perf_fail: print "hm-perf: what: error[: detail]"; returns -1. */
+int perf_fail(const char *what, hm_return_t ret);
+/* The URI to open for `protocol`: as is if it has "://", else loopback port 0 for tcp. */
+void perf_listen_uri(const char *protocol, char *buf, size_t size);
+/* Opens a class on `uri`, registers the RPCs (`h` may be NULL), makes a context. */
+int perf_ep_open(struct perf_ep *ep, const char *uri, hm_progress_mode_t mode,
+                 const struct perf_handlers *h);
+int perf_ep_close(struct perf_ep *ep);
+
+/* ---- perf_bulk.c ---- */
+
+struct perf_server;
+
+/* The server's buffers for the current size: one per slot, registered. */
+struct perf_bulk_srv_slot {
+    struct perf_server *srv;
+    void *buf;
+    hm_bulk_t *bulk;
+    hm_handle_t *handle; /* the RPC being served on this slot, or NULL */
+    bool check;
+};
+
+struct perf_bulk_srv {
+    hm_class_t *cls;
+    hm_bulk_op_t op;
+    size_t size;
+    uint32_t nslots;
+    struct perf_bulk_srv_slot *slots;
+};
+
+/* Handlers of bulk_setup and bulk; their data is the struct perf_server. */
+hm_return_t perf_bulk_srv_setup_handler(hm_handle_t *handle);
+hm_return_t perf_bulk_srv_handler(hm_handle_t *handle);
+/* Frees the slots; -1 if a transfer still uses one. */
+int perf_bulk_srv_free(struct perf_bulk_srv *bs);
+
+/* The client's buffers for one size: one registered handle per slot. */
+struct perf_bulk_cli {
+    size_t size;
+    uint32_t nslots;
+    void **bufs;
+    hm_bulk_t **bulks;
+};
+
+int perf_bulk_cli_create(hm_class_t *cls, size_t size, uint32_t nslots,
+                         struct perf_bulk_cli *bc);
+void perf_bulk_cli_free(struct perf_bulk_cli *bc);
+
+/* The content check: every byte has a known value; a few probes are tested. */
+void perf_pattern_fill(uint8_t *buf, size_t size);
+void perf_pattern_spoil(uint8_t *buf, size_t size); /* probes made wrong */
+bool perf_pattern_ok(const uint8_t *buf, size_t size);
+
+/* ---- perf_server.c ---- */
+
+struct perf_server {
+    bool stop_sent;          /* the response to "stop" has left: exit */
+    unsigned long errors;    /* responses that could not be sent */
+    struct perf_bulk_srv bulk;
+};
 
 /*
- * perf_server_run: open `opts->protocol`, write the server's URI and a
- * newline to `ready_fd` (if >= 0) and stdout, serve until a client sends the
- * stop RPC. Returns 0, or -1 with a message on stderr.
+ * perf_publish_cb: hands the server's URI to whoever starts clients (a
+ * pipe, stdout, PMIx). Called once; `uri` NULL means the server could not
+ * open (collective publishers must still take part). Returns 0 or -1.
  */
-int perf_server_run(const struct perf_opts *opts, int ready_fd);
+typedef int (*perf_publish_cb)(const char *uri, void *arg);
 
 /*
- * perf_client_run: measure against `server_uri` and print the rows: one
- * with 1 RPC in flight, one more with opts->inflight if that is larger. Sends
- * the stop RPC when `stop`. Returns 0, or -1 with a message on stderr.
+ * perf_server_run: open `opts->protocol`, publish the URI, serve until a
+ * client sends "stop". Blocks. Returns 0, or -1 with a message on stderr.
  */
-int perf_client_run(const struct perf_opts *opts, const char *server_uri, bool stop);
+int perf_server_run(const struct perf_opts *opts, perf_publish_cb publish, void *arg);
+/*
+ * perf_server_respond: respond without a completion callback (one trigger
+ * less per RPC, as an application would); a failure is counted in
+ * srv->errors and reported when the server exits.
+ */
+hm_return_t perf_server_respond(struct perf_server *srv, hm_handle_t *handle, const void *out);
+
+/* ---- perf_client.c ---- */
+
+/*
+ * perf_client_run: measure against the `nservers` servers at `uris`
+ * (requests go round-robin over them) and print the rows: for each size,
+ * one per in-flight count. With `stop`, stops every server reached, also
+ * after a failure. Returns 0, or -1 with a message on stderr.
+ */
+int perf_client_run(const struct perf_opts *opts, const char *const *uris,
+                    unsigned int nservers, bool stop);
+/* perf_client_stop: only stop the servers (after another one failed). */
+int perf_client_stop(const struct perf_opts *opts, const char *const *uris,
+                     unsigned int nservers);
+
+/* ---- perf_run.c: one row ---- */
+
+struct perf_row {
+    hm_id_t id;                 /* the RPC measured */
+    unsigned int inflight;
+    size_t size;
+    const void *rpc_in;         /* rpc: the argument shared by all (NULL: none) */
+    struct perf_bulk_cli *bulk; /* bulk: slot i sends bulk->bulks[i]; else NULL */
+    hm_bulk_op_t op;
+};
+
+/*
+ * perf_run_row: keep `row->inflight` RPCs in flight over `servers`
+ * (round-robin) until opts->warmup + opts->iters have completed (or for
+ * opts->duration_s after the warm-up), and fill the latencies, rate and
+ * bandwidth of `res`. Returns 0, or -1 with a message on stderr.
+ */
+int perf_run_row(hm_context_t *ctx, hm_addr_t *const *servers, unsigned int nservers,
+                 const struct perf_opts *opts, const struct perf_row *row,
+                 struct perf_result *res);
 
 /* ---- perf_stats.c ---- */
 
 uint64_t perf_now_ns(void);
 const char *perf_mode_name(hm_progress_mode_t mode);
-/* Sorts `samples_ns` (n > 0) and fills the latencies and the rate of `res`. */
+/* Peak resident memory of this process (getrusage), in KiB. */
+long perf_maxrss_kb(void);
+/* Sorts `samples_ns` (n > 0), fills the latencies and the rate of `res`. */
 void perf_stats_compute(uint64_t *samples_ns, size_t n, uint64_t elapsed_ns,
                         struct perf_result *res);
-/* The table header (not in JSON mode), and one row. */
-void perf_print_header(const struct perf_opts *opts);
-void perf_print_row(const struct perf_opts *opts, const char *protocol,
-                    const struct perf_result *res);
+
+/* ---- perf_report.c ---- */
+
+/* The table header (nothing in JSON mode), and one row. */
+void perf_report_header(const struct perf_opts *opts);
+void perf_report_row(const struct perf_opts *opts, const struct perf_result *res);
+
+/* ---- perf_mpi.c ---- */
+
+/* perf_mpi_detected: whether this process was started by mpirun (PMIx). */
+bool perf_mpi_detected(void);
+/*
+ * perf_mpi_run: rank 0 measures, the other ranks serve; URIs go through
+ * PMIx. Returns 0, or -1 with a message on stderr (also when hm-perf was
+ * built without PMIx).
+ */
+int perf_mpi_run(const struct perf_opts *opts);
 
 #endif /* HERMOD_PERF_H */

@@ -1,6 +1,6 @@
-/* hm-perf: latency statistics and the table / JSON output. */
-#include <stdio.h>
+/* hm-perf: the clock, latency statistics and peak resident memory. */
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "perf.h"
@@ -21,6 +21,15 @@ const char *perf_mode_name(hm_progress_mode_t mode)
     case HM_PROGRESS_DEFAULT: break;
     }
     return "default";
+}
+
+long perf_maxrss_kb(void)
+{
+    struct rusage ru;
+
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return -1;
+    return ru.ru_maxrss; /* Linux: KiB */
 }
 
 static int stats_cmp(const void *a, const void *b)
@@ -50,32 +59,4 @@ void perf_stats_compute(uint64_t *samples_ns, size_t n, uint64_t elapsed_ns,
     res->p99_us = stats_pct_us(samples_ns, n, 99);
     res->max_us = (double)samples_ns[n - 1] / 1000.0;
     res->rate_per_s = elapsed_ns > 0 ? (double)n * 1e9 / (double)elapsed_ns : 0.0;
-}
-
-void perf_print_header(const struct perf_opts *opts)
-{
-    if (opts->json)
-        return;
-    printf("%-10s %-8s %8s %8s %8s %9s %9s %9s %9s %9s %12s\n", "protocol", "mode", "size",
-           "inflight", "iters", "min_us", "median_us", "p90_us", "p99_us", "max_us",
-           "rate_per_s");
-}
-
-void perf_print_row(const struct perf_opts *opts, const char *protocol,
-                    const struct perf_result *res)
-{
-    const char *mode = perf_mode_name(opts->mode);
-
-    if (opts->json) {
-        printf("{\"protocol\":\"%s\",\"mode\":\"%s\",\"size\":%zu,\"inflight\":%u,"
-               "\"iters\":%lu,\"min_us\":%.3f,\"median_us\":%.3f,\"p90_us\":%.3f,"
-               "\"p99_us\":%.3f,\"max_us\":%.3f,\"rate_per_s\":%.1f}\n",
-               protocol, mode, opts->size, res->inflight, res->iters, res->min_us,
-               res->median_us, res->p90_us, res->p99_us, res->max_us, res->rate_per_s);
-    } else {
-        printf("%-10s %-8s %8zu %8u %8lu %9.2f %9.2f %9.2f %9.2f %9.2f %12.0f\n", protocol,
-               mode, opts->size, res->inflight, res->iters, res->min_us, res->median_us,
-               res->p90_us, res->p99_us, res->max_us, res->rate_per_s);
-    }
-    fflush(stdout);
 }

@@ -1,0 +1,289 @@
+/*
+ * hm-ceiling: the single-copy ceiling of a bulk transfer over shared memory
+ * on this machine, for comparison with hm-perf bulk over ucx+shm / ofi+shm.
+ *
+ *   hm-ceiling [--size S[,S...]] [--min-ms T] [--json]
+ *
+ * For each size (default 4K,64K,1M,16M) it measures
+ *   memcpy            one process, source and destination warmed, copied
+ *                     again and again (cache-hot when the size fits);
+ *   process_vm_readv  from a forked child's buffer into this process's: the
+ *                     one copy between two processes that CMA (UCX's cma
+ *                     transport, libfabric shm's large messages) makes;
+ * and prints MB/s (10^6 bytes) and the time of one copy in us. Each figure
+ * is the mean over at least --min-ms milliseconds (default 200).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CEIL_MAX_SIZES 16
+#define CEIL_MAX_SIZE (1ul << 30)
+#define CEIL_BATCH_BYTES (32ul << 20) /* copies between two clock reads */
+
+struct ceil_opts {
+    size_t sizes[CEIL_MAX_SIZES];
+    unsigned int nsizes;
+    unsigned int min_ms;
+    bool json;
+};
+
+/* One way of copying `size` bytes into `dst`; returns 0 or -1 (errno set). */
+struct ceil_copier {
+    int (*copy)(const struct ceil_copier *c, void *dst, size_t size);
+    void *src;  /* memcpy: local source */
+    pid_t pid;  /* process_vm_readv: the child */
+    void *rsrc; /* process_vm_readv: the child's buffer, in its address space */
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int copy_memcpy(const struct ceil_copier *c, void *dst, size_t size)
+{
+    memcpy(dst, c->src, size);
+    __asm__ __volatile__("" ::: "memory"); /* the copy is not dead */
+    return 0;
+}
+
+static int copy_readv(const struct ceil_copier *c, void *dst, size_t size)
+{
+    struct iovec local = {.iov_base = dst, .iov_len = size};
+    struct iovec remote = {.iov_base = c->rsrc, .iov_len = size};
+    ssize_t n = process_vm_readv(c->pid, &local, 1, &remote, 1, 0);
+
+    if (n < 0)
+        return -1;
+    if ((size_t)n != size) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * ceil_measure: copy `size` bytes repeatedly for at least `min_ms`; the
+ * mean rate in MB/s and time per copy in us. One untimed copy first.
+ */
+static int ceil_measure(const struct ceil_copier *c, void *dst, size_t size,
+                        unsigned int min_ms, double *mbps, double *us)
+{
+    uint64_t batch = CEIL_BATCH_BYTES / size > 0 ? CEIL_BATCH_BYTES / size : 1;
+    uint64_t copies = 0, t0, elapsed;
+
+    if (c->copy(c, dst, size) != 0)
+        return -1;
+    t0 = now_ns();
+    do {
+        for (uint64_t i = 0; i < batch; i++)
+            if (c->copy(c, dst, size) != 0)
+                return -1;
+        copies += batch;
+        elapsed = now_ns() - t0;
+    } while (elapsed < (uint64_t)min_ms * 1000000u);
+    *mbps = (double)copies * (double)size * 1e3 / (double)elapsed;
+    *us = (double)elapsed / 1e3 / (double)copies;
+    return 0;
+}
+
+/* ---- the child that owns the remote buffer --------------------------------------- */
+
+/* child_main: fill a buffer, send its address, wait until the parent closes the pipe. */
+static void child_main(size_t size, int to_parent, int from_parent)
+{
+    char *buf = malloc(size);
+    char c;
+
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (buf == NULL)
+        _exit(1);
+    memset(buf, 0x5a, size);
+    if (write(to_parent, &buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+        _exit(1);
+    while (read(from_parent, &c, 1) > 0)
+        ;
+    free(buf);
+    _exit(0);
+}
+
+static void child_stop(pid_t pid, int ctl)
+{
+    int status;
+
+    close(ctl); /* the child's read returns 0: it exits */
+    if (waitpid(pid, &status, 0) < 0)
+        perror("hm-ceiling: waitpid");
+}
+
+/* child_start: fork the child; its pid and buffer address in `c`. */
+static int child_start(size_t size, struct ceil_copier *c, int *ctl_out)
+{
+    int up[2], down[2];
+
+    if (pipe(up) != 0) {
+        perror("hm-ceiling: pipe");
+        return -1;
+    }
+    if (pipe(down) != 0) {
+        perror("hm-ceiling: pipe");
+        goto err_up;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("hm-ceiling: fork");
+        close(down[0]);
+        close(down[1]);
+        goto err_up;
+    }
+    if (pid == 0) {
+        close(up[0]);
+        close(down[1]);
+        child_main(size, up[1], down[0]);
+    }
+    close(up[1]);
+    close(down[0]);
+    ssize_t n = read(up[0], &c->rsrc, sizeof(c->rsrc));
+    close(up[0]);
+    c->pid = pid;
+    *ctl_out = down[1];
+    if (n != (ssize_t)sizeof(c->rsrc)) {
+        fprintf(stderr, "hm-ceiling: the child could not set up its buffer\n");
+        child_stop(pid, down[1]);
+        return -1;
+    }
+    return 0;
+
+err_up:
+    close(up[0]);
+    close(up[1]);
+    return -1;
+}
+
+/* ---- command line and output ------------------------------------------------------ */
+
+static int parse_sizes(const char *text, struct ceil_opts *o)
+{
+    const char *p = text;
+
+    o->nsizes = 0;
+    while (*p != '\0') {
+        char *end = NULL;
+        unsigned long v, mult = 1;
+        errno = 0;
+        v = strtoul(p, &end, 10);
+        if (errno != 0 || end == p || *p == '-' || o->nsizes == CEIL_MAX_SIZES)
+            return -1;
+        if (*end == 'K' || *end == 'k')
+            mult = 1ul << 10;
+        else if (*end == 'M' || *end == 'm')
+            mult = 1ul << 20;
+        if (mult != 1)
+            end++;
+        if ((*end != ',' && *end != '\0') || v == 0 || v > CEIL_MAX_SIZE / mult)
+            return -1;
+        o->sizes[o->nsizes++] = v * mult;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return o->nsizes > 0 ? 0 : -1;
+}
+
+static int parse_args(int argc, char **argv, struct ceil_opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            o->json = true;
+        } else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
+            if (parse_sizes(argv[++i], o) != 0) {
+                fprintf(stderr, "hm-ceiling: --size takes sizes in [1, 1G] with K/M "
+                        "suffixes, separated by commas\n");
+                return -1;
+            }
+        } else if (strcmp(argv[i], "--min-ms") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            unsigned long v = strtoul(argv[++i], &end, 10);
+            if (*end != '\0' || v == 0 || v > 60000) {
+                fprintf(stderr, "hm-ceiling: --min-ms takes 1..60000\n");
+                return -1;
+            }
+            o->min_ms = (unsigned int)v;
+        } else {
+            fprintf(stderr, "usage: hm-ceiling [--size S[,S...]] [--min-ms T] [--json]\n");
+            return strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 ? 1 : -1;
+        }
+    }
+    return 0;
+}
+
+static void print_row(const struct ceil_opts *o, size_t size, const double r[4])
+{
+    if (o->json)
+        printf("{\"size\":%zu,\"memcpy_MBps\":%.1f,\"memcpy_us\":%.3f,"
+               "\"process_vm_readv_MBps\":%.1f,\"process_vm_readv_us\":%.3f}\n",
+               size, r[0], r[1], r[2], r[3]);
+    else
+        printf("%10zu %12.1f %10.3f %12.1f %10.3f\n", size, r[0], r[1], r[2], r[3]);
+    fflush(stdout);
+}
+
+/* ceil_rows: one row per size, the child and buffers already set up. */
+static int ceil_rows(const struct ceil_opts *o, struct ceil_copier *mc,
+                     struct ceil_copier *rc, void *dst)
+{
+    if (!o->json)
+        printf("%10s %12s %10s %12s %10s\n", "size", "memcpy_MBps", "memcpy_us",
+               "readv_MBps", "readv_us");
+    for (unsigned int i = 0; i < o->nsizes; i++) {
+        double r[4];
+        if (ceil_measure(mc, dst, o->sizes[i], o->min_ms, &r[0], &r[1]) != 0 ||
+            ceil_measure(rc, dst, o->sizes[i], o->min_ms, &r[2], &r[3]) != 0) {
+            perror("hm-ceiling: process_vm_readv");
+            return -1;
+        }
+        print_row(o, o->sizes[i], r);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct ceil_opts o = {.sizes = {4ul << 10, 64ul << 10, 1ul << 20, 16ul << 20},
+                          .nsizes = 4, .min_ms = 200};
+    struct ceil_copier mc = {.copy = copy_memcpy}, rc = {.copy = copy_readv};
+    size_t max = 0;
+    int ctl = -1, pr = parse_args(argc, argv, &o), status = 1;
+
+    if (pr != 0)
+        return pr > 0 ? 0 : 2;
+    for (unsigned int i = 0; i < o.nsizes; i++)
+        max = o.sizes[i] > max ? o.sizes[i] : max;
+    fflush(stdout);
+    if (child_start(max, &rc, &ctl) != 0)
+        return 1;
+    mc.src = malloc(max);
+    void *dst = malloc(max);
+    if (mc.src == NULL || dst == NULL) {
+        fprintf(stderr, "hm-ceiling: out of memory\n");
+    } else {
+        memset(mc.src, 0xa5, max);
+        memset(dst, 0, max);
+        status = ceil_rows(&o, &mc, &rc, dst) == 0 ? 0 : 1;
+    }
+    free(mc.src);
+    free(dst);
+    child_stop(rc.pid, ctl);
+    return status;
+}

@@ -1,0 +1,272 @@
+/* hm-perf: the command line. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf.h"
+
+#define PERF_MAX_SIZE (1ul << 30)
+#define PERF_MAX_INFLIGHT 4096ul
+#define PERF_MAX_ITERS 1000000000ul
+#define PERF_MAX_DURATION_S 86400.0
+
+void perf_usage(FILE *out)
+{
+    fprintf(out,
+        "usage: hm-perf rpc    --protocol P [options]\n"
+        "       hm-perf bulk   --protocol P [--op pull|push] [options]\n"
+        "       hm-perf server --protocol P [--addr-file FILE] [--busy|--wait]\n"
+        "       hm-perf client [rpc|bulk] --addr URI [options] [--stop]\n"
+        "       mpirun -np N hm-perf rpc|bulk --protocol P [options]\n"
+        "\n"
+        "rpc measures no-op RPC round trips (with --size bytes of argument carried\n"
+        "inline); bulk measures an RPC carrying a bulk handle of --size bytes that\n"
+        "the server pulls (or pushes) before responding. Run alone, hm-perf forks\n"
+        "a server on this machine and stops it at the end; server and client run\n"
+        "the two sides apart; under mpirun rank 0 measures and the other ranks\n"
+        "serve (requests go round-robin over them).\n"
+        "\n"
+        "  --protocol P     ucx+tcp, ucx+shm, ofi+tcp, ... (see hm_info), or a URI\n"
+        "                   to listen on (ucx+tcp://127.0.0.1:0)\n"
+        "  --addr URI       client: the URI hm-perf server printed\n"
+        "  --addr-file F    server: also write its URI to F\n"
+        "  --size S[,S..]   bytes per RPC, K/M/G suffixes (rpc default 0, bulk 1M)\n"
+        "  --inflight N[,N..] RPCs kept in flight, one row each (default 1)\n"
+        "  --iters K        measured RPCs per row (rpc default 10000, bulk 1000)\n"
+        "  --duration T     measure each row for T seconds instead of --iters\n"
+        "  --warmup K       RPCs per row before measuring (rpc 1000, bulk 100)\n"
+        "  --op pull|push   bulk: the server pulls from or pushes into the\n"
+        "                   client's buffer (default pull)\n"
+        "  --busy | --wait  progress mode: spin, or block on the transport's fd\n"
+        "                   (default: spin a little, then block)\n"
+        "  --json           one JSON record per row instead of the table\n"
+        "  --stop           client: stop the server when done\n"
+        "\n"
+        "Columns: latency of one RPC in us (min, median, p90, p99, max), RPCs\n"
+        "completed per second, size x rate in MB/s (10^6 bytes), and the peak\n"
+        "resident memory of the client and of the server(s) in MiB.\n");
+}
+
+/* parse_ulong: a whole decimal number within [min, max], or -1. */
+static int parse_ulong(const char *name, const char *text, unsigned long min,
+                       unsigned long max, unsigned long *out)
+{
+    char *end = NULL;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || v < min || v > max) {
+        fprintf(stderr, "hm-perf: %s must be a number in [%lu, %lu], not \"%s\"\n", name,
+                min, max, text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* parse_size: "4096", "4K", "1M", "1G" (powers of 1024) up to PERF_MAX_SIZE. */
+static int parse_size(const char *text, size_t len, size_t *out)
+{
+    char buf[32];
+    char *end = NULL;
+    unsigned long v, mult = 1;
+
+    if (len == 0 || len >= sizeof(buf))
+        return -1;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    errno = 0;
+    v = strtoul(buf, &end, 10);
+    if (errno != 0 || end == buf || buf[0] == '-')
+        return -1;
+    switch (*end) {
+    case 'k': case 'K': mult = 1ul << 10; end++; break;
+    case 'm': case 'M': mult = 1ul << 20; end++; break;
+    case 'g': case 'G': mult = 1ul << 30; end++; break;
+    default: break;
+    }
+    if (*end != '\0' || v > PERF_MAX_SIZE / mult)
+        return -1;
+    *out = v * mult;
+    return 0;
+}
+
+/* parse_size_list: "0,1K,64K" into o->sizes. */
+static int parse_size_list(const char *text, struct perf_opts *o)
+{
+    const char *p = text;
+
+    o->nsizes = 0;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        if (o->nsizes == PERF_MAX_LIST || parse_size(p, len, &o->sizes[o->nsizes]) != 0) {
+            fprintf(stderr, "hm-perf: --size takes up to %d sizes in [0, 1G] with K/M/G "
+                    "suffixes, separated by commas, not \"%s\"\n", PERF_MAX_LIST, text);
+            return -1;
+        }
+        o->nsizes++;
+        if (p[len] == '\0')
+            return 0;
+        p += len + 1;
+    }
+}
+
+/* parse_inflight_list: "1,16" into o->inflights. */
+static int parse_inflight_list(const char *text, struct perf_opts *o)
+{
+    char buf[32];
+    const char *p = text;
+    unsigned long v;
+
+    o->ninflights = 0;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        if (o->ninflights == PERF_MAX_LIST || len == 0 || len >= sizeof(buf)) {
+            fprintf(stderr, "hm-perf: --inflight takes up to %d counts separated by "
+                    "commas, not \"%s\"\n", PERF_MAX_LIST, text);
+            return -1;
+        }
+        memcpy(buf, p, len);
+        buf[len] = '\0';
+        if (parse_ulong("--inflight", buf, 1, PERF_MAX_INFLIGHT, &v) != 0)
+            return -1;
+        o->inflights[o->ninflights++] = (unsigned int)v;
+        if (p[len] == '\0')
+            return 0;
+        p += len + 1;
+    }
+}
+
+static int parse_duration(const char *text, double *out)
+{
+    char *end = NULL;
+    double v;
+
+    errno = 0;
+    v = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || !isfinite(v) || v <= 0.0 ||
+        v > PERF_MAX_DURATION_S) {
+        fprintf(stderr, "hm-perf: --duration takes seconds in (0, %.0f], not \"%s\"\n",
+                PERF_MAX_DURATION_S, text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_op(const char *text, hm_bulk_op_t *out)
+{
+    if (strcmp(text, "pull") == 0) {
+        *out = HM_BULK_PULL;
+        return 0;
+    }
+    if (strcmp(text, "push") == 0) {
+        *out = HM_BULK_PUSH;
+        return 0;
+    }
+    fprintf(stderr, "hm-perf: --op takes pull or push, not \"%s\"\n", text);
+    return -1;
+}
+
+enum { OPT_SIZE = 256, OPT_INFLIGHT, OPT_ITERS, OPT_DURATION, OPT_WARMUP, OPT_OP, OPT_BUSY,
+       OPT_WAIT, OPT_JSON, OPT_STOP, OPT_ADDR_FILE };
+
+static const struct option long_opts[] = {
+    {"protocol", required_argument, NULL, 'p'},
+    {"addr", required_argument, NULL, 'a'},
+    {"addr-file", required_argument, NULL, OPT_ADDR_FILE},
+    {"size", required_argument, NULL, OPT_SIZE},
+    {"inflight", required_argument, NULL, OPT_INFLIGHT},
+    {"iters", required_argument, NULL, OPT_ITERS},
+    {"duration", required_argument, NULL, OPT_DURATION},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"op", required_argument, NULL, OPT_OP},
+    {"busy", no_argument, NULL, OPT_BUSY},
+    {"wait", no_argument, NULL, OPT_WAIT},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"stop", no_argument, NULL, OPT_STOP},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* What was given, to fill in the defaults of the others. */
+struct perf_given {
+    bool iters, warmup;
+};
+
+/* parse_one: apply option `c`; -1 on a bad value. */
+static int parse_one(int c, const char *arg, struct perf_opts *o, struct perf_given *g)
+{
+    switch (c) {
+    case 'p': o->protocol = arg; return 0;
+    case 'a': o->addr = arg; return 0;
+    case OPT_ADDR_FILE: o->addr_file = arg; return 0;
+    case OPT_BUSY: o->mode = HM_PROGRESS_BUSY; return 0;
+    case OPT_WAIT: o->mode = HM_PROGRESS_WAIT; return 0;
+    case OPT_JSON: o->json = true; return 0;
+    case OPT_STOP: o->stop = true; return 0;
+    case OPT_SIZE: return parse_size_list(arg, o);
+    case OPT_INFLIGHT: return parse_inflight_list(arg, o);
+    case OPT_DURATION: return parse_duration(arg, &o->duration_s);
+    case OPT_OP: return parse_op(arg, &o->op);
+    case OPT_ITERS:
+        g->iters = true;
+        return parse_ulong("--iters", arg, 1, PERF_MAX_ITERS, &o->iters);
+    case OPT_WARMUP:
+        g->warmup = true;
+        return parse_ulong("--warmup", arg, 0, PERF_MAX_ITERS, &o->warmup);
+    }
+    return -1;
+}
+
+/* apply_defaults: what depends on the kind, and the checks across options. */
+static int apply_defaults(struct perf_opts *o, const struct perf_given *g)
+{
+    bool bulk = o->kind == PERF_KIND_BULK;
+
+    if (g->iters && o->duration_s > 0.0) {
+        fprintf(stderr, "hm-perf: give --iters or --duration, not both\n");
+        return -1;
+    }
+    if (o->nsizes == 0) {
+        o->sizes[0] = bulk ? 1ul << 20 : 0;
+        o->nsizes = 1;
+    }
+    if (o->ninflights == 0) {
+        o->inflights[0] = 1;
+        o->ninflights = 1;
+    }
+    if (!g->iters)
+        o->iters = bulk ? 1000 : 10000;
+    if (!g->warmup)
+        o->warmup = bulk ? 100 : 1000;
+    for (unsigned int i = 0; bulk && i < o->nsizes; i++) {
+        if (o->sizes[i] == 0) {
+            fprintf(stderr, "hm-perf bulk: sizes must be at least 1 byte\n");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int perf_args_parse(int argc, char **argv, int first, struct perf_opts *o)
+{
+    struct perf_given given = {false, false};
+    int c;
+
+    optind = first;
+    while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+        if (c == 'h')
+            return 1;
+        if (c == '?' || parse_one(c, optarg, o, &given) != 0)
+            return -1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "hm-perf: unexpected argument \"%s\"\n", argv[optind]);
+        return -1;
+    }
+    return apply_defaults(o, &given);
+}
