@@ -118,12 +118,26 @@ static void test_many_in_flight(void **state)
     }
 }
 
-/* A caller that gives up (timeout) while its 64 MiB request is being pulled,
- * then carries on; the server survives whatever it met. */
+/* Overflowed requests the server has finished pulling, well or not. */
+static uint64_t server_pulls_ended(void)
+{
+    struct core_server_stats st;
+    assert_int_equal(core_server_stats(&core_client, &st), HM_SUCCESS);
+    return st.overflows_received + st.dropped_overflow;
+}
+
+/*
+ * A caller that gives up (timeout) while its 64 MiB request is being pulled,
+ * then carries on; the server survives whatever it met. The test waits for
+ * the server's late pull to end before going on: stopping a server in the
+ * middle of a pull is another case (over UCX 1.13 tcp it aborts the client
+ * inside UCX, see docs/ARCHITECTURE.md, known limits).
+ */
 static void test_timeout_mid_pull(void **state)
 {
     char *str = make_string(64u << 20, 3);
     hm_handle_t *handle;
+    uint64_t ended_before = server_pulls_ended();
     assert_int_equal(hm_handle_create(core_client.ctx, core_client.server,
                                       core_client.ids.echo, &handle),
                      HM_SUCCESS);
@@ -134,6 +148,10 @@ static void test_timeout_mid_pull(void **state)
     else
         assert_int_equal(ret, HM_TIMEOUT);
     hm_handle_destroy(handle);
+    double end = core_now_ms() + 30000;
+    while (server_pulls_ended() == ended_before && core_now_ms() < end)
+        hm_progress(core_client.ctx, 10);
+    assert_int_equal(server_pulls_ended(), ended_before + 1);
     free(str);
     echo_check(&core_client, 2u << 20, 4);
     assert_int_equal(core_call(&core_client, core_client.ids.noop, NULL, NULL, 5000),
