@@ -46,6 +46,8 @@ struct perf_opts {
     double duration_s;     /* > 0: measure each row for this long instead */
     unsigned long warmup;  /* RPCs completed before measuring, per row */
     hm_bulk_op_t op;       /* bulk: what the server does */
+    size_t chunk;          /* bulk: transfer chunk size; 0: the library's default */
+    unsigned long depth;   /* bulk: chunks in flight per transfer; 0: the default */
     hm_progress_mode_t mode;
     bool json;             /* one JSON record per row instead of the table */
     bool stop;             /* client: stop the server(s) when done */
@@ -96,6 +98,8 @@ struct perf_bulk_setup {
     uint8_t op; /* hm_bulk_op_t */
     uint32_t slots;
     uint64_t size;
+    uint64_t chunk; /* hm_bulk_opts_t.chunk_size for every transfer; 0: default */
+    uint32_t depth; /* hm_bulk_opts_t.depth; 0: default */
 };
 
 /* One bulk RPC: the client's handle over slot `slot`'s buffer. */
@@ -150,6 +154,7 @@ struct perf_bulk_srv_slot {
 struct perf_bulk_srv {
     hm_class_t *cls;
     hm_bulk_op_t op;
+    hm_bulk_opts_t xfer_opts; /* chunk size and depth the client asked for */
     size_t size;
     uint32_t nslots;
     struct perf_bulk_srv_slot *slots;

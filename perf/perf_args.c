@@ -39,6 +39,10 @@ void perf_usage(FILE *out)
         "  --warmup K       RPCs per row before measuring (rpc 1000, bulk 100)\n"
         "  --op pull|push   bulk: the server pulls from or pushes into the\n"
         "                   client's buffer (default pull)\n"
+        "  --chunk S        bulk: largest piece per transport operation\n"
+        "                   (default: the library's, 1M)\n"
+        "  --depth N        bulk: pieces in flight per transfer, 1..256\n"
+        "                   (default: the library's, 4)\n"
         "  --busy | --wait  progress mode: spin, or block on the transport's fd\n"
         "                   (default: spin a little, then block)\n"
         "  --json           one JSON record per row instead of the table\n"
@@ -157,6 +161,16 @@ static int parse_duration(const char *text, double *out)
     return 0;
 }
 
+static int parse_chunk(const char *text, size_t *out)
+{
+    if (parse_size(text, strlen(text), out) != 0 || *out == 0) {
+        fprintf(stderr, "hm-perf: --chunk takes a size of at least 1 byte (K/M/G), not \"%s\"\n",
+                text);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_op(const char *text, hm_bulk_op_t *out)
 {
     if (strcmp(text, "pull") == 0) {
@@ -172,7 +186,7 @@ static int parse_op(const char *text, hm_bulk_op_t *out)
 }
 
 enum { OPT_SIZE = 256, OPT_INFLIGHT, OPT_ITERS, OPT_DURATION, OPT_WARMUP, OPT_OP, OPT_BUSY,
-       OPT_WAIT, OPT_JSON, OPT_STOP, OPT_ADDR_FILE };
+       OPT_WAIT, OPT_JSON, OPT_STOP, OPT_ADDR_FILE, OPT_CHUNK, OPT_DEPTH };
 
 static const struct option long_opts[] = {
     {"protocol", required_argument, NULL, 'p'},
@@ -184,6 +198,8 @@ static const struct option long_opts[] = {
     {"duration", required_argument, NULL, OPT_DURATION},
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"op", required_argument, NULL, OPT_OP},
+    {"chunk", required_argument, NULL, OPT_CHUNK},
+    {"depth", required_argument, NULL, OPT_DEPTH},
     {"busy", no_argument, NULL, OPT_BUSY},
     {"wait", no_argument, NULL, OPT_WAIT},
     {"json", no_argument, NULL, OPT_JSON},
@@ -212,6 +228,8 @@ static int parse_one(int c, const char *arg, struct perf_opts *o, struct perf_gi
     case OPT_INFLIGHT: return parse_inflight_list(arg, o);
     case OPT_DURATION: return parse_duration(arg, &o->duration_s);
     case OPT_OP: return parse_op(arg, &o->op);
+    case OPT_CHUNK: return parse_chunk(arg, &o->chunk);
+    case OPT_DEPTH: return parse_ulong("--depth", arg, 1, 256, &o->depth);
     case OPT_ITERS:
         g->iters = true;
         return parse_ulong("--iters", arg, 1, PERF_MAX_ITERS, &o->iters);

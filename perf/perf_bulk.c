@@ -141,6 +141,12 @@ static hm_return_t srv_setup(struct perf_server *srv, const struct perf_bulk_set
     if (perf_bulk_srv_free(&srv->bulk) != 0)
         return HM_BUSY;
     srv->bulk.op = (hm_bulk_op_t)in->op;
+    srv->bulk.xfer_opts = (hm_bulk_opts_t){
+        .field_mask = (in->chunk ? HM_BULK_OPT_CHUNK_SIZE : 0u) |
+                      (in->depth ? HM_BULK_OPT_DEPTH : 0u),
+        .chunk_size = (size_t)in->chunk,
+        .depth = in->depth,
+    };
     return srv_slots_make(srv, in->slots, (size_t)in->size);
 }
 
@@ -199,7 +205,7 @@ static hm_return_t srv_start(struct perf_server *srv, hm_handle_t *handle,
         .size = bs->size,
     };
     s->handle = handle;
-    hm_return_t ret = hm_bulk_transfer(hm_handle_get_context(handle), &xfer, NULL,
+    hm_return_t ret = hm_bulk_transfer(hm_handle_get_context(handle), &xfer, &bs->xfer_opts,
                                        srv_xfer_done, s, NULL);
     if (ret != HM_SUCCESS)
         s->handle = NULL;

@@ -68,7 +68,11 @@ static int client_server_rss(struct perf_client *cli, long *kb_out)
 /* client_setup: every server makes `slots` buffers of `size` for `op`. */
 static int client_setup(struct perf_client *cli, size_t size, uint32_t slots)
 {
-    struct perf_bulk_setup in = {.op = (uint8_t)cli->opts->op, .slots = slots, .size = size};
+    struct perf_bulk_setup in = {.op = (uint8_t)cli->opts->op,
+                                 .slots = slots,
+                                 .size = size,
+                                 .chunk = cli->opts->chunk,
+                                 .depth = (uint32_t)cli->opts->depth};
 
     for (unsigned int i = 0; i < cli->nservers; i++) {
         struct perf_status out = {0};

@@ -22,6 +22,8 @@ static const hm_proc_field_t setup_fields[] = {
     HM_PROC_FIELD(struct perf_bulk_setup, op, hm_proc_uint8),
     HM_PROC_FIELD(struct perf_bulk_setup, slots, hm_proc_uint32),
     HM_PROC_FIELD(struct perf_bulk_setup, size, hm_proc_uint64),
+    HM_PROC_FIELD(struct perf_bulk_setup, chunk, hm_proc_uint64),
+    HM_PROC_FIELD(struct perf_bulk_setup, depth, hm_proc_uint32),
 };
 
 static hm_return_t setup_proc(hm_proc_t *proc, void *data)
