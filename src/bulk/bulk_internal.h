@@ -101,9 +101,12 @@ struct hm_bulk_op_id {
     bool t_finished;             /* every piece completed; completion handed to the core */
     hm_return_t t_status;        /* first error, or HM_CANCELED */
     struct hmi_bulk_walk t_walk;
+    uint32_t t_group_max;        /* pieces per NA op: the class's c_rma_iov_limit */
     uint32_t t_depth;
-    uint32_t t_inflight;
+    uint32_t t_inflight;         /* NA ops posted, not completed */
     uint32_t t_nidle;
+    uint64_t t_na_ops;           /* NA rma ops posted so far */
+    uint64_t t_pieces;           /* walk pieces they carried (>= t_na_ops) */
     hm_bulk_cb_t t_cb;
     void *t_cb_arg;
     /* The core's hook: called once when the transfer has finished. */

@@ -1,10 +1,15 @@
 /*
  * The transfer engine: walks the two scatter lists in step (bulk_walk.c) and
- * keeps up to `depth` pieces in flight as NA get/put ops, preallocated at
- * start (the only allocations of a transfer). The transfer finishes when no
- * piece is in flight and nothing more will be posted (range done, error, or
- * cancel); it then hands itself to the core once (t_done), which runs the
- * user callback from hm_trigger through hmi_bulk_transfer_finish.
+ * keeps up to `depth` NA rma ops in flight, preallocated at start (the only
+ * allocations of a transfer). When the NA class takes several pieces per op
+ * (c_rma_iov_limit > 1, e.g. libfabric's fi_readmsg), each op carries up to
+ * that many consecutive pieces whose sum stays within the chunk
+ * (hmi_bulk_walk_group), so many small segments do not cost one op each; a
+ * piece array lives on the stack only while the op is posted (the NA
+ * contract lets the caller reuse it once rma returns). The transfer finishes
+ * when no op is in flight and nothing more will be posted (range done,
+ * error, or cancel); it then hands itself to the core once (t_done), which
+ * runs the user callback from hm_trigger through hmi_bulk_transfer_finish.
  */
 #include <stdlib.h>
 
@@ -121,34 +126,50 @@ static void xfer_maybe_finish(hm_bulk_op_id_t *op)
     op->t_done(op, op->t_done_arg);
 }
 
-static hm_return_t xfer_post_piece(hm_bulk_op_id_t *op, hm_na_op_t *nop,
-                                   const struct hmi_bulk_piece *piece)
+/* Post `count` walk pieces as one NA rma op. */
+static hm_return_t xfer_post_group(hm_bulk_op_id_t *op, hm_na_op_t *nop,
+                                   const struct hmi_bulk_piece *group, uint32_t count)
 {
-    hm_na_mem_t *mem = op->t_local->b_mems[piece->p_local_seg];
-    void *rkey = op->t_rkeys[piece->p_remote_seg];
-    if (op->t_pull)
-        return hm_na_get(op->t_ctx, nop, mem, piece->p_local_off, op->t_peer, rkey,
-                         piece->p_remote_off, piece->p_len);
-    return hm_na_put(op->t_ctx, nop, mem, piece->p_local_off, op->t_peer, rkey,
-                     piece->p_remote_off, piece->p_len);
+    struct hm_na_rma_piece pieces[HM_NA_RMA_IOV_MAX];
+    for (uint32_t i = 0; i < count; i++) {
+        pieces[i].rp_local = op->t_local->b_mems[group[i].p_local_seg];
+        pieces[i].rp_local_off = group[i].p_local_off;
+        pieces[i].rp_rkey = op->t_rkeys[group[i].p_remote_seg];
+        pieces[i].rp_remote_off = group[i].p_remote_off;
+        pieces[i].rp_len = group[i].p_len;
+    }
+    return hm_na_rma(op->t_ctx, nop, op->t_pull ? HM_NA_RMA_GET : HM_NA_RMA_PUT, op->t_peer,
+                     pieces, count);
 }
 
-/* Post pieces while there are idle NA ops and bytes left. */
+static size_t xfer_group_bytes(const struct hmi_bulk_piece *group, uint32_t count)
+{
+    size_t bytes = 0;
+    for (uint32_t i = 0; i < count; i++)
+        bytes += group[i].p_len;
+    return bytes;
+}
+
+/* Post groups of pieces while there are idle NA ops and bytes left. */
 static void xfer_post_more(hm_bulk_op_id_t *op)
 {
-    struct hmi_bulk_piece piece;
+    struct hmi_bulk_piece group[HM_NA_RMA_IOV_MAX];
     while (op->t_nidle > 0 && !xfer_stopped(op)) {
-        hmi_bulk_walk_next(&op->t_walk, &piece);
+        uint32_t count = hmi_bulk_walk_group(&op->t_walk, group, op->t_group_max);
         hm_na_op_t *nop = op->t_idle[--op->t_nidle];
-        hm_return_t ret = xfer_post_piece(op, nop, &piece);
+        hm_return_t ret = xfer_post_group(op, nop, group, count);
         if (ret != HM_SUCCESS) {
-            hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR, "cannot post a %zu-byte %s: %s",
-                    piece.p_len, op->t_pull ? "get" : "put", hm_strerror(ret));
+            hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR,
+                    "cannot post a %zu-byte %s of %u pieces: %s",
+                    xfer_group_bytes(group, count), op->t_pull ? "get" : "put", count,
+                    hm_strerror(ret));
             op->t_idle[op->t_nidle++] = nop;
             xfer_fail(op, ret);
             break;
         }
         op->t_inflight++;
+        op->t_na_ops++;
+        op->t_pieces += count;
     }
     xfer_maybe_finish(op);
 }
@@ -197,6 +218,11 @@ hm_return_t hmi_bulk_transfer_start(hm_na_context_t *ctx, hm_na_addr_t *peer,
     }
     op->t_ctx = ctx;
     op->t_peer = peer;
+    /* hm_na_class_open keeps the limit in 1..HM_NA_RMA_IOV_MAX, the size of the
+     * stack arrays xfer_post_more uses; the check guards them all the same. */
+    op->t_group_max = ctx->x_class->c_rma_iov_limit;
+    if (op->t_group_max == 0 || op->t_group_max > HM_NA_RMA_IOV_MAX)
+        op->t_group_max = 1;
     op->t_rkeys = rkeys;
     op->t_pull = xfer->op == HM_BULK_PULL;
     op->t_local = xfer->local;

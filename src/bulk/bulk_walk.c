@@ -61,13 +61,19 @@ static size_t min_size(size_t a, size_t b)
     return a < b ? a : b;
 }
 
+/* Length of the piece hmi_bulk_walk_next would hand out now (bytes are left). */
+static size_t walk_next_len(const struct hmi_bulk_walk *walk)
+{
+    size_t len = min_size(walk->w_left, walk->w_chunk);
+    len = min_size(len, cursor_room(&walk->w_local));
+    return min_size(len, cursor_room(&walk->w_remote));
+}
+
 bool hmi_bulk_walk_next(struct hmi_bulk_walk *walk, struct hmi_bulk_piece *piece)
 {
     if (walk->w_left == 0)
         return false;
-    size_t len = min_size(walk->w_left, walk->w_chunk);
-    len = min_size(len, cursor_room(&walk->w_local));
-    len = min_size(len, cursor_room(&walk->w_remote));
+    size_t len = walk_next_len(walk);
     piece->p_local_seg = walk->w_local.c_seg;
     piece->p_local_off = walk->w_local.c_off;
     piece->p_remote_seg = walk->w_remote.c_seg;
@@ -77,4 +83,19 @@ bool hmi_bulk_walk_next(struct hmi_bulk_walk *walk, struct hmi_bulk_piece *piece
     cursor_advance(&walk->w_remote, len);
     walk->w_left -= len;
     return true;
+}
+
+uint32_t hmi_bulk_walk_group(struct hmi_bulk_walk *walk, struct hmi_bulk_piece *pieces,
+                             uint32_t max)
+{
+    uint32_t count = 0;
+    size_t sum = 0;
+    while (count < max && walk->w_left > 0) {
+        size_t len = walk_next_len(walk);
+        if (count > 0 && len > walk->w_chunk - sum)
+            break;
+        hmi_bulk_walk_next(walk, &pieces[count++]);
+        sum += len;
+    }
+    return count;
 }

@@ -1,8 +1,9 @@
 /*
  * The piece walk: how a byte range of two scatter lists is cut into pieces
  * that each lie inside one segment of either side and are at most one chunk
- * long. Pure arithmetic over segment lengths, no network, so it is unit
- * tested on its own (tests/unit/test_bulk_walk.c).
+ * long, and how consecutive pieces are grouped into one transport operation
+ * when the transport takes several. Pure arithmetic over segment lengths, no
+ * network, so it is unit tested on its own (tests/unit/test_bulk_walk.c).
  */
 #ifndef HM_BULK_WALK_H
 #define HM_BULK_WALK_H
@@ -26,7 +27,7 @@ struct hmi_bulk_walk {
     size_t w_chunk;  /* largest piece */
 };
 
-/* One transport operation's worth. */
+/* One contiguous range on both sides; one or more make a transport operation. */
 struct hmi_bulk_piece {
     uint32_t p_local_seg;
     size_t p_local_off;
@@ -53,6 +54,17 @@ void hmi_bulk_walk_init(struct hmi_bulk_walk *walk, const size_t *local_lens,
 
 /* hmi_bulk_walk_next: the next piece; false when the range is exhausted. */
 bool hmi_bulk_walk_next(struct hmi_bulk_walk *walk, struct hmi_bulk_piece *piece);
+
+/*
+ * hmi_bulk_walk_group: the next pieces of the walk for one transport
+ * operation, into `pieces` (room for `max` >= 1): consecutive pieces, at most
+ * `max` of them, together at most the walk's chunk. Pieces are cut exactly as
+ * by hmi_bulk_walk_next; a piece that would push the sum past the chunk is
+ * left to start the next group (so a chunk-long piece is a group alone).
+ * Returns the count, 0 once the range is exhausted.
+ */
+uint32_t hmi_bulk_walk_group(struct hmi_bulk_walk *walk, struct hmi_bulk_piece *pieces,
+                             uint32_t max);
 
 static inline bool hmi_bulk_walk_done(const struct hmi_bulk_walk *walk)
 {

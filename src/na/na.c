@@ -40,7 +40,7 @@ static bool na_ops_complete(const struct hm_na_ops *ops)
            ops->addr_to_string && ops->addr_ref && ops->addr_unref && ops->msg_buf_alloc &&
            ops->msg_buf_free && ops->msg_send && ops->msg_release && ops->mem_register &&
            ops->mem_deregister && ops->mem_key_pack && ops->rkey_unpack &&
-           ops->rkey_release && ops->put && ops->get && ops->progress && ops->poll_fd &&
+           ops->rkey_release && ops->rma && ops->progress && ops->poll_fd &&
            ops->poll_arm && ops->cancel;
 }
 
@@ -111,6 +111,10 @@ hm_return_t hm_na_class_open(const char *uri, hm_na_class_t **cls_out)
         free(cls);
         return ret;
     }
+    if (cls->c_rma_iov_limit == 0)
+        cls->c_rma_iov_limit = 1;
+    if (cls->c_rma_iov_limit > HM_NA_RMA_IOV_MAX)
+        cls->c_rma_iov_limit = HM_NA_RMA_IOV_MAX;
     *cls_out = cls;
     return HM_SUCCESS;
 }
@@ -271,30 +275,36 @@ hm_return_t hm_na_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void 
     return na_op_end(op, ctx->x_class->c_ops.msg_send(ctx, dest, buf, len, desc, op));
 }
 
-hm_return_t hm_na_put(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                      size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                      size_t len)
+/* Every piece names a local region and a key, its local range inside the region. */
+static bool na_rma_pieces_ok(const struct hm_na_rma_piece *pieces, unsigned int count)
 {
-    if (local_off > local->m_len || len > local->m_len - local_off)
-        return HM_INVALID_ARG;
-    hm_return_t ret = na_op_begin(ctx, op);
-    if (ret != HM_SUCCESS)
-        return ret;
-    return na_op_end(op, ctx->x_class->c_ops.put(ctx, op, local, local_off, peer, rkey,
-                                                 remote_off, len));
+    for (unsigned int i = 0; i < count; i++) {
+        const struct hm_na_rma_piece *pc = &pieces[i];
+        if (pc->rp_local == NULL || pc->rp_rkey == NULL ||
+            pc->rp_local_off > pc->rp_local->m_len ||
+            pc->rp_len > pc->rp_local->m_len - pc->rp_local_off)
+            return false;
+    }
+    return true;
 }
 
-hm_return_t hm_na_get(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                      size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                      size_t len)
+hm_return_t hm_na_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
+                      hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+                      unsigned int count)
 {
-    if (local_off > local->m_len || len > local->m_len - local_off)
+    if (hmi_unlikely(count == 0 || count > ctx->x_class->c_rma_iov_limit || pieces == NULL ||
+                     (dir != HM_NA_RMA_PUT && dir != HM_NA_RMA_GET) ||
+                     !na_rma_pieces_ok(pieces, count))) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
+                "%s: rma refused: %u pieces (limit %u), direction %d, or a piece "
+                "without a region or key or outside its local region",
+                ctx->x_class->c_protocol, count, ctx->x_class->c_rma_iov_limit, (int)dir);
         return HM_INVALID_ARG;
+    }
     hm_return_t ret = na_op_begin(ctx, op);
     if (ret != HM_SUCCESS)
         return ret;
-    return na_op_end(op, ctx->x_class->c_ops.get(ctx, op, local, local_off, peer, rkey,
-                                                 remote_off, len));
+    return na_op_end(op, ctx->x_class->c_ops.rma(ctx, op, dir, peer, pieces, count));
 }
 
 hm_return_t hm_na_cancel(hm_na_op_t *op)

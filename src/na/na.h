@@ -8,7 +8,8 @@
  *   1. Messages: send a buffer to an address; every message that arrives,
  *      request or response alike, is handed to the context's receive callback
  *      in place, with a release token. The plugin never looks inside.
- *   2. Memory: register a region, pack its remote key, RMA put/get.
+ *   2. Memory: register a region, pack its remote key, RMA put/get of one
+ *      or more pieces per operation (up to the class's c_rma_iov_limit).
  *   3. Progress: a non-blocking progress call, a file descriptor to block on,
  *      and cancel.
  *
@@ -56,6 +57,33 @@ typedef struct hm_na_mem hm_na_mem_t;
 enum hm_na_access {
     HM_NA_ACCESS_READ = 1u << 0,  /* peers may get from it */
     HM_NA_ACCESS_WRITE = 1u << 1, /* peers may put into it */
+};
+
+/* Direction of an RMA op. */
+enum hm_na_rma_dir {
+    HM_NA_RMA_PUT = 1, /* local memory -> the peer's region */
+    HM_NA_RMA_GET = 2, /* the peer's region -> local memory */
+};
+
+/*
+ * Most pieces one RMA op may carry on any plugin. The NA layer caps every
+ * class's c_rma_iov_limit at it, so callers can build piece arrays on the
+ * stack and plugins can keep a copy inside their op state.
+ */
+#define HM_NA_RMA_IOV_MAX 16u
+
+/*
+ * One piece of an RMA op: `rp_len` bytes between the local region `rp_local`
+ * at `rp_local_off` and the peer's region behind `rp_rkey` (from rkey_unpack
+ * for the op's peer and context) at `rp_remote_off`. Offsets count from the
+ * start of each region.
+ */
+struct hm_na_rma_piece {
+    hm_na_mem_t *rp_local;
+    size_t rp_local_off;
+    void *rp_rkey;
+    size_t rp_remote_off;
+    size_t rp_len;
 };
 
 /* Completion callback of an op; runs from hm_na_progress, never nested. */
@@ -117,8 +145,9 @@ struct hm_na_ops {
     /*
      * class_open: open `protocol`, listening where `listen` says (the URI
      * after "://", may be ""). Must set cls->c_eager_limit (largest message,
-     * header included), may set cls->c_inject_limit. Blocks. Returns HM_NOT_SUPPORTED, with an error log
-     * line carrying the library's reason, when the protocol cannot open here.
+     * header included), may set cls->c_inject_limit and cls->c_rma_iov_limit.
+     * Blocks. Returns HM_NOT_SUPPORTED, with an error log line carrying the
+     * library's reason, when the protocol cannot open here.
      * On error the plugin has released everything it took.
      */
     hm_return_t (*class_open)(hm_na_class_t *cls, const char *protocol, const char *listen);
@@ -180,24 +209,52 @@ struct hm_na_ops {
      */
     hm_return_t (*mem_key_pack)(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf, size_t *size);
     /*
-     * rkey_unpack: turn a packed key from `peer` into a handle for put/get
+     * rkey_unpack: turn a packed key from `peer` into a handle for rma
      * on `ctx`. HM_PROTOCOL_ERROR for a key that does not parse.
      */
     hm_return_t (*rkey_unpack)(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
                                size_t key_len, void **rkey_out);
     void (*rkey_release)(hm_na_context_t *ctx, void *rkey);
     /*
-     * put / get: move `len` bytes between `local` at `local_off` and the
-     * peer's region at `remote_off` (offsets from the start of each region;
-     * the caller has checked both ranges). The local region must stay
-     * registered until `op` completes.
+     * rma: one put (HM_NA_RMA_PUT: local -> peer) or get (HM_NA_RMA_GET:
+     * peer -> local) of `count` pieces, all with `peer`. The NA layer has
+     * checked 1 <= count <= c_rma_iov_limit and every local range; the plugin
+     * checks every remote range against its key. Never blocks, holds no lock,
+     * never calls back: completion is queued with hm_na_op_complete (possibly
+     * before rma returns). Back-pressure (EAGAIN, a provider pool dry) is
+     * queued in the plugin and retried from progress; it is never returned.
+     *
+     * Ownership: `pieces` is the caller's again as soon as rma returns (the
+     * plugin copies what it needs, up to HM_NA_RMA_IOV_MAX pieces, into its
+     * op state). The local regions must stay registered, their bytes
+     * unchanged (put) or unread (get), and the keys unreleased until `op`
+     * completes.
+     *
+     * Completion: exactly once, through the op callback: HM_SUCCESS when
+     * every piece has moved; else the first error (HM_UNREACHABLE when the
+     * peer died, HM_CANCELED after cancel, a transport error), in which case
+     * any subset of the bytes may have moved. Pieces are not ordered among
+     * themselves. Zero-length pieces are allowed and move nothing. A
+     * completed put frees the local bytes but does not promise they are in
+     * the peer's memory yet: ucx waits for the peer, ofi over tcp completes at
+     * transmit and the peer places them from its own progress; a message sent
+     * to the peer afterwards arrives after them on both (FI_ORDER_SAW).
+     *
+     * Returns, and then the op never completes: HM_INVALID_ARG (a remote
+     * range outside its key, or a peer the plugin can tell is not of `ctx`),
+     * HM_UNREACHABLE (the peer is known dead), or the transport's error for
+     * a post it refused for good (logged).
+     *
+     * Design note: one slot with a direction replaced put and get, which
+     * every plugin implemented as two wrappers of one function. Keeping the
+     * caller's piece array until completion was rejected: a plugin needs its
+     * own copy anyway to retry after EAGAIN or to split a piece past the
+     * transport's message size, and libfabric does not promise to copy iov
+     * arrays at post.
      */
-    hm_return_t (*put)(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                       size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                       size_t len);
-    hm_return_t (*get)(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                       size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                       size_t len);
+    hm_return_t (*rma)(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
+                       hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+                       unsigned int count);
 
     /*
      * progress: drive the transport without blocking; deliver messages and
@@ -226,6 +283,9 @@ struct hm_na_class {
     size_t c_inject_limit;    /* set by class_open: largest message the transport
                                  copies at post and completes at once (fi_inject);
                                  0 when it has no such notion */
+    unsigned int c_rma_iov_limit; /* set by class_open: most pieces one rma op may
+                                 carry (1: contiguous only). The NA layer turns
+                                 0 into 1 and caps it at HM_NA_RMA_IOV_MAX */
     bool c_mem_pins;          /* set by class_open: registering pins physical pages
                                  (RDMA NICs), so a cached registration of freed
                                  memory would move the wrong bytes */
@@ -272,12 +332,14 @@ int hm_na_progress(hm_na_context_t *ctx);
 /* Thin wrappers that check and set op state, then call the plugin. */
 hm_return_t hm_na_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
                            size_t len, void *desc, hm_na_op_t *op);
-hm_return_t hm_na_put(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                      size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                      size_t len);
-hm_return_t hm_na_get(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                      size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                      size_t len);
+/*
+ * hm_na_rma: the rma slot's contract; also refuses (HM_INVALID_ARG, nothing
+ * posted) a count of 0 or past c_rma_iov_limit, a NULL piece key or local
+ * region, and a local range outside its region.
+ */
+hm_return_t hm_na_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
+                      hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+                      unsigned int count);
 hm_return_t hm_na_cancel(hm_na_op_t *op);
 
 static inline void hm_na_msg_release(hm_na_context_t *ctx, uintptr_t token)

@@ -215,23 +215,38 @@ static void nt_done_cb(hm_na_op_t *op, hm_return_t status)
     d->status = status;
 }
 
-static hm_return_t nt_rma(struct nt_peer *p, bool put, hm_na_mem_t *local, size_t loff,
-                          hm_na_addr_t *srv, void *rkey, size_t roff, size_t len)
+/* One rma op of `count` pieces, waited for; its status (or the post's error). */
+static hm_return_t nt_rma_pieces(struct nt_peer *p, bool put, hm_na_addr_t *srv,
+                                 const struct hm_na_rma_piece *pieces, unsigned int count)
 {
     hm_na_op_t *op = hm_na_op_create(p->cls);
     struct nt_done d = {0};
     op->o_cb = nt_done_cb;
     op->o_arg = &d;
-    hm_return_t ret = put ? hm_na_put(p->ctx, op, local, loff, srv, rkey, roff, len)
-                          : hm_na_get(p->ctx, op, local, loff, srv, rkey, roff, len);
+    hm_return_t ret = hm_na_rma(p->ctx, op, put ? HM_NA_RMA_PUT : HM_NA_RMA_GET, srv, pieces,
+                                count);
     if (ret != HM_SUCCESS) {
+        bool idle = op->o_state == HM_NA_OP_IDLE; /* refused: it never completes */
         hm_na_op_destroy(op);
-        return ret;
+        return idle ? ret : HM_FAULT;
     }
     if (nt_wait_flag(p, &d.done, 30000) != 0)
         return HM_TIMEOUT;
     hm_na_op_destroy(op);
     return d.calls == 1 ? d.status : HM_FAULT;
+}
+
+static hm_return_t nt_rma(struct nt_peer *p, bool put, hm_na_mem_t *local, size_t loff,
+                          hm_na_addr_t *srv, void *rkey, size_t roff, size_t len)
+{
+    struct hm_na_rma_piece piece = {
+        .rp_local = local,
+        .rp_local_off = loff,
+        .rp_rkey = rkey,
+        .rp_remote_off = roff,
+        .rp_len = len,
+    };
+    return nt_rma_pieces(p, put, srv, &piece, 1);
 }
 
 /* Ask the server for its region's key; unpack it. */
@@ -302,6 +317,169 @@ static void test_rma(void **state)
 {
     (void)state;
     nt_run(client_rma, "rma", NULL);
+}
+
+/* ---- RMA of several pieces per op ----------------------------------------- */
+
+#define NT_PIECES 64
+#define NT_PIECE_REGION (256u << 10)
+#define NT_PIECE_SPAN_AT (1u << 20) /* where the pieces start in the server's region */
+
+struct nt_layout {
+    unsigned char *bufs[2];            /* two local regions, pieces alternate */
+    hm_na_mem_t *mems[2];
+    struct hm_na_rma_piece pieces[NT_PIECES];
+    size_t span_end;                   /* end of the last remote piece */
+};
+
+/*
+ * Piece i: 1 to 3000 bytes, in local region i % 2 after a 16-byte gap, and in
+ * the server's region in reverse order with gaps of 8 to 12 bytes.
+ */
+static void nt_layout_init(struct nt_layout *l, void *rkey)
+{
+    size_t loff[2] = {16, 16}, roff = NT_PIECE_SPAN_AT;
+    for (int i = NT_PIECES - 1; i >= 0; i--) {
+        size_t len = 1 + ((size_t)i * 997u) % 3000u;
+        l->pieces[i].rp_len = len;
+        l->pieces[i].rp_rkey = rkey;
+        l->pieces[i].rp_remote_off = roff;
+        roff += len + 8 + (size_t)i % 5;
+    }
+    for (int i = 0; i < NT_PIECES; i++) {
+        int r = i % 2;
+        l->pieces[i].rp_local = l->mems[r];
+        l->pieces[i].rp_local_off = loff[r];
+        loff[r] += l->pieces[i].rp_len + 16;
+    }
+    l->span_end = roff;
+}
+
+/* Move every piece in ops of as many pieces as the class takes; ops posted. */
+static int nt_rma_all(struct nt_peer *p, bool put, hm_na_addr_t *srv,
+                      const struct nt_layout *l, unsigned int *ops)
+{
+    unsigned int limit = p->cls->c_rma_iov_limit;
+    *ops = 0;
+    for (unsigned int i = 0; i < NT_PIECES; i += limit) {
+        unsigned int count = NT_PIECES - i < limit ? NT_PIECES - i : limit;
+        NT_CHECK(nt_rma_pieces(p, put, srv, &l->pieces[i], count) == HM_SUCCESS);
+        (*ops)++;
+    }
+    return 0;
+}
+
+/* Gets: each piece holds the server's pattern at its offset; gaps stay 0. */
+static int nt_pieces_check_get(const struct nt_layout *l)
+{
+    for (int i = 0; i < NT_PIECES; i++) {
+        const struct hm_na_rma_piece *pc = &l->pieces[i];
+        const unsigned char *b = l->bufs[i % 2] + pc->rp_local_off;
+        for (size_t j = 0; j < pc->rp_len; j++)
+            if (b[j] != nt_pattern(pc->rp_remote_off + j, 1)) {
+                fprintf(stderr, "get piece %d: byte %zu differs\n", i, j);
+                return 1;
+            }
+        for (size_t j = pc->rp_len; j < pc->rp_len + 16; j++)
+            NT_CHECK(b[j] == 0); /* nothing past the piece */
+    }
+    return 0;
+}
+
+/* The piece covering server offset `off`, or -1 in a gap. */
+static int nt_piece_at(const struct nt_layout *l, size_t off)
+{
+    for (int i = 0; i < NT_PIECES; i++)
+        if (off >= l->pieces[i].rp_remote_off &&
+            off < l->pieces[i].rp_remote_off + l->pieces[i].rp_len)
+            return i;
+    return -1;
+}
+
+/* Puts, read back whole: pieces hold what was put, gaps the server's pattern. */
+static int nt_pieces_check_put(struct nt_peer *p, hm_na_addr_t *srv, const struct nt_layout *l,
+                               void *rkey, hm_na_mem_t *cmem, unsigned char *check)
+{
+    size_t span = l->span_end - NT_PIECE_SPAN_AT;
+    NT_CHECK(nt_rma(p, false, cmem, 0, srv, rkey, NT_PIECE_SPAN_AT, span) == HM_SUCCESS);
+    for (size_t k = 0; k < span; k++) {
+        size_t off = NT_PIECE_SPAN_AT + k;
+        int i = nt_piece_at(l, off);
+        unsigned char want = i < 0 ? nt_pattern(off, 1)
+                                   : nt_pattern(off - l->pieces[i].rp_remote_off, 1000u + i);
+        if (check[k] != want) {
+            fprintf(stderr, "put: server byte %zu (piece %d) differs\n", off, i);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Refused at once, nothing posted: too many pieces, none, one outside its key. */
+static int nt_pieces_refusals(struct nt_peer *p, hm_na_addr_t *srv, struct nt_layout *l)
+{
+    unsigned int limit = p->cls->c_rma_iov_limit;
+    NT_CHECK(limit >= 1 && limit <= HM_NA_RMA_IOV_MAX);
+    NT_CHECK(nt_rma_pieces(p, false, srv, l->pieces, limit + 1) == HM_INVALID_ARG);
+    NT_CHECK(nt_rma_pieces(p, false, srv, l->pieces, 0) == HM_INVALID_ARG);
+    unsigned int last = limit > 1 ? 1 : 0;
+    size_t saved = l->pieces[last].rp_remote_off;
+    /* One byte past the end of the server's region. */
+    l->pieces[last].rp_remote_off = NT_RMA_SIZE - l->pieces[last].rp_len + 1;
+    NT_CHECK(nt_rma_pieces(p, false, srv, l->pieces, last + 1) == HM_INVALID_ARG);
+    l->pieces[last].rp_remote_off = saved;
+    saved = l->pieces[last].rp_local_off;
+    l->pieces[last].rp_local_off = NT_PIECE_REGION - l->pieces[last].rp_len + 1;
+    NT_CHECK(nt_rma_pieces(p, true, srv, l->pieces, last + 1) == HM_INVALID_ARG);
+    l->pieces[last].rp_local_off = saved;
+    return 0;
+}
+
+static int client_rma_pieces(void *arg)
+{
+    struct nt_peer p;
+    hm_na_addr_t *srv;
+    NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
+    void *rkey;
+    NT_CHECK(nt_get_rkey(&p, srv, &rkey) == 0);
+    struct nt_layout l;
+    unsigned char *check = malloc(NT_PIECE_REGION);
+    hm_na_mem_t *cmem;
+    NT_CHECK(hm_na_mem_register(p.cls, check, NT_PIECE_REGION, 0, &cmem) == HM_SUCCESS);
+    for (int r = 0; r < 2; r++) {
+        l.bufs[r] = calloc(1, NT_PIECE_REGION);
+        NT_CHECK(hm_na_mem_register(p.cls, l.bufs[r], NT_PIECE_REGION, HM_NA_ACCESS_READ,
+                                    &l.mems[r]) == HM_SUCCESS);
+    }
+    nt_layout_init(&l, rkey);
+    NT_CHECK(l.span_end - NT_PIECE_SPAN_AT <= NT_PIECE_REGION);
+    unsigned int limit = p.cls->c_rma_iov_limit, ops;
+    NT_CHECK(nt_pieces_refusals(&p, srv, &l) == 0);
+    NT_CHECK(nt_rma_all(&p, false, srv, &l, &ops) == 0);
+    NT_CHECK(ops == (NT_PIECES + limit - 1) / limit);
+    NT_CHECK(nt_pieces_check_get(&l) == 0);
+    for (int i = 0; i < NT_PIECES; i++)
+        for (size_t j = 0; j < l.pieces[i].rp_len; j++)
+            l.bufs[i % 2][l.pieces[i].rp_local_off + j] = nt_pattern(j, 1000u + i);
+    NT_CHECK(nt_rma_all(&p, true, srv, &l, &ops) == 0);
+    NT_CHECK(nt_pieces_check_put(&p, srv, &l, rkey, cmem, check) == 0);
+    fprintf(stderr, "%s: %u pieces per op at most, %u ops for %d pieces\n", g_uri, limit, ops,
+            NT_PIECES);
+    p.cls->c_ops.rkey_release(p.ctx, rkey);
+    for (int r = 0; r < 2; r++) {
+        hm_na_mem_deregister(l.mems[r]);
+        free(l.bufs[r]);
+    }
+    hm_na_mem_deregister(cmem);
+    free(check);
+    nt_client_close(&p, srv);
+    return 0;
+}
+
+static void test_rma_pieces(void **state)
+{
+    (void)state;
+    nt_run(client_rma_pieces, "rma_pieces", NULL);
 }
 
 /* ---- Cancel --------------------------------------------------------------- */
@@ -540,7 +718,8 @@ int main(int argc, char **argv)
     g_uri = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_msg_sizes), cmocka_unit_test(test_msg_many),
-        cmocka_unit_test(test_rma),       cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_rma),       cmocka_unit_test(test_rma_pieces),
+        cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_wait),      cmocka_unit_test(test_first_contact_mixed),
         cmocka_unit_test(test_last_words),
     };

@@ -7,7 +7,8 @@
  *   ofi_context.c  endpoint, AV, CQ, epoll set, progress, blocking, cancel, close
  *   ofi_addr.c     canonical peers (by fi_addr_t and by name), pidfds, liveness probes
  *   ofi_msg.c      message buffers, send/inject, receive slabs, release tokens
- *   ofi_rma.c      memory registration, key packing, fi_read/fi_write
+ *   ofi_rma.c      memory registration, key packing, fi_read/fi_write and
+ *                  fi_readmsg/fi_writemsg for multi-piece ops
  *
  * Wire framing. Every message starts with an 8-byte plugin header
  * (little-endian: magic, flags, tail pad, name length, sender's pid as u32),
@@ -27,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -69,6 +71,9 @@ const struct ofi_quirk *hmi_ofi_quirk_find(const char *protocol);
 extern const struct ofi_quirk hmi_ofi_quirks[];
 extern const size_t hmi_ofi_nquirks;
 
+/* Most pieces an RMA op of this plugin carries (its op state holds them). */
+#define OFI_RMA_IOV_MAX HM_NA_RMA_IOV_MAX
+
 /* Tunables: environment name, default, help; read once per class open. */
 struct ofi_tunable {
     const char *t_env;
@@ -84,6 +89,7 @@ enum ofi_tunable_id {
     OFI_TUNE_SLABS,
     OFI_TUNE_PROBE_MS,
     OFI_TUNE_STUCK_MS,
+    OFI_TUNE_RMA_IOV,
     OFI_TUNE_COUNT
 };
 
@@ -193,6 +199,8 @@ struct ofi_class {
     uint64_t k_mr_mode;
     size_t k_inject_size;   /* bytes on the wire, plugin header included */
     size_t k_max_msg;       /* largest single RMA transfer */
+    uint64_t k_rma_flags;   /* flags of fi_readmsg/fi_writemsg: the endpoint's
+                               default op_flags, plus FI_COMPLETION */
     size_t k_slab_size;
     size_t k_nslabs;
     size_t k_min_multi_recv;
@@ -270,19 +278,26 @@ struct ofi_op {
     uint8_t p_kind;
     bool p_canceled;
     bool p_queued;          /* on x_retry */
-    hm_return_t p_status;  /* first error of a split RMA */
+    hm_return_t p_status;  /* first error of a multi-part RMA */
     /* send */
     void *p_wire;
     size_t p_wire_len;
     void *p_desc;
-    /* rma */
-    hm_na_mem_t *p_local;
-    size_t p_loff;
-    uint64_t p_raddr;
-    uint64_t p_rkey;
-    size_t p_len;
-    size_t p_next;          /* bytes posted so far */
+    /*
+     * rma: the pieces as libfabric takes them, kept until the op completes
+     * (retries after -FI_EAGAIN post them again; libfabric does not promise
+     * to copy iov arrays at post). Either all go in one fi_readmsg /
+     * fi_writemsg (p_grouped), or each piece goes alone with fi_read /
+     * fi_write, cut into parts of at most k_max_msg bytes.
+     */
+    unsigned int p_count;   /* pieces */
+    unsigned int p_cur;     /* next piece to post */
+    size_t p_cur_off;       /* bytes of it posted */
+    bool p_grouped;
     unsigned int p_parts;   /* parts in the provider */
+    struct iovec p_iov[OFI_RMA_IOV_MAX];
+    void *p_descs[OFI_RMA_IOV_MAX];
+    struct fi_rma_iov p_rma_iov[OFI_RMA_IOV_MAX];
 };
 
 /* A message buffer's bookkeeping, at the start of its allocation (desc points here). */
@@ -413,12 +428,9 @@ hm_return_t hmi_ofi_mem_key_pack(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf
 hm_return_t hmi_ofi_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
                                 size_t key_len, void **rkey_out);
 void hmi_ofi_rkey_release(hm_na_context_t *ctx, void *rkey);
-hm_return_t hmi_ofi_put(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                        size_t len);
-hm_return_t hmi_ofi_get(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                        size_t len);
+hm_return_t hmi_ofi_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
+                        hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+                        unsigned int count);
 /* Post (or retry) the remaining parts of an RMA; -FI_EAGAIN to queue. */
 ssize_t hmi_ofi_rma_post(struct ofi_context *x, struct ofi_op *p);
 /* One part of an RMA finished with `err` (0 or a positive fi errno). */

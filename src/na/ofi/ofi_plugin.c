@@ -145,6 +145,21 @@ static hm_return_t plugin_getinfo(struct ofi_class *k)
     return HM_NOT_SUPPORTED;
 }
 
+/*
+ * Pieces per RMA op: what the provider takes on both sides of one
+ * fi_readmsg / fi_writemsg (local iovs and remote rma_iovs), capped by the
+ * HM_OFI_RMA_IOV tunable (at most OFI_RMA_IOV_MAX, what an op holds).
+ */
+static unsigned int plugin_rma_iov_limit(const struct fi_info *info)
+{
+    size_t limit = hmi_ofi_tunable(OFI_TUNE_RMA_IOV);
+    if (info->tx_attr->iov_limit < limit)
+        limit = info->tx_attr->iov_limit;
+    if (info->tx_attr->rma_iov_limit < limit)
+        limit = info->tx_attr->rma_iov_limit;
+    return limit == 0 ? 1u : (unsigned int)limit;
+}
+
 /* Check what fi_getinfo granted and derive the class's limits from it. */
 static hm_return_t plugin_check_info(hm_na_class_t *cls, struct ofi_class *k)
 {
@@ -164,6 +179,8 @@ static hm_return_t plugin_check_info(hm_na_class_t *cls, struct ofi_class *k)
     k->k_max_msg = info->ep_attr->max_msg_size;
     if (k->k_max_msg == 0 || k->k_max_msg > ((size_t)1 << 30))
         k->k_max_msg = (size_t)1 << 30;
+    k->k_rma_flags = info->tx_attr->op_flags | FI_COMPLETION;
+    cls->c_rma_iov_limit = plugin_rma_iov_limit(info);
     k->k_multi_recv = k->k_quirk->q_multi_recv && (info->caps & FI_MULTI_RECV);
     size_t eager = hmi_ofi_tunable(OFI_TUNE_EAGER_LIMIT);
     cls->c_eager_limit = eager;
@@ -217,10 +234,10 @@ static hm_return_t ofi_class_open(hm_na_class_t *cls, const char *protocol, cons
     }
     hmi_log(HMI_SUBSYS_NA, HMI_LOG_INFO,
             "ofi: %s on \"%s\": eager %zu, inject %zu, mr_mode 0x%llx, source %d, "
-            "multi_recv %d",
+            "multi_recv %d, rma iovs %u",
             cls->c_protocol, k->k_info->fabric_attr->prov_name, cls->c_eager_limit,
             k->k_inject_size, (unsigned long long)k->k_mr_mode, k->k_source,
-            k->k_multi_recv);
+            k->k_multi_recv, cls->c_rma_iov_limit);
     return HM_SUCCESS;
 
 err_fabric:
@@ -265,8 +282,7 @@ const struct hm_na_ops hm_na_ofi_ops = {
     .mem_key_pack = hmi_ofi_mem_key_pack,
     .rkey_unpack = hmi_ofi_rkey_unpack,
     .rkey_release = hmi_ofi_rkey_release,
-    .put = hmi_ofi_put,
-    .get = hmi_ofi_get,
+    .rma = hmi_ofi_rma,
     .progress = hmi_ofi_progress,
     .poll_fd = hmi_ofi_poll_fd,
     .poll_arm = hmi_ofi_poll_arm,

@@ -85,6 +85,9 @@ const struct ofi_tunable hmi_ofi_tunables[OFI_TUNE_COUNT] = {
                            "silence (ms) after a send before a quiet peer is probed"},
     [OFI_TUNE_STUCK_MS] = {"HM_OFI_STUCK_MS", 5000, 100, 3600000,
                            "a peer whose posts meet -FI_EAGAIN this long (ms) is dead"},
+    [OFI_TUNE_RMA_IOV] = {"HM_OFI_RMA_IOV", OFI_RMA_IOV_MAX, 1, OFI_RMA_IOV_MAX,
+                          "most pieces per RMA op (also capped by the provider's "
+                          "iov_limit and rma_iov_limit; 1: one fi_read/fi_write each)"},
 };
 
 size_t hmi_ofi_tunable(enum ofi_tunable_id id)

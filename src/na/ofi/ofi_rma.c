@@ -6,10 +6,15 @@
  * 0), the length, and the key (the provider's with FI_MR_PROV_KEY, else one
  * we chose, unique per class).
  *
- * A transfer longer than the endpoint's max_msg_size is split; the op
- * completes once, when every part is back, with the first error seen. With
- * FI_CONTEXT mode (the provider writes into the context) parts go one at a
- * time, since they share the op's context.
+ * An op of several pieces (at most c_rma_iov_limit: the provider's iov_limit
+ * and rma_iov_limit, capped) goes as one fi_readmsg / fi_writemsg, one local
+ * iov and one remote rma_iov per piece, each with its own descriptor and
+ * key. An op of one piece goes as fi_read / fi_write. A piece longer than
+ * the endpoint's max_msg_size (or a group whose total is) is posted piece by
+ * piece, each cut into parts; the op completes once, when every part is
+ * back, with the first error seen. With FI_CONTEXT mode (the provider writes
+ * into the context) parts go one at a time, since they share the op's
+ * context.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -101,24 +106,71 @@ void hmi_ofi_rkey_release(hm_na_context_t *ctx, void *rkey)
     free(rkey);
 }
 
+static const char *rma_what(const struct ofi_op *p)
+{
+    if (p->p_grouped)
+        return p->p_kind == OFI_OP_PUT ? "fi_writemsg" : "fi_readmsg";
+    return p->p_kind == OFI_OP_PUT ? "fi_write" : "fi_read";
+}
+
+static bool rma_all_posted(const struct ofi_op *p)
+{
+    return p->p_cur == p->p_count;
+}
+
+/* Every piece of a grouped op in one fi_writemsg / fi_readmsg. */
+static ssize_t rma_post_group(struct ofi_context *x, struct ofi_op *p)
+{
+    struct fi_msg_rma msg = {
+        .msg_iov = p->p_iov,
+        .desc = p->p_descs,
+        .iov_count = p->p_count,
+        .addr = p->p_peer->a_fi,
+        .rma_iov = p->p_rma_iov,
+        .rma_iov_count = p->p_count,
+        .context = &p->p_req,
+    };
+    uint64_t flags = x->x_cls->k_rma_flags;
+    ssize_t rc = p->p_kind == OFI_OP_PUT ? fi_writemsg(x->x_ep, &msg, flags)
+                                         : fi_readmsg(x->x_ep, &msg, flags);
+    if (rc == 0)
+        p->p_cur = p->p_count;
+    return rc;
+}
+
+/* The next part of the current piece: at most k_max_msg bytes of it. */
+static ssize_t rma_post_slice(struct ofi_context *x, struct ofi_op *p)
+{
+    unsigned int i = p->p_cur;
+    size_t off = p->p_cur_off;
+    size_t n = p->p_rma_iov[i].len - off;
+    if (n > x->x_cls->k_max_msg)
+        n = x->x_cls->k_max_msg;
+    uint8_t *local = (uint8_t *)p->p_iov[i].iov_base + off;
+    uint64_t raddr = p->p_rma_iov[i].addr + off;
+    uint64_t key = p->p_rma_iov[i].key;
+    fi_addr_t dest = p->p_peer->a_fi;
+    ssize_t rc = p->p_kind == OFI_OP_PUT
+                     ? fi_write(x->x_ep, local, n, p->p_descs[i], dest, raddr, key, &p->p_req)
+                     : fi_read(x->x_ep, local, n, p->p_descs[i], dest, raddr, key, &p->p_req);
+    if (rc != 0)
+        return rc;
+    p->p_cur_off += n;
+    if (p->p_cur_off == p->p_rma_iov[i].len) {
+        p->p_cur++;
+        p->p_cur_off = 0;
+    }
+    return 0;
+}
+
 ssize_t hmi_ofi_rma_post(struct ofi_context *x, struct ofi_op *p)
 {
     struct ofi_class *k = x->x_cls;
     bool serial = k->k_info->mode & (FI_CONTEXT | FI_CONTEXT2);
-    struct ofi_mem *m = hm_na_mem_priv(p->p_local);
-    uint8_t *local = (uint8_t *)p->p_local->m_base + p->p_loff;
-    while (p->p_next < p->p_len && !p->p_canceled && p->p_status == HM_SUCCESS) {
+    while (!rma_all_posted(p) && !p->p_canceled && p->p_status == HM_SUCCESS) {
         if (serial && p->p_parts > 0)
             break;
-        size_t n = p->p_len - p->p_next;
-        if (n > k->k_max_msg)
-            n = k->k_max_msg;
-        ssize_t rc = p->p_kind == OFI_OP_PUT
-                         ? fi_write(x->x_ep, local + p->p_next, n, m->m_desc,
-                                    p->p_peer->a_fi, p->p_raddr + p->p_next, p->p_rkey,
-                                    &p->p_req)
-                         : fi_read(x->x_ep, local + p->p_next, n, m->m_desc, p->p_peer->a_fi,
-                                   p->p_raddr + p->p_next, p->p_rkey, &p->p_req);
+        ssize_t rc = p->p_grouped ? rma_post_group(x, p) : rma_post_slice(x, p);
         if (rc == -FI_ENOMEM)
             rc = -FI_EAGAIN; /* a provider pool ran dry for now */
         hmi_ofi_peer_pushback(p->p_peer, rc == -FI_EAGAIN);
@@ -131,11 +183,9 @@ ssize_t hmi_ofi_rma_post(struct ofi_context *x, struct ofi_op *p)
                 hmi_ofi_op_unlink(p);
                 return rc;
             }
-            p->p_status = hmi_ofi_error(p->p_kind == OFI_OP_PUT ? "fi_write" : "fi_read",
-                                        NULL, (int)rc);
+            p->p_status = hmi_ofi_error(rma_what(p), NULL, (int)rc);
             break;
         }
-        p->p_next += n;
         p->p_parts++;
     }
     if (p->p_parts > 0) {
@@ -156,7 +206,7 @@ void hmi_ofi_rma_part_done(struct ofi_context *x, struct ofi_op *p, int err)
     }
     if (p->p_parts > 0 || p->p_queued)
         return; /* more in the provider, or waiting to be posted */
-    if (p->p_next == p->p_len || p->p_canceled || p->p_status != HM_SUCCESS) {
+    if (rma_all_posted(p) || p->p_canceled || p->p_status != HM_SUCCESS) {
         hmi_ofi_op_finish(p, p->p_status);
         return;
     }
@@ -165,30 +215,66 @@ void hmi_ofi_rma_part_done(struct ofi_context *x, struct ofi_op *p, int err)
         hmi_ofi_op_finish(p, hmi_ofi_error("rma", NULL, (int)rc));
 }
 
-static hm_return_t rma_start(hm_na_context_t *ctx, hm_na_op_t *op, uint8_t kind,
-                             hm_na_mem_t *local, size_t local_off, hm_na_addr_t *peer,
-                             void *rkey, size_t remote_off, size_t len)
+/*
+ * Copy the pieces into the op as libfabric takes them, checking each remote
+ * range against its key; zero-length pieces are dropped. HM_INVALID_ARG for
+ * a range outside its key.
+ */
+static hm_return_t rma_load(struct ofi_context *x, struct ofi_op *p,
+                            const struct hm_na_rma_piece *pieces, unsigned int count)
+{
+    size_t total = 0;
+    unsigned int n = 0;
+    for (unsigned int i = 0; i < count; i++) {
+        const struct hm_na_rma_piece *pc = &pieces[i];
+        const struct ofi_rkey *r = pc->rp_rkey;
+        if (hmi_unlikely(pc->rp_remote_off > r->r_len ||
+                         pc->rp_len > r->r_len - pc->rp_remote_off)) {
+            hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
+                    "ofi: rma piece %u: %zu bytes at %zu lie outside the remote region "
+                    "(%llu bytes)",
+                    i, pc->rp_len, pc->rp_remote_off, (unsigned long long)r->r_len);
+            return HM_INVALID_ARG;
+        }
+        if (pc->rp_len == 0)
+            continue;
+        const struct ofi_mem *m = hm_na_mem_priv(pc->rp_local);
+        p->p_iov[n].iov_base = (uint8_t *)pc->rp_local->m_base + pc->rp_local_off;
+        p->p_iov[n].iov_len = pc->rp_len;
+        p->p_descs[n] = m->m_desc;
+        p->p_rma_iov[n].addr = r->r_base + pc->rp_remote_off;
+        p->p_rma_iov[n].len = pc->rp_len;
+        p->p_rma_iov[n].key = r->r_key;
+        total += pc->rp_len;
+        n++;
+    }
+    p->p_count = n;
+    p->p_grouped = n > 1 && total <= x->x_cls->k_max_msg;
+    return HM_SUCCESS;
+}
+
+hm_return_t hmi_ofi_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
+                        hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+                        unsigned int count)
 {
     struct ofi_context *x = ofi_ctx(ctx);
     struct ofi_op *p = ofi_op(op);
-    struct ofi_rkey *r = rkey;
-    if (hmi_unlikely(remote_off > r->r_len || len > r->r_len - remote_off))
+    if (hmi_unlikely(count > OFI_RMA_IOV_MAX))
         return HM_INVALID_ARG;
+    hm_return_t ret = rma_load(x, p, pieces, count);
+    if (hmi_unlikely(ret != HM_SUCCESS))
+        return ret;
     if (hmi_unlikely(peer->a_dead))
         return HM_UNREACHABLE;
     p->p_req.r_kind = OFI_REQ_OP;
     p->p_na = op;
-    p->p_kind = kind;
+    p->p_kind = dir == HM_NA_RMA_PUT ? OFI_OP_PUT : OFI_OP_GET;
     p->p_canceled = false;
     p->p_queued = false;
     p->p_status = HM_SUCCESS;
     p->p_peer = peer;
-    p->p_local = local;
-    p->p_loff = local_off;
-    p->p_raddr = r->r_base + remote_off;
-    p->p_rkey = r->r_key;
-    p->p_len = len;
-    p->p_next = 0;
+    p->p_cur = 0;
+    p->p_cur_off = 0;
     p->p_parts = 0;
     hmi_list_init(&p->p_link);
     if (hmi_unlikely(peer->a_nqueued)) {
@@ -198,22 +284,8 @@ static hm_return_t rma_start(hm_na_context_t *ctx, hm_na_op_t *op, uint8_t kind,
     ssize_t rc = hmi_ofi_rma_post(x, p);
     if (rc == 0 || rc == -FI_EAGAIN)
         return HM_SUCCESS;
-    hm_return_t ret = hmi_ofi_error(kind == OFI_OP_PUT ? "fi_write" : "fi_read", NULL, (int)rc);
+    ret = hmi_ofi_error(rma_what(p), NULL, (int)rc);
     if (ret == HM_UNREACHABLE)
         hmi_ofi_peer_fail(x, peer, fi_strerror((int)-rc));
     return ret;
-}
-
-hm_return_t hmi_ofi_put(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                        size_t len)
-{
-    return rma_start(ctx, op, OFI_OP_PUT, local, local_off, peer, rkey, remote_off, len);
-}
-
-hm_return_t hmi_ofi_get(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                        size_t len)
-{
-    return rma_start(ctx, op, OFI_OP_GET, local, local_off, peer, rkey, remote_off, len);
 }

@@ -2,7 +2,8 @@
  * UCX plugin: state shared by the plugin's files (one file per object:
  * ucx_plugin.c class and ops table, ucx_context.c worker and progress,
  * ucx_addr.c addresses, endpoints and URIs, ucx_msg.c active messages,
- * ucx_rma.c memory and put/get, ucx_lanes.c endpoint description).
+ * ucx_rma.c memory and the rma slot (put/get), ucx_lanes.c endpoint
+ * description).
  *
  * Design notes (the reasons behind the less obvious choices):
  *
@@ -366,13 +367,11 @@ hm_return_t hmi_ucx_mem_key_pack(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf
 hm_return_t hmi_ucx_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
                                 size_t key_len, void **rkey_out);
 void hmi_ucx_rkey_release(hm_na_context_t *ctx, void *rkey);
-hm_return_t hmi_ucx_put(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                        size_t len);
-hm_return_t hmi_ucx_get(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                        size_t len);
-/* Post (or re-post) an RMA op; used by put/get, the flush stage and retries. */
+/* rma slot: one piece per op (c_rma_iov_limit is 1). */
+hm_return_t hmi_ucx_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
+                        hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+                        unsigned int count);
+/* Post (or re-post) an RMA op; used by rma, the flush stage and retries. */
 hm_return_t hmi_ucx_rma_post(struct ucx_ctx *c, hm_na_op_t *op);
 
 #endif /* HM_NA_UCX_INTERNAL_H */

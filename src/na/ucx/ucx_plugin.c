@@ -181,6 +181,7 @@ static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, cons
     }
     cls->c_eager_limit = k->k_eager_limit;
     cls->c_mem_pins = false; /* tcp and shared-memory lanes only: virtual addresses */
+    cls->c_rma_iov_limit = 1; /* ucp_put_nbx / ucp_get_nbx: one contiguous range */
     return HM_SUCCESS;
 }
 
@@ -220,8 +221,7 @@ const struct hm_na_ops hm_na_ucx_ops = {
     .mem_key_pack = hmi_ucx_mem_key_pack,
     .rkey_unpack = hmi_ucx_rkey_unpack,
     .rkey_release = hmi_ucx_rkey_release,
-    .put = hmi_ucx_put,
-    .get = hmi_ucx_get,
+    .rma = hmi_ucx_rma,
     .progress = hmi_ucx_progress,
     .poll_fd = hmi_ucx_poll_fd,
     .poll_arm = hmi_ucx_poll_arm,

@@ -10,7 +10,9 @@
  * start of the region and the peer checks them against its length. A put is
  * reported complete only once the data is at the peer (ucp_put_nbx, then
  * ucp_ep_flush_nbx); a get once the data is here. One call per transfer,
- * whatever its size: UCX fragments.
+ * whatever its size: UCX fragments. ucp_put_nbx / ucp_get_nbx move one
+ * contiguous range (UCX 1.13 has no remote scatter list), so the class's
+ * c_rma_iov_limit is 1 and every op carries one piece.
  */
 #include "na/ucx/ucx_internal.h"
 
@@ -186,48 +188,43 @@ hm_return_t hmi_ucx_rma_post(struct ucx_ctx *c, hm_na_op_t *op)
     return HM_SUCCESS;
 }
 
-static hm_return_t ucx_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum ucx_op_kind kind,
-                           hm_na_mem_t *local, size_t local_off, hm_na_addr_t *peer,
-                           void *rkey, size_t remote_off, size_t len)
+hm_return_t hmi_ucx_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
+                        hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+                        unsigned int count)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     struct ucx_op *p = ucx_op(op);
-    struct ucx_rkey *k = rkey;
-    if (k == NULL || peer == NULL || peer->a_ctx != c || remote_off > k->k_len ||
-        len > k->k_len - remote_off)
+    if (count != 1) /* c_rma_iov_limit is 1: the NA layer let more through */
         return HM_INVALID_ARG;
+    const struct hm_na_rma_piece *pc = &pieces[0];
+    struct ucx_rkey *k = pc->rp_rkey;
+    size_t remote_off = pc->rp_remote_off, len = pc->rp_len;
+    if (k == NULL || peer == NULL || peer->a_ctx != c || remote_off > k->k_len ||
+        len > k->k_len - remote_off) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
+                "ucx: rma of %zu bytes at %zu refused: no key or peer, a peer of another "
+                "context, or outside the remote region (%llu bytes)",
+                len, remote_off, k ? (unsigned long long)k->k_len : 0ull);
+        return HM_INVALID_ARG;
+    }
     if (hmi_ucx_addr_exited(peer))
         return HM_UNREACHABLE;
     p->p_op = op;
-    p->p_kind = kind;
+    p->p_kind = dir == HM_NA_RMA_PUT ? UCX_OP_PUT : UCX_OP_GET;
     p->p_req = NULL;
     p->p_addr = peer;
     p->p_force = HM_SUCCESS;
     p->p_canceled = false;
     p->p_queued = false;
-    p->p_buf = (const char *)local->m_base + local_off;
+    p->p_buf = (const char *)pc->rp_local->m_base + pc->rp_local_off;
     p->p_len = len;
     p->p_raddr = k->k_base + remote_off;
     p->p_rkey = k;
-    p->p_memh = ((struct ucx_mem *)hm_na_mem_priv(local))->m_memh;
+    p->p_memh = ((struct ucx_mem *)hm_na_mem_priv(pc->rp_local))->m_memh;
     hmi_list_init(&p->p_link);
     if (len == 0) {
         hm_na_op_complete(op, HM_SUCCESS);
         return HM_SUCCESS;
     }
     return hmi_ucx_rma_post(c, op);
-}
-
-hm_return_t hmi_ucx_put(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                        size_t len)
-{
-    return ucx_rma(ctx, op, UCX_OP_PUT, local, local_off, peer, rkey, remote_off, len);
-}
-
-hm_return_t hmi_ucx_get(hm_na_context_t *ctx, hm_na_op_t *op, hm_na_mem_t *local,
-                        size_t local_off, hm_na_addr_t *peer, void *rkey, size_t remote_off,
-                        size_t len)
-{
-    return ucx_rma(ctx, op, UCX_OP_GET, local, local_off, peer, rkey, remote_off, len);
 }

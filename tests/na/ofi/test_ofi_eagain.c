@@ -4,7 +4,9 @@
  * progress, and complete every one exactly once with success, never showing
  * the caller an error. Two contexts of one class in one process. (4000
  * 64 KiB sends stall libfabric 1.17's shm for good: the receiver's shared
- * receive context runs out of entries for unexpected messages.)
+ * receive context runs out of entries for unexpected messages.) The same for
+ * multi-piece RMA (fi_writemsg / fi_readmsg): 1024 puts, then 1024 gets, of
+ * c_rma_iov_limit pieces each, whose limit must be what the provider grants.
  * Usage: test_ofi_eagain <protocol URI>.
  */
 #include <setjmp.h>
@@ -98,11 +100,181 @@ static void test_send_queue_full(void **state)
     assert_int_equal(hm_na_class_close(cls), HM_SUCCESS);
 }
 
+/* c_rma_iov_limit is what fi_getinfo granted on both sides, capped by what an op holds. */
+static void test_rma_iov_limit(void **state)
+{
+    (void)state;
+    hm_na_class_t *cls;
+    assert_int_equal(hm_na_class_open(g_uri, &cls), HM_SUCCESS);
+    const struct fi_tx_attr *tx = ofi_class(cls)->k_info->tx_attr;
+    size_t want = OFI_RMA_IOV_MAX;
+    if (tx->iov_limit < want)
+        want = tx->iov_limit;
+    if (tx->rma_iov_limit < want)
+        want = tx->rma_iov_limit;
+    assert_int_equal(cls->c_rma_iov_limit, want == 0 ? 1 : want);
+    hm_na_class_close(cls);
+}
+
+#define EA_RMAS 1024
+#define EA_PIECE 256
+
+static unsigned int ea_rma_done, ea_rma_failed;
+
+static void ea_rma_cb(hm_na_op_t *op, hm_return_t status)
+{
+    (void)op;
+    ea_rma_done++;
+    if (status != HM_SUCCESS && ea_rma_failed++ == 0)
+        fprintf(stderr, "first failed rma: %s\n", hm_strerror(status));
+}
+
+/* Both sides of the RMA test: the server's region and the client's two. */
+struct ea_rma {
+    hm_na_class_t *cls;
+    hm_na_context_t *srv, *cli;
+    hm_na_addr_t *dest;
+    struct ea_rx rx;             /* no message is expected */
+    size_t size;                 /* bytes of each region */
+    uint8_t *remote, *out, *in;  /* remote: the server's; out: put from; in: get into */
+    hm_na_mem_t *rmem, *omem, *imem;
+    void *rkey;
+    hm_na_op_t *ops[EA_RMAS];
+};
+
+/*
+ * Post EA_RMAS ops without progress, then progress both contexts until all
+ * completed. Op o carries `limit` pieces: local piece j of it goes to remote
+ * piece limit - 1 - j of the same op, so a swapped iov shows. Returns whether
+ * the provider pushed back (some op waited in the plugin's retry queue).
+ */
+static bool ea_rma_round(struct ea_rma *t, enum hm_na_rma_dir dir, hm_na_mem_t *local)
+{
+    unsigned int limit = t->cls->c_rma_iov_limit;
+    ea_rma_done = ea_rma_failed = 0;
+    bool pushed_back = false;
+    for (unsigned int o = 0; o < EA_RMAS; o++) {
+        struct hm_na_rma_piece pieces[HM_NA_RMA_IOV_MAX];
+        for (unsigned int j = 0; j < limit; j++) {
+            size_t base = (size_t)o * limit * EA_PIECE;
+            pieces[j] = (struct hm_na_rma_piece){
+                .rp_local = local,
+                .rp_local_off = base + (size_t)j * EA_PIECE,
+                .rp_rkey = t->rkey,
+                .rp_remote_off = base + (size_t)(limit - 1 - j) * EA_PIECE,
+                .rp_len = EA_PIECE,
+            };
+        }
+        assert_int_equal(hm_na_rma(t->cli, t->ops[o], dir, t->dest, pieces, limit), HM_SUCCESS);
+        pushed_back |= !hmi_list_empty(&ofi_ctx(t->cli)->x_retry);
+    }
+    uint64_t deadline = hmi_time_ns() + 60ull * 1000000000u;
+    while (ea_rma_done < EA_RMAS && hmi_time_ns() < deadline) {
+        hm_na_progress(t->cli);
+        hm_na_progress(t->srv);
+    }
+    fprintf(stderr, "%s: %u %s ops of %u pieces, provider pushed back: %s\n", g_uri, EA_RMAS,
+            dir == HM_NA_RMA_PUT ? "put" : "get", limit, pushed_back ? "yes" : "no");
+    assert_int_equal(ea_rma_done, EA_RMAS);
+    assert_int_equal(ea_rma_failed, 0);
+    return pushed_back;
+}
+
+static void ea_rma_open(struct ea_rma *t)
+{
+    assert_int_equal(hm_na_class_open(g_uri, &t->cls), HM_SUCCESS);
+    assert_int_equal(hm_na_context_open(t->cls, 0, ea_recv, &t->rx, NULL, NULL, &t->srv),
+                     HM_SUCCESS);
+    t->rx.ctx = t->srv;
+    assert_int_equal(hm_na_context_open(t->cls, 1, ea_recv, &t->rx, NULL, NULL, &t->cli),
+                     HM_SUCCESS);
+    hm_na_addr_t *self;
+    char uri[256], key[256];
+    size_t size = sizeof(uri), key_len = sizeof(key);
+    assert_int_equal(t->cls->c_ops.addr_self(t->srv, &self), HM_SUCCESS);
+    assert_int_equal(t->cls->c_ops.addr_to_string(t->srv, self, uri, &size), HM_SUCCESS);
+    t->cls->c_ops.addr_unref(self);
+    assert_int_equal(t->cls->c_ops.addr_lookup(t->cli, uri, &t->dest), HM_SUCCESS);
+    t->size = (size_t)EA_RMAS * t->cls->c_rma_iov_limit * EA_PIECE;
+    t->remote = calloc(1, t->size);
+    t->out = malloc(t->size);
+    t->in = calloc(1, t->size);
+    for (size_t i = 0; i < t->size; i++)
+        t->out[i] = (uint8_t)(i * 131u + (i >> 8));
+    unsigned int rw = HM_NA_ACCESS_READ | HM_NA_ACCESS_WRITE;
+    assert_int_equal(hm_na_mem_register(t->cls, t->remote, t->size, rw, &t->rmem), HM_SUCCESS);
+    assert_int_equal(hm_na_mem_register(t->cls, t->out, t->size, 0, &t->omem), HM_SUCCESS);
+    assert_int_equal(hm_na_mem_register(t->cls, t->in, t->size, 0, &t->imem), HM_SUCCESS);
+    assert_int_equal(t->cls->c_ops.mem_key_pack(t->cls, t->rmem, key, &key_len), HM_SUCCESS);
+    assert_int_equal(t->cls->c_ops.rkey_unpack(t->cli, t->dest, key, key_len, &t->rkey),
+                     HM_SUCCESS);
+    for (unsigned int o = 0; o < EA_RMAS; o++) {
+        t->ops[o] = hm_na_op_create(t->cls);
+        t->ops[o]->o_cb = ea_rma_cb;
+    }
+}
+
+static void ea_rma_close(struct ea_rma *t)
+{
+    for (unsigned int o = 0; o < EA_RMAS; o++)
+        hm_na_op_destroy(t->ops[o]);
+    t->cls->c_ops.rkey_release(t->cli, t->rkey);
+    hm_na_mem_deregister(t->imem);
+    hm_na_mem_deregister(t->omem);
+    hm_na_mem_deregister(t->rmem);
+    free(t->in);
+    free(t->out);
+    free(t->remote);
+    t->cls->c_ops.addr_unref(t->dest);
+    hm_na_context_close(t->cli);
+    hm_na_context_close(t->srv);
+    assert_int_equal(hm_na_class_close(t->cls), HM_SUCCESS);
+}
+
+/* The first remote byte a put round got wrong, or t->size. */
+static size_t ea_put_mismatch(const struct ea_rma *t, size_t piece_bytes)
+{
+    unsigned int limit = t->cls->c_rma_iov_limit;
+    for (size_t i = 0; i < t->size; i++) {
+        size_t op_base = i / piece_bytes * piece_bytes, j = (i - op_base) / EA_PIECE;
+        size_t from = op_base + (limit - 1 - j) * EA_PIECE + i % EA_PIECE;
+        if (t->remote[i] != t->out[from])
+            return i;
+    }
+    return t->size;
+}
+
+static void test_rma_queue_full(void **state)
+{
+    (void)state;
+    static struct ea_rma t;
+    ea_rma_open(&t);
+    size_t piece_bytes = (size_t)t.cls->c_rma_iov_limit * EA_PIECE;
+    bool pushed_back = ea_rma_round(&t, HM_NA_RMA_PUT, t.omem);
+    /* Within each op the pieces were swapped end for end. A completed put may
+     * still wait for the target's progress (tcp: transmit completion). */
+    uint64_t deadline = hmi_time_ns() + 5ull * 1000000000u;
+    size_t bad;
+    while ((bad = ea_put_mismatch(&t, piece_bytes)) < t.size && hmi_time_ns() < deadline) {
+        hm_na_progress(t.srv);
+        hm_na_progress(t.cli);
+    }
+    if (bad < t.size)
+        fail_msg("put: remote byte %zu differs", bad);
+    pushed_back |= ea_rma_round(&t, HM_NA_RMA_GET, t.imem);
+    assert_memory_equal(t.in, t.out, t.size); /* swapped back */
+    assert_true(pushed_back); /* the retry queue was exercised */
+    assert_int_equal(t.rx.received, 0);
+    ea_rma_close(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_uri = argc > 1 ? argv[1] : "ofi+tcp://127.0.0.1:0";
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_send_queue_full),
+        cmocka_unit_test(test_rma_iov_limit),
+        cmocka_unit_test(test_rma_queue_full),
     };
     return cmocka_run_group_tests_name(g_uri, tests, NULL, NULL);
 }
