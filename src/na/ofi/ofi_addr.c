@@ -147,15 +147,37 @@ hm_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
  * completion for it arriving later finds the op no longer posted and is
  * ignored by hm_na_op_complete, unless the op was posted again meanwhile
  * (documented gap: libfabric offers no way to take a send back).
+ *
+ * An RMA still in the provider is the exception where the provider returns
+ * the parts of a broken connection as error completions naming their op
+ * (q_rma_fails_named: rxm): it is marked failed (nothing more of it is
+ * posted) and ends when its last part is back (hmi_ofi_rma_part_done), like
+ * a cancel; so does the one whose failed part brought us here. Finishing it
+ * at once let the bulk layer free the op, whose p_req those parts carry as
+ * their context, and give the local buffer back to its owner while a read
+ * could still land in it: the late completions then read freed memory
+ * (AddressSanitizer, a server killed mid-pull over ofi+tcp,
+ * tests/bulk/test_bulk_big.c). Where a failed part comes back with no
+ * context (shm), nothing will ever name the op again: it is finished now.
+ * One queued for a retry with parts out ends in the retry pass once they are.
  */
 static void addr_fail_list(struct hmi_list *list, hm_na_addr_t *peer)
 {
+    bool wait_rma = peer->a_ctx->x_cls->k_quirk->q_rma_fails_named;
     struct hmi_list *l = list->next;
     while (l != list) {
         struct hmi_list *next = l->next;
         struct ofi_op *p = hmi_container_of(l, struct ofi_op, p_link);
-        if (p->p_peer == peer)
+        if (p->p_peer != peer) {
+            l = next;
+            continue;
+        }
+        if (wait_rma && p->p_kind != OFI_OP_SEND && (p->p_parts > 0 || !p->p_queued)) {
+            if (p->p_status == HM_SUCCESS)
+                p->p_status = HM_UNREACHABLE;
+        } else {
             hmi_ofi_op_finish(p, HM_UNREACHABLE);
+        }
         l = next;
     }
 }

@@ -24,9 +24,10 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_wait_fd = true,
         .q_watch_pid = false,
         .q_probe = true,
+        .q_rma_fails_named = true,
         .q_note = "rxm offers no FI_SOURCE: every message names its sender (16 bytes); "
                   "a dead peer shows only as a failed send, so quiet peers we sent to are "
-                  "probed",
+                  "probed; reads and writes of a broken connection come back as errors",
     },
     {
         .q_protocol = "shm",
@@ -45,7 +46,8 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_note = "FI_SOURCE names a wrong entry for senders not in the AV, so the name "
                   "rides until the peer has answered; a CQ with FI_WAIT_FD fails "
                   "(FI_ENOSYS): blocking uses our doorbell; FI_OPT_MIN_MULTI_RECV crashes "
-                  "before fi_enable; peer death is never reported: pids watched by pidfd",
+                  "before fi_enable; peer death is never reported: pids watched by pidfd; "
+                  "a failed read or write comes back with no context (libfabric 1.17)",
     },
     {
         .q_protocol = "verbs",
@@ -61,6 +63,7 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_watch_pid = false,
         .q_probe = true,
         .q_mem_pins = true,
+        .q_rma_fails_named = true,
         .q_note = "as tcp (rxm on top); needs FI_MR_LOCAL and provider keys",
     },
 };
