@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,6 +78,7 @@ int hm_test_spawn(struct hm_test_child *child, hm_test_fn_t fn, void *arg)
     }
     fflush(stdout);
     fflush(stderr);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int err = errno;
@@ -88,6 +90,12 @@ int hm_test_spawn(struct hm_test_child *child, hm_test_fn_t fn, void *arg)
         return -1;
     }
     if (pid == 0) {
+        /* Die with the parent: a test that crashes must not leave its servers
+         * running until their own time bound (ctest waits for them, as they
+         * hold its output pipe). */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(124);
         /* The child: forget the parent's children, keep our pipe ends. */
         for (int i = 0; i < HT_MAX_CHILDREN; i++)
             ht_children[i] = 0;
@@ -123,11 +131,14 @@ static int ht_read_line(int fd, char *buf, size_t size, int timeout_ms)
     uint64_t deadline = ht_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
     size_t n = 0;
     for (;;) {
+        /* The deadline bounds the wait for a line to start: once its first
+         * byte is read, the rest (written with it) is read whatever the time,
+         * or a short timeout would drop the bytes already consumed. */
         uint64_t now = ht_now_ms();
-        if (now >= deadline)
+        if (n == 0 && now >= deadline)
             return -1;
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int r = poll(&pfd, 1, (int)(deadline - now));
+        int r = poll(&pfd, 1, n == 0 ? (int)(deadline - now) : 1000);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)

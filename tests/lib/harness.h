@@ -11,7 +11,9 @@
  *     SIGKILL and reported as HM_TEST_TIMED_OUT;
  *   - hm_test_alarm(s) arms an overall bound: when it fires, every child
  *     still running is killed and the test process exits with status 124
- *     after printing which test overran.
+ *     after printing which test overran;
+ *   - a child dies with its parent (PR_SET_PDEATHSIG): a test that crashes
+ *     leaves no server behind.
  *
  * Typical use (the parent is the cmocka test; client and server are both
  * children, so the parent never initialises a network library before fork):
