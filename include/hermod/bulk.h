@@ -83,7 +83,7 @@ HM_EXPORT hm_return_t hm_proc_bulk(hm_proc_t *proc, void *data);
 /* What the class's registration cache has done (see hm_bulk_cache_stats). */
 typedef struct hm_bulk_cache_stats {
     uint64_t hits;      /* hm_bulk_create segments that reused a registration */
-    uint64_t misses;    /* segments registered anew */
+    uint64_t misses;    /* segments registered anew (every one while the cache is off) */
     uint64_t evictions; /* idle registrations dropped to stay within max_idle */
     uint64_t entries;   /* registrations cached now, used or idle */
     uint32_t max_idle;  /* idle registrations kept at most; 0: the cache is off */

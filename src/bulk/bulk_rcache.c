@@ -133,8 +133,10 @@ static bool rcache_entry_matches(const struct rcache_entry *entry, const void *b
 hm_return_t hmi_bulk_rcache_get(struct hmi_bulk_rcache *rc, void *base, size_t len,
                                 unsigned int access, hm_na_mem_t **mem_out)
 {
-    if (rc->rc_max_idle == 0)
+    if (rc->rc_max_idle == 0) {
+        rc->rc_misses++; /* off: every segment is registered anew */
         return hm_na_mem_register(rc->rc_na, base, len, access, mem_out);
+    }
     uint64_t key = rcache_key(base, len, access);
     struct rcache_entry *entry = hmi_hmap_get(&rc->rc_map, key);
     if (entry == NULL || !rcache_entry_matches(entry, base, len, access)) {
