@@ -46,6 +46,30 @@
  * RMA and rendezvous receives are never started with a peer known to have
  * exited (cma on a dead pid with error mode NONE is fatal to UCX).
  *
+ * RMA over shm. UCX 1.13 does not use cma for ucp_get_nbx / ucp_put_nbx
+ * between workers: it emulates them with active messages through the
+ * shared-memory FIFOs, which needs the target's progress and stops our
+ * receive FIFO for good when the target is killed while writing a get reply
+ * into it (a reserved slot never marked written). So the plugin moves shm
+ * RMA itself, one-sidedly, with process_vm_readv / process_vm_writev (Linux
+ * CMA): a packed key carries the owner's pid next to UCX's rkey
+ * (ucx_rma.c), the pid must be the pid of the peer the key is unpacked for
+ * (a peer cannot point us at a third process), and the copy is done inside
+ * the rma call. Its completion waits for the next progress (ctx->c_copied),
+ * although the contract would let the post complete it: the bulk layer
+ * posts the next piece from a piece's callback, so a piece completed inside
+ * its post would be dispatched by the same dispatch loop, and a whole
+ * transfer would run inside one progress call, with no message delivered
+ * and no cancel seen until it ended. Deferred, each progress moves one
+ * round of pieces (the transfer's depth). UCX's rkey stays in the key and
+ * is unpacked too: when the kernel refuses CMA (EPERM: Yama ptrace_scope, a
+ * seccomp profile; ENOSYS) the class falls back to UCX's path for good.
+ * Rejected: UCX's cma transport as the RMA lane (UCX 1.13 does not use it
+ * for our worker-to-worker get/put, whatever UCX_TLS says: strace shows no
+ * process_vm_readv); copying from progress instead of the post (a cancel
+ * could then skip a copy, but the op would need a third queue and state,
+ * for pieces of one chunk, 1 MiB by default, that take ~70 us to copy).
+ *
  * Close. Every ucp_ep_close_nbx request is kept on its struct ucx_ep, which
  * lives until after ucp_worker_destroy. A context close flushes (gracefully
  * closes) every endpoint with nothing stuck on it and waits, bounded, for
@@ -61,6 +85,7 @@
 #define HM_NA_UCX_INTERNAL_H
 
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -127,6 +152,9 @@ size_t hmi_ucx_uri_format(const struct ucx_uri *u, char *buf, size_t size);
 struct ucx_class {
     ucp_context_h k_ucp;
     enum ucx_proto k_proto;
+    bool k_cma_keys;         /* shm: our keys offer CMA (HM_UCX_SHM_CMA) */
+    atomic_bool k_cma_off;   /* shm: our RMA goes through UCX, not process_vm_*
+                                (HM_UCX_SHM_CMA=0, or the kernel refused) */
     struct ucx_uri k_listen; /* tcp: where context 0 listens */
     size_t k_eager_limit;
     size_t k_pool_keep; /* receive buffers kept per context */
@@ -204,7 +232,9 @@ struct ucx_op {
     hm_return_t p_force;     /* HM_SUCCESS, or the status to report */
     bool p_canceled;
     bool p_queued;           /* in ctx->c_retry */
-    struct hmi_list p_link;  /* ctx->c_posted or ctx->c_retry */
+    bool p_copied;           /* moved by CMA at post, in ctx->c_copied; p_force
+                                holds its status */
+    struct hmi_list p_link;  /* ctx->c_posted, ctx->c_retry or ctx->c_copied */
     /* arguments kept for a retry */
     const void *p_buf;
     size_t p_len;
@@ -242,6 +272,8 @@ struct ucx_ctx {
     struct hmi_list c_eps;
     struct hmi_list c_posted;      /* ops with a UCX request */
     struct hmi_list c_retry;       /* ops the transport could not take yet */
+    struct hmi_list c_copied;      /* ops CMA moved at post; the next progress
+                                      completes them */
     struct hmi_list c_failed;      /* dead addresses not yet reported */
     struct hmi_list c_pool;        /* free receive buffers */
     unsigned int c_pool_len;
@@ -252,6 +284,7 @@ struct ucx_mem {
     ucp_mem_h m_memh;
     void *m_rkey_buf;   /* packed rkey, from ucp_rkey_pack */
     size_t m_rkey_len;
+    pid_t m_pid;        /* shm: getpid() at registration (the key's owner); 0 on tcp */
 };
 
 /* An unpacked remote key. */
@@ -260,6 +293,24 @@ struct ucx_rkey {
     uint64_t k_base;
     uint64_t k_len;
     hm_na_addr_t *k_peer;
+    pid_t k_pid;             /* shm: the owner, for process_vm_*; 0: UCX's path */
+    unsigned int k_access;   /* hm_na_access bits the owner granted */
+};
+
+/*
+ * The fixed header of a packed key (layout in ucx_rma.c), UCX's rkey bytes
+ * follow it. Decoded from the network by hmi_ucx_key_decode.
+ */
+#define UCX_KEY_HDR 32
+#define UCX_KEY_F_CMA 0x01u /* y_pid is the owner's pid: process_vm_* may reach it */
+
+struct ucx_key {
+    unsigned int y_flags;  /* UCX_KEY_F_* */
+    unsigned int y_access; /* hm_na_access bits */
+    uint32_t y_pid;        /* owner's pid with UCX_KEY_F_CMA, else 0 */
+    uint32_t y_rkey_len;   /* bytes of UCX rkey after the header */
+    uint64_t y_base;
+    uint64_t y_len;
 };
 
 static inline struct ucx_class *ucx_cls(const hm_na_class_t *cls)
@@ -298,6 +349,8 @@ void hmi_ucx_op_done(struct ucx_op *p, void *req, ucs_status_t status);
 void hmi_ucx_op_orphan_addr(struct ucx_ctx *c, hm_na_addr_t *addr);
 /* Queue a post the transport refused with UCS_ERR_NO_RESOURCE. */
 void hmi_ucx_op_queue(struct ucx_ctx *c, hm_na_op_t *op);
+/* An op CMA has moved (or failed to) at post: complete it from progress. */
+void hmi_ucx_op_copied(struct ucx_ctx *c, hm_na_op_t *op, hm_return_t status);
 /* Request parameters for a post of `p`: the shared callback, `p` as user data. */
 ucp_request_param_t hmi_ucx_req_param(struct ucx_op *p);
 
@@ -360,6 +413,25 @@ void hmi_ucx_msg_fini_late(struct ucx_ctx *c);
 hm_return_t hmi_ucx_msg_post(struct ucx_ctx *c, hm_na_op_t *op);
 
 /* ucx_rma.c */
+/* Write the UCX_KEY_HDR bytes of `y` at `out` (little-endian). */
+void hmi_ucx_key_encode(const struct ucx_key *y, unsigned char *out);
+/*
+ * Parse and check the header of a packed key of `key_len` bytes (from the
+ * network): magic, version, known flags and access bits, zero reserved
+ * bytes, the rkey length matching the size, a range that does not wrap, a
+ * pid with the CMA flag and only with it. HM_PROTOCOL_ERROR with *why set
+ * (a static string for the caller's log line); never reads past key_len.
+ */
+hm_return_t hmi_ucx_key_decode(const void *key, size_t key_len, struct ucx_key *out,
+                               const char **why);
+/*
+ * The pid process_vm_* may use for key `y` unpacked for `peer` on a class of
+ * `proto`: 0 for UCX's path (tcp, no CMA flag, a peer whose pid is not
+ * watched by a pidfd). HM_PROTOCOL_ERROR, with *why set, when the key's pid
+ * is not the peer's: a peer must not make us reach a third process.
+ */
+hm_return_t hmi_ucx_key_cma_pid(const struct ucx_key *y, enum ucx_proto proto,
+                                const hm_na_addr_t *peer, pid_t *pid_out, const char **why);
 hm_return_t hmi_ucx_mem_register(hm_na_class_t *cls, hm_na_mem_t *mem);
 void hmi_ucx_mem_deregister(hm_na_class_t *cls, hm_na_mem_t *mem);
 hm_return_t hmi_ucx_mem_key_pack(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf,

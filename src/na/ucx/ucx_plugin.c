@@ -4,7 +4,12 @@
  * Transports are chosen here, programmatically, with ucp_config_modify, so a
  * user never has to set UCX_* variables: ucx+tcp uses the "tcp" transport
  * (sockaddr connections through a listener), ucx+shm uses posix/sysv shared
- * memory for messages and cma for RMA, plus "self" for loopback.
+ * memory for messages, plus "self" for loopback. RMA over shm does not go
+ * through UCX: UCX 1.13 emulates ucp_get_nbx / ucp_put_nbx between workers
+ * with active messages through the shared-memory FIFO (its cma transport is
+ * listed but never copies our RMA), so the plugin copies with
+ * process_vm_readv / process_vm_writev itself and keeps UCX's path as the
+ * fallback (ucx_rma.c; the reasons in ucx_internal.h, "RMA over shm").
  */
 #include "na/ucx/ucx_internal.h"
 
@@ -30,6 +35,10 @@ static const struct hm_na_tunable ucx_tunables[] = {
     {.env = "HM_UCX_SHM_TLS",
      .def = "posix,sysv,cma,self",
      .help = "UCX transports (UCX_TLS syntax) behind ucx+shm."},
+    {.env = "HM_UCX_SHM_CMA",
+     .def = "1",
+     .help = "ucx+shm: 1 moves RMA with process_vm_readv/writev (and offers it to peers), "
+             "0 through UCX's emulated get/put."},
     {.env = NULL, .def = NULL, .help = NULL},
 };
 
@@ -159,6 +168,8 @@ static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, cons
     }
     k->k_eager_limit &= ~(size_t)7;
     k->k_pool_keep = hmi_ucx_tunable_size("HM_UCX_POOL_KEEP", 64);
+    k->k_cma_keys = k->k_proto == UCX_PROTO_SHM && hmi_ucx_tunable_size("HM_UCX_SHM_CMA", 1);
+    atomic_init(&k->k_cma_off, !k->k_cma_keys);
 
     ucp_config_t *config;
     hm_return_t ret = ucx_config(k->k_proto, &config);
@@ -181,7 +192,9 @@ static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, cons
     }
     cls->c_eager_limit = k->k_eager_limit;
     cls->c_mem_pins = false; /* tcp and shared-memory lanes only: virtual addresses */
-    cls->c_rma_iov_limit = 1; /* ucp_put_nbx / ucp_get_nbx: one contiguous range */
+    /* ucp_put_nbx / ucp_get_nbx: one contiguous range. CMA could take several,
+     * but UCX's path is its fallback and a class's limit cannot shrink. */
+    cls->c_rma_iov_limit = 1;
     return HM_SUCCESS;
 }
 
