@@ -373,11 +373,11 @@ static void die_mid_transfer(struct victim *v, hm_bulk_op_t op)
 
 /*
  * The client still works with the live server: an RPC and a checked transfer.
- * Known to fail now and then on ucx+shm (UCX 1.13): there UCX emulates our
- * RMA with active messages, so the victim of a pull is writing get replies
- * into our shared-memory receive FIFO when it is killed; a slot it reserved
- * but never marked written stops our FIFO for good, and no message from any
- * peer arrives again (the RPC below times out).
+ * This is what caught UCX 1.13's emulated RMA over shared memory: a victim
+ * killed while writing get replies into our receive FIFO left a slot
+ * reserved and never written, and no message from any peer arrived again
+ * (about 1 run in 50). ucx+shm RMA now goes through CMA (src/na/ucx/ucx_rma.c);
+ * with HM_UCX_SHM_CMA=0 the hazard, and this failure, come back.
  */
 static void check_survivor(void)
 {
