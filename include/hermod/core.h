@@ -2,12 +2,25 @@
  * Hermod core: classes, contexts, addresses, RPC registration, handles,
  * progress and trigger.
  *
- * Threading: a context is driven by one thread at a time (the one calling
- * hm_progress / hm_trigger). Calls on a context and its handles must come
- * from that thread unless stated otherwise. Classes may be shared.
+ * Threading (DESIGN §9). Any thread may call any function on any context
+ * and its handles and addresses; one thread at a time progresses a context
+ * (the one inside hm_progress or hm_trigger, or the context's own progress
+ * thread), and the others hand it their work:
+ *  - hm_forward and hm_respond from a thread that is not progressing the
+ *    context encode the arguments on that thread and push them onto the
+ *    context's lock-free submission queue, which wakes a progress call
+ *    sleeping on the transport. A thread that is progressing (a callback),
+ *    or that finds the context idle, sends at once with no queue at all.
+ *  - hm_handle_destroy, hm_free_output and hm_free_input go the same way.
+ *  - Other calls (create, lookup, cancel, bulk transfers, stats) take the
+ *    context's lock; a progress call yields it to them between polls.
+ * A handle is used by one thread at a time (the one that forwards it until
+ * its callback has run); classes may be shared; register RPCs before
+ * contexts are used from several threads.
  *
  * Callbacks (forward completion, respond completion, RPC handlers) run only
- * from hm_trigger, on the caller's thread, never from inside hm_progress.
+ * from hm_trigger, on the caller's thread (or the progress thread), never
+ * from inside hm_progress.
  */
 #ifndef HERMOD_CORE_H
 #define HERMOD_CORE_H
@@ -113,7 +126,15 @@ enum hm_context_opt_field {
     HM_CONTEXT_OPT_TIMEOUT = 1u << 1,       /* .timeout_ms */
     HM_CONTEXT_OPT_POOL_SIZE = 1u << 2,     /* .pool_size */
     HM_CONTEXT_OPT_SPIN_US = 1u << 3,       /* .spin_us */
+    HM_CONTEXT_OPT_NUMA_NODE = 1u << 4,     /* .numa_node */
+    HM_CONTEXT_OPT_PROGRESS_THREAD = 1u << 5, /* .progress_thread */
+    HM_CONTEXT_OPT_CREDITS_PEER = 1u << 6,  /* .credits_per_peer */
+    HM_CONTEXT_OPT_CREDITS_TOTAL = 1u << 7, /* .credits_total */
 };
+
+/* Default limits of RPCs in flight (DESIGN §6). */
+#define HM_CREDITS_PER_PEER_DEFAULT 256u
+#define HM_CREDITS_TOTAL_DEFAULT 4096u
 
 typedef struct hm_context_opts {
     uint64_t field_mask;
@@ -121,6 +142,20 @@ typedef struct hm_context_opts {
     uint32_t timeout_ms;              /* default RPC deadline; 0 = none (default 0) */
     uint32_t pool_size;               /* send buffers made up front (64); handles: twice that */
     uint32_t spin_us;                 /* DEFAULT mode: spin this long before blocking (50) */
+    /* Place the context on this NUMA node (0 .. hm_class_node_count()-1): its
+     * send buffers are bound there, its progress thread runs on the node's
+     * cores, and of several devices the closest is used. -1 (default): none. */
+    int numa_node;
+    /* Run progress and trigger on a thread of the context, started by
+     * hm_context_create and stopped by hm_context_destroy (default: off). */
+    bool progress_thread;
+    /* RPCs in flight to one peer context (default HM_CREDITS_PER_PEER_DEFAULT,
+     * env HM_CREDITS) and on this context (HM_CREDITS_TOTAL_DEFAULT); 0: no
+     * limit. Past a limit hm_forward queues the RPC, in order per peer, and
+     * sends it when a credit returns (response, timeout, cancel, failure);
+     * a queued RPC keeps its deadline and can be canceled. */
+    uint32_t credits_per_peer;
+    uint32_t credits_total;
 } hm_context_opts_t;
 
 /* hm_context_create: a progress context of `cls`; `opts` may be NULL. */
@@ -132,6 +167,32 @@ HM_EXPORT hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t
  */
 HM_EXPORT hm_return_t hm_context_destroy(hm_context_t *ctx);
 HM_EXPORT hm_class_t *hm_context_class(const hm_context_t *ctx);
+
+/* hm_class_node_count: NUMA nodes of this machine as Hermod places on them (>= 1). */
+HM_EXPORT unsigned int hm_class_node_count(hm_class_t *cls);
+
+/*
+ * hm_context_create_per_node: one context per NUMA node, context i on node
+ * i, each with `opts` otherwise (its numa_node is ignored). Writes up to
+ * `max` contexts and their number to *count_out; on error none is left.
+ * Peers reach context i through the address of context 0 with "#i".
+ */
+HM_EXPORT hm_return_t hm_context_create_per_node(hm_class_t *cls, const hm_context_opts_t *opts,
+                                                 hm_context_t **ctxs, unsigned int max,
+                                                 unsigned int *count_out);
+
+/* Where a context runs. */
+typedef struct hm_context_info {
+    unsigned int index;      /* its index in the class ("#N") */
+    int numa_node;           /* node asked for, -1: not placed */
+    bool memory_bound;       /* its send buffers are bound to that node */
+    bool thread_bound;       /* its progress thread runs on the node's cores */
+    bool progress_thread;    /* it has its own progress thread */
+    char device[64];         /* device chosen for it ("": the transport's choice) */
+    char placement[192];     /* why, in words */
+} hm_context_info_t;
+
+HM_EXPORT hm_return_t hm_context_get_info(hm_context_t *ctx, hm_context_info_t *info);
 
 /*
  * hm_progress: move data and queue completions. Returns HM_SUCCESS as soon
@@ -169,9 +230,13 @@ typedef struct hm_stats {
     uint64_t dropped_overflow;    /* overflowed arguments refused or not pullable */
     uint64_t pins_lingering;      /* requests that ended by timeout/cancel whose bulk
                                      handles were kept for a late server transfer */
+    uint64_t credit_waits;        /* RPCs that waited for a credit before leaving */
+    uint64_t credit_queue_peak;   /* most RPCs waiting for credits at once */
+    uint64_t submissions_queued;  /* posts handed over through the submission queue */
+    uint64_t wakeups;             /* sleeping progress calls woken by another thread */
 } hm_stats_t;
 
-HM_EXPORT hm_return_t hm_context_stats(const hm_context_t *ctx, hm_stats_t *stats);
+HM_EXPORT hm_return_t hm_context_stats(hm_context_t *ctx, hm_stats_t *stats);
 /* Print non-zero counters, one "name value" per line, each prefixed. */
 HM_EXPORT void hm_stats_print(const hm_stats_t *stats, const char *prefix, FILE *out);
 

@@ -6,6 +6,7 @@
 
 #include "bulk/bulk_internal.h"
 #include "core/core_internal.h"
+#include "topo/topo.h"
 #include "util/log.h"
 
 static hm_return_t class_apply_opts(hm_class_t *cls, const hm_class_opts_t *opts)
@@ -39,6 +40,7 @@ hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
     hm_return_t ret = hmi_hmap_init(&cls->k_rpcs, 64);
     if (ret != HM_SUCCESS)
         goto err_free;
+    pthread_mutex_init(&cls->k_lock, NULL);
     ret = hm_na_class_open(uri, &cls->k_na);
     if (ret != HM_SUCCESS)
         goto err_registry;
@@ -61,6 +63,7 @@ hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
 err_na:
     hm_na_class_close(cls->k_na);
 err_registry:
+    pthread_mutex_destroy(&cls->k_lock);
     hmi_hmap_destroy(&cls->k_rpcs);
 err_free:
     free(cls);
@@ -71,10 +74,13 @@ hm_return_t hm_class_destroy(hm_class_t *cls)
 {
     if (cls == NULL)
         return HM_INVALID_ARG;
-    if (cls->k_nctx != 0) {
+    pthread_mutex_lock(&cls->k_lock);
+    unsigned int alive = cls->k_nctx;
+    pthread_mutex_unlock(&cls->k_lock);
+    if (alive != 0) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
                 "class %s destroyed while %u contexts are alive",
-                cls->k_na->c_protocol, cls->k_nctx);
+                cls->k_na->c_protocol, alive);
         return HM_BUSY;
     }
     hmi_bulk_rcache_destroy(cls->k_rcache);
@@ -83,8 +89,22 @@ hm_return_t hm_class_destroy(hm_class_t *cls)
     if (ret != HM_SUCCESS)
         return ret;
     hmi_registry_destroy(cls);
+    hmi_topo_destroy(cls->k_topo);
+    free(cls->k_ctxs);
+    pthread_mutex_destroy(&cls->k_lock);
     free(cls);
     return HM_SUCCESS;
+}
+
+struct hmi_topo *hmi_class_topo(hm_class_t *cls)
+{
+    pthread_mutex_lock(&cls->k_lock);
+    if (cls->k_topo == NULL && !cls->k_topo_failed &&
+        hmi_topo_create(NULL, &cls->k_topo) != HM_SUCCESS)
+        cls->k_topo_failed = true; /* logged by hmi_topo_create */
+    struct hmi_topo *topo = cls->k_topo;
+    pthread_mutex_unlock(&cls->k_lock);
+    return topo;
 }
 
 const char *hm_class_protocol(const hm_class_t *cls)

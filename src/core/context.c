@@ -367,7 +367,7 @@ hm_class_t *hm_context_class(const hm_context_t *ctx)
     return ctx->c_class;
 }
 
-hm_return_t hm_context_stats(const hm_context_t *ctx, hm_stats_t *stats)
+hm_return_t hm_context_stats(hm_context_t *ctx, hm_stats_t *stats)
 {
     if (ctx == NULL || stats == NULL)
         return HM_INVALID_ARG;

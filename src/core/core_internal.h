@@ -14,6 +14,9 @@
 #ifndef HM_CORE_INTERNAL_H
 #define HM_CORE_INTERNAL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include <hermod/bulk.h>
 #include <hermod/core.h>
 
@@ -22,6 +25,7 @@
 #include "na/na.h"
 #include "util/hmap.h"
 #include "util/list.h"
+#include "util/mpsc.h"
 
 #define HMI_CTX_MAX 65535u
 #define HMI_HANDLE_PINS 8u /* bulk handles one request may carry */
@@ -43,21 +47,37 @@ struct hmi_rpc_info {
     bool r_no_response;
 };
 
+struct hmi_topo;
+
 struct hm_class {
     hm_na_class_t *k_na;
+    pthread_mutex_t k_lock;   /* the fields below marked (k_lock) */
+    struct hmi_topo *k_topo;  /* (k_lock) loaded by the first placed context */
+    bool k_topo_failed;       /* (k_lock) hwloc could not load it: do not retry */
+    hm_context_t **k_ctxs;    /* (k_lock) index -> context alive, for "#N" lookups */
+    unsigned int k_ctxs_cap;  /* (k_lock) */
     struct hmi_bulk_rcache *k_rcache; /* registrations of bulk handles */
     struct hmi_hmap k_rpcs;   /* hm_id_t -> struct hmi_rpc_info */
     size_t k_msg_limit;       /* largest message, header included */
     bool k_checksum;
-    unsigned int k_nctx;      /* contexts alive */
-    unsigned int k_next_ctx;  /* index of the next context */
+    unsigned int k_nctx;      /* (k_lock) contexts alive */
+    unsigned int k_next_ctx;  /* (k_lock) index of the next context */
 };
 
 struct hm_addr {
     hm_context_t *a_ctx;
     hm_na_addr_t *a_na;      /* one reference */
     uint16_t a_ctx_index;    /* context of the peer this address targets */
-    uint32_t a_refs;
+    _Atomic uint32_t a_refs;
+};
+
+/* Where a context runs (context_place.c, DESIGN §9). */
+struct hmi_ctx_place {
+    int cp_node;             /* node index; -1: not placed */
+    bool cp_memory_bound;    /* every send buffer was bound to the node */
+    bool cp_thread_bound;    /* the progress thread was bound to the node's cores */
+    char cp_device[64];      /* device passed to the NA context; "": none */
+    char cp_reason[192];     /* the placement decision, for people */
 };
 
 /* Send slot: a message buffer and the NA op that carries it. */
@@ -91,6 +111,28 @@ enum hmi_handle_state {
     HMI_H_RESPONDED,    /* server: response left (or was not needed) */
 };
 
+/* Work another thread handed to a context's driver (submit.c). */
+enum hmi_sub_kind {
+    HMI_SUB_FORWARD = 1, /* send a staged request (h_sub) */
+    HMI_SUB_RESPOND,     /* send a staged response (h_sub) */
+    HMI_SUB_RELEASE,     /* the handle's last reference is gone (h_sub) */
+    HMI_SUB_FREE_MSG,    /* give back the received message h_rel_* (h_msg_sub) */
+};
+
+struct hmi_sub {
+    struct hmi_mpsc_node s_node;
+    enum hmi_sub_kind s_kind;
+};
+
+/* One peer context this context sends requests to (credit.c). */
+struct hmi_peer {
+    hm_na_addr_t *p_na;          /* one reference */
+    uint16_t p_index;            /* the peer's context index */
+    uint32_t p_inflight;         /* requests sent, not ended: credits in use */
+    struct hmi_list p_queue;     /* handles waiting for a credit, oldest first */
+    struct hmi_list p_wait_link; /* on c_waiting_peers while p_queue is not empty */
+};
+
 /* A received message kept in place until its owner frees it. */
 struct hmi_recv_msg {
     void *m_buf;        /* the whole message, header first */
@@ -105,7 +147,7 @@ struct hm_handle {
     hm_addr_t *h_addr;               /* one reference; NULL when unset */
     struct hmi_rpc_info *h_rpc;      /* NULL if the id is not registered here */
     hm_id_t h_id;
-    uint32_t h_refs;
+    _Atomic uint32_t h_refs;
     uint32_t h_slot;                 /* index in the context's handle table */
     uint32_t h_gen;                  /* bumped per forward; cookie = gen:slot */
     enum hmi_handle_state h_state;
@@ -137,13 +179,61 @@ struct hm_handle {
     hm_return_t h_resp_ret;
 
     enum hmi_comp_kind h_comp;
-    struct hmi_list h_link;          /* completion queue, or pool free list */
+    /* Pool free list, completion queue, or a peer's credit queue: one at a time. */
+    struct hmi_list h_link;
+
+    /* Threads (submit.c). h_busy is set by the forward or respond that
+     * claims the handle, on whatever thread, and cleared by the driver just
+     * before the forward callback runs; the staged fields below are written
+     * by the claiming thread and read by the driver after the submission
+     * queue has handed the handle over. */
+    atomic_bool h_busy;
+    struct hmi_sub h_sub;
+    struct hmi_sub h_msg_sub;
+    struct hmi_recv_msg h_rel_msg;   /* message freed by another thread, to release */
+    uint32_t h_timeout_ms;           /* of the forward being submitted */
+    uint64_t h_submit_ns;            /* when it was submitted */
+    /* Staged message (header room + payload): a request encoded by another
+     * thread or waiting for a credit, or a response encoded by another thread.
+     * Kept across reuse, freed with the pool. */
+    char *h_stage;
+    size_t h_stage_cap;
+    size_t h_stage_len;              /* bytes staged, header room included */
+    uint8_t h_stage_flags;           /* wire flags beyond request/response */
+
+    /* Credits (credit.c). */
+    struct hmi_peer *h_peer;         /* peer of the request in flight or queued */
+    bool h_credit;                   /* holds one of h_peer's credits */
+    bool h_queued;                   /* on h_peer's credit queue */
 };
 
 struct hm_context {
     hm_class_t *c_class;
     hm_na_context_t *c_na;
     uint16_t c_index;
+
+    /* Driving (drive.c). Whoever holds c_lock may touch everything below
+     * and the NA context; c_owner names that thread so it can re-enter. */
+    pthread_mutex_t c_lock;
+    _Atomic(const void *) c_owner;
+    unsigned int c_depth;             /* re-entries of the owner */
+    _Atomic uint32_t c_waiters;       /* threads blocked on c_lock */
+    _Atomic uint32_t c_sleepers;      /* progress calls blocked in poll */
+    int c_wake_fd;                    /* eventfd rung to wake them */
+    struct hmi_mpsc c_subq;           /* submissions from other threads */
+    pthread_t c_thread;               /* the context's progress thread */
+    bool c_has_thread;
+    atomic_bool c_stop;               /* asks the progress thread to end */
+
+    /* Credits (credit.c). */
+    uint32_t c_credits_peer;          /* 0: no limit */
+    uint32_t c_credits_total;         /* 0: no limit */
+    uint32_t c_inflight;              /* requests holding a credit */
+    uint32_t c_queued;                /* requests waiting for one */
+    struct hmi_hmap c_peers;          /* (na addr, index) -> struct hmi_peer */
+    struct hmi_list c_waiting_peers;  /* peers with a queue, in the order they blocked */
+
+    struct hmi_ctx_place c_place;
     hm_progress_mode_t c_mode;
     uint32_t c_timeout_ms;
     uint32_t c_spin_us;
@@ -166,6 +256,63 @@ struct hm_context {
     struct hmi_timer_heap c_timers;
     hm_stats_t c_stats;
 };
+
+/* class.c: the topology, loaded on first use; NULL when hwloc cannot load it. */
+struct hmi_topo *hmi_class_topo(hm_class_t *cls);
+
+/* context_place.c */
+/* Decide where `ctx` runs on `node` (-1: nowhere) before its NA context opens. */
+hm_return_t hmi_ctx_place(hm_context_t *ctx, int node);
+/* Bind a send buffer of `ctx` to its node; no-op when the context is not placed. */
+void hmi_ctx_place_buffer(hm_context_t *ctx, void *buf, size_t len);
+/* On the context's progress thread: bind it to the node's cores. */
+void hmi_ctx_place_thread(hm_context_t *ctx);
+
+/* drive.c: who drives a context */
+/* Become the context's driver, waiting for the lock. True: this call took it. */
+bool hmi_ctx_enter(hm_context_t *ctx);
+/* Become its driver only if nobody else is: false when another thread drives it. */
+bool hmi_ctx_try_enter(hm_context_t *ctx, bool *took);
+/* Leave after enter: drain submissions, release the lock if `took`, wake sleepers. */
+void hmi_ctx_leave(hm_context_t *ctx, bool took);
+bool hmi_ctx_owned(const hm_context_t *ctx);
+/* Wake a progress call blocked in poll, if any. */
+void hmi_ctx_wake(hm_context_t *ctx);
+/* Driver: let threads blocked on the lock in (outermost entry only). */
+void hmi_ctx_yield(hm_context_t *ctx);
+/* Driver: block on the transport's fd and the wake fd until `ms` pass. */
+void hmi_ctx_block(hm_context_t *ctx, int ms);
+hm_return_t hmi_ctx_thread_start(hm_context_t *ctx);
+void hmi_ctx_thread_stop(hm_context_t *ctx);
+hm_return_t hmi_ctx_drive_init(hm_context_t *ctx);
+void hmi_ctx_drive_fini(hm_context_t *ctx);
+
+/* submit.c */
+void hmi_submit(hm_context_t *ctx, struct hmi_sub *sub, enum hmi_sub_kind kind);
+/* Driver: run every submission queued so far. */
+void hmi_submit_drain(hm_context_t *ctx);
+/* Encode `proc(data)` after header room into the handle's stage (grown as needed). */
+hm_return_t hmi_stage_encode(hm_handle_t *handle, hm_proc_cb_t proc, const void *data,
+                             bool pin);
+/* Make room for `len` staged bytes. */
+hm_return_t hmi_stage_reserve(hm_handle_t *handle, size_t len);
+
+/* credit.c */
+hm_return_t hmi_credit_init(hm_context_t *ctx, const hm_context_opts_t *opts);
+void hmi_credit_fini(hm_context_t *ctx);
+/* Driver: send the armed request on `handle` (staged) now or queue it for a credit. */
+void hmi_credit_send(hm_context_t *ctx, hm_handle_t *handle);
+/* The request on `handle` ended: give back its credit or leave its queue. */
+void hmi_credit_end(hm_context_t *ctx, hm_handle_t *handle);
+/* Send what waits for credits while there are credits. */
+void hmi_credit_pump(hm_context_t *ctx);
+
+/* forward.c: the staged request on `handle` leaves now (it holds a credit). */
+void hmi_forward_send_staged(hm_handle_t *handle);
+/* Driver side of hm_forward, for a staged request (submitted by another thread). */
+void hmi_forward_dispatch(hm_handle_t *handle);
+/* respond.c: driver side of a response staged by another thread. */
+void hmi_respond_dispatch(hm_handle_t *handle);
 
 /* class / registry */
 struct hmi_rpc_info *hmi_registry_find(hm_class_t *cls, hm_id_t id);

@@ -136,12 +136,22 @@ hm_return_t hm_na_context_open(hm_na_class_t *cls, unsigned int index,
                                hm_na_fail_cb_t fail_cb, void *fail_arg,
                                hm_na_context_t **ctx_out)
 {
+    return hm_na_context_open_on(cls, index, NULL, recv_cb, recv_arg, fail_cb, fail_arg,
+                                 ctx_out);
+}
+
+hm_return_t hm_na_context_open_on(hm_na_class_t *cls, unsigned int index, const char *device,
+                                  hm_na_recv_cb_t recv_cb, void *recv_arg,
+                                  hm_na_fail_cb_t fail_cb, void *fail_arg,
+                                  hm_na_context_t **ctx_out)
+{
     void *priv;
     hm_na_context_t *ctx = na_alloc_with_priv(sizeof(*ctx), cls->c_ops.context_size, &priv);
     if (ctx == NULL)
         return HM_NOMEM;
     ctx->x_class = cls;
     ctx->x_index = index;
+    ctx->x_device = device;
     ctx->x_recv_cb = recv_cb;
     ctx->x_recv_arg = recv_arg;
     ctx->x_fail_cb = fail_cb;
@@ -149,6 +159,7 @@ hm_return_t hm_na_context_open(hm_na_class_t *cls, unsigned int index,
     ctx->x_priv = priv;
     hmi_list_init(&ctx->x_done);
     hm_return_t ret = cls->c_ops.context_open(ctx);
+    ctx->x_device = NULL; /* the caller's string */
     if (ret != HM_SUCCESS) {
         free(ctx);
         return ret;

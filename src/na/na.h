@@ -31,9 +31,11 @@
  * EAGAIN) is queued inside the plugin and retried from progress; it is never
  * an error to the caller.
  *
- * Threads. A context is progressed by one thread at a time, and every call on
- * a context comes from the thread progressing it. Class-level calls
- * (mem_register, msg_buf_alloc, ...) may come from any thread.
+ * Threads. Calls on a context come from one thread at a time, not always the
+ * same one: the core serializes them with the context's lock (a plugin must
+ * open its transport objects for serialized use by several threads, e.g.
+ * UCS_THREAD_MODE_SERIALIZED). Class-level calls (mem_register,
+ * msg_buf_alloc, ...) may come from any thread at the same time.
  */
 #ifndef HM_NA_H
 #define HM_NA_H
@@ -296,6 +298,9 @@ struct hm_na_class {
 struct hm_na_context {
     hm_na_class_t *x_class;
     unsigned int x_index;       /* context index within the class */
+    const char *x_device;       /* device the core chose for it (its NUMA node's
+                                   closest, DESIGN §9), or NULL: the plugin's own
+                                   choice. Valid during context_open only. */
     hm_na_recv_cb_t x_recv_cb;
     void *x_recv_arg;
     hm_na_fail_cb_t x_fail_cb;
@@ -314,6 +319,11 @@ hm_return_t hm_na_context_open(hm_na_class_t *cls, unsigned int index,
                                hm_na_recv_cb_t recv_cb, void *recv_arg,
                                hm_na_fail_cb_t fail_cb, void *fail_arg,
                                hm_na_context_t **ctx_out);
+/* The same, asking the plugin to use `device` (NULL: its own choice). */
+hm_return_t hm_na_context_open_on(hm_na_class_t *cls, unsigned int index, const char *device,
+                                  hm_na_recv_cb_t recv_cb, void *recv_arg,
+                                  hm_na_fail_cb_t fail_cb, void *fail_arg,
+                                  hm_na_context_t **ctx_out);
 /* Closes the plugin context and runs the callbacks of every op it completed. */
 void hm_na_context_close(hm_na_context_t *ctx);
 

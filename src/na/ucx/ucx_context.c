@@ -197,7 +197,7 @@ static hm_return_t ucx_worker_open(struct ucx_ctx *c)
 {
     ucp_worker_params_t params = {
         .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_AM_ALIGNMENT,
-        .thread_mode = UCS_THREAD_MODE_SINGLE,
+        .thread_mode = UCS_THREAD_MODE_SERIALIZED,
         .am_alignment = 8,
     };
     ucs_status_t status = ucp_worker_create(c->c_cls->k_ucp, &params, &c->c_worker);

@@ -79,7 +79,8 @@
  *
  * Threads. Class-level calls (mem_register, msg_buf_alloc) may come from any
  * thread: the ucp_context is created with mt_workers_shared. Workers are
- * UCS_THREAD_MODE_SINGLE: a context is progressed by one thread.
+ * UCS_THREAD_MODE_SERIALIZED: the core calls a context from one thread at a
+ * time, not always the same one (its lock serializes them).
  */
 #ifndef HM_NA_UCX_INTERNAL_H
 #define HM_NA_UCX_INTERNAL_H
