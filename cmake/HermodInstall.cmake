@@ -59,7 +59,9 @@ foreach(p HM_NA_UCX HM_NA_OFI HM_NA_VERBS)
     list(APPEND HM_STATIC_LINK_LIBS ${libname})
   endif()
 endforeach()
-list(APPEND HM_STATIC_LINK_LIBS m)
+# hwloc: contexts are placed on NUMA nodes by the core (src/topo).
+list(APPEND HM_PC_REQUIRES_PRIVATE hwloc)
+list(APPEND HM_STATIC_LINK_LIBS hwloc m)
 string(REPLACE ";" " " HM_PC_REQUIRES_PRIVATE "${HM_PC_REQUIRES_PRIVATE}")
 
 # hermod.pc: relocatable, so `cmake --install --prefix X` works whatever

@@ -12,6 +12,9 @@
 #ifndef HM_BULK_INTERNAL_H
 #define HM_BULK_INTERNAL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include <hermod/bulk.h>
 
 #include "bulk/bulk_walk.h"
@@ -22,6 +25,7 @@
 /* The registration cache of one NA class (bulk_rcache.c). */
 struct hmi_bulk_rcache {
     hm_na_class_t *rc_na;
+    pthread_mutex_t rc_lock;   /* handles are made and freed on any thread */
     struct hmi_hmap rc_map;    /* hash of (base, len, access) -> entry */
     struct hmi_list rc_idle;   /* entries no handle uses, least recent first */
     uint32_t rc_nidle;
@@ -40,7 +44,7 @@ struct hmi_bulk_rkeys {
 };
 
 struct hm_bulk {
-    uint32_t b_refs;
+    _Atomic uint32_t b_refs;
     uint32_t b_count;          /* segments */
     size_t b_size;             /* total bytes */
     hm_bulk_perm_t b_perm;
@@ -67,7 +71,7 @@ hm_return_t hmi_bulk_rcache_get(struct hmi_bulk_rcache *rc, void *base, size_t l
                                 unsigned int access, hm_na_mem_t **mem_out);
 /* Give back what hmi_bulk_rcache_get returned. */
 void hmi_bulk_rcache_put(struct hmi_bulk_rcache *rc, hm_na_mem_t *mem);
-void hmi_bulk_rcache_stats(const struct hmi_bulk_rcache *rc, hm_bulk_cache_stats_t *stats);
+void hmi_bulk_rcache_stats(struct hmi_bulk_rcache *rc, hm_bulk_cache_stats_t *stats);
 
 /* bulk_handle.c */
 /* A local handle; registrations come through `rc` (the class's cache). */
@@ -129,6 +133,8 @@ hm_return_t hmi_bulk_transfer_start(hm_na_context_t *ctx, hm_na_addr_t *peer,
                                     hm_bulk_cb_t cb, void *arg,
                                     void (*done)(hm_bulk_op_id_t *, void *), void *done_arg,
                                     hm_bulk_op_id_t **op_out);
+/* hmi_bulk_cancel: hm_bulk_cancel, for the thread driving the op's context. */
+hm_return_t hmi_bulk_cancel(hm_bulk_op_id_t *op);
 /* hmi_bulk_transfer_finish: run the user callback, drop the references, free the op. */
 void hmi_bulk_transfer_finish(hm_bulk_op_id_t *op);
 

@@ -17,6 +17,7 @@
  * be fooled; for those that pin pages (c_mem_pins) the cache is off unless
  * HM_BULK_RCACHE asks for it (see docs/ARCHITECTURE.md).
  */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "bulk/bulk_internal.h"
@@ -63,6 +64,7 @@ hm_return_t hmi_bulk_rcache_create(hm_na_class_t *na, struct hmi_bulk_rcache **o
         return HM_NOMEM;
     }
     rc->rc_na = na;
+    pthread_mutex_init(&rc->rc_lock, NULL);
     rc->rc_max_idle = rcache_max_idle(na);
     hmi_list_init(&rc->rc_idle);
     *out = rc;
@@ -90,6 +92,7 @@ void hmi_bulk_rcache_destroy(struct hmi_bulk_rcache *rc)
                 "class closed with %zu bulk registrations still used by handles",
                 rc->rc_map.count);
     hmi_hmap_destroy(&rc->rc_map);
+    pthread_mutex_destroy(&rc->rc_lock);
     free(rc);
 }
 
@@ -130,7 +133,7 @@ static bool rcache_entry_matches(const struct rcache_entry *entry, const void *b
     return mem->m_base == base && mem->m_len == len && mem->m_access == access;
 }
 
-hm_return_t hmi_bulk_rcache_get(struct hmi_bulk_rcache *rc, void *base, size_t len,
+static hm_return_t rcache_get_locked(struct hmi_bulk_rcache *rc, void *base, size_t len,
                                 unsigned int access, hm_na_mem_t **mem_out)
 {
     if (rc->rc_max_idle == 0) {
@@ -152,7 +155,7 @@ hm_return_t hmi_bulk_rcache_get(struct hmi_bulk_rcache *rc, void *base, size_t l
     return HM_SUCCESS;
 }
 
-void hmi_bulk_rcache_put(struct hmi_bulk_rcache *rc, hm_na_mem_t *mem)
+static void rcache_put_locked(struct hmi_bulk_rcache *rc, hm_na_mem_t *mem)
 {
     struct rcache_entry *entry = NULL;
     if (rc->rc_max_idle != 0)
@@ -168,11 +171,30 @@ void hmi_bulk_rcache_put(struct hmi_bulk_rcache *rc, hm_na_mem_t *mem)
     rcache_trim(rc, rc->rc_max_idle);
 }
 
-void hmi_bulk_rcache_stats(const struct hmi_bulk_rcache *rc, hm_bulk_cache_stats_t *stats)
+void hmi_bulk_rcache_stats(struct hmi_bulk_rcache *rc, hm_bulk_cache_stats_t *stats)
 {
+    pthread_mutex_lock(&rc->rc_lock);
     stats->hits = rc->rc_hits;
     stats->misses = rc->rc_misses;
     stats->evictions = rc->rc_evictions;
     stats->entries = rc->rc_map.count;
     stats->max_idle = rc->rc_max_idle;
+    pthread_mutex_unlock(&rc->rc_lock);
+}
+
+/* Handles are created and freed on any thread: the cache has one lock. */
+hm_return_t hmi_bulk_rcache_get(struct hmi_bulk_rcache *rc, void *base, size_t len,
+                                unsigned int access, hm_na_mem_t **mem_out)
+{
+    pthread_mutex_lock(&rc->rc_lock);
+    hm_return_t ret = rcache_get_locked(rc, base, len, access, mem_out);
+    pthread_mutex_unlock(&rc->rc_lock);
+    return ret;
+}
+
+void hmi_bulk_rcache_put(struct hmi_bulk_rcache *rc, hm_na_mem_t *mem)
+{
+    pthread_mutex_lock(&rc->rc_lock);
+    rcache_put_locked(rc, mem);
+    pthread_mutex_unlock(&rc->rc_lock);
 }

@@ -252,7 +252,7 @@ void hmi_bulk_transfer_finish(hm_bulk_op_id_t *op)
     xfer_destroy(op);
 }
 
-hm_return_t hm_bulk_cancel(hm_bulk_op_id_t *op)
+hm_return_t hmi_bulk_cancel(hm_bulk_op_id_t *op)
 {
     if (op == NULL)
         return HM_INVALID_ARG;

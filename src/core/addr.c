@@ -111,6 +111,26 @@ static hm_return_t addr_split_index(const char *uri, char *na_uri, size_t size,
     return HM_SUCCESS;
 }
 
+/* `first` names the class's address with context N: replace it by N's own. */
+static hm_return_t addr_locate(hm_context_t *ctx, hm_addr_t *first, hm_addr_t **addr_out)
+{
+    hm_na_addr_t *na;
+    hm_return_t ret = hmi_locate(ctx, first->a_na, first->a_ctx_index, &na);
+    uint16_t index = first->a_ctx_index;
+    hm_addr_free(first);
+    if (ret != HM_SUCCESS)
+        return ret;
+    hm_addr_t *addr = hmi_addr_create(ctx, na, index);
+    if (addr == NULL) {
+        bool took = hmi_ctx_enter(ctx);
+        ctx->c_class->k_na->c_ops.addr_unref(na);
+        hmi_ctx_leave(ctx, took);
+        return HM_NOMEM;
+    }
+    *addr_out = addr;
+    return HM_SUCCESS;
+}
+
 hm_return_t hm_addr_lookup(hm_context_t *ctx, const char *uri, hm_addr_t **addr_out)
 {
     if (ctx == NULL || uri == NULL || addr_out == NULL)
@@ -122,14 +142,21 @@ hm_return_t hm_addr_lookup(hm_context_t *ctx, const char *uri, hm_addr_t **addr_
         return HM_INVALID_ARG;
     }
     hm_na_addr_t *na;
+    bool took = hmi_ctx_enter(ctx);
     hm_return_t ret = ctx->c_class->k_na->c_ops.addr_lookup(ctx->c_na, na_uri, &na);
+    hm_addr_t *addr = NULL;
+    if (ret == HM_SUCCESS) {
+        addr = hmi_addr_create(ctx, na, index);
+        if (addr == NULL) {
+            ctx->c_class->k_na->c_ops.addr_unref(na);
+            ret = HM_NOMEM;
+        }
+    }
+    hmi_ctx_leave(ctx, took);
     if (ret != HM_SUCCESS)
         return ret;
-    hm_addr_t *addr = hmi_addr_create(ctx, na, index);
-    if (addr == NULL) {
-        ctx->c_class->k_na->c_ops.addr_unref(na);
-        return HM_NOMEM;
-    }
+    if (index != 0) /* context N of that class: ask it where N is */
+        return addr_locate(ctx, addr, addr_out);
     *addr_out = addr;
     return HM_SUCCESS;
 }
@@ -139,14 +166,19 @@ hm_return_t hm_addr_self(hm_context_t *ctx, hm_addr_t **addr_out)
     if (ctx == NULL || addr_out == NULL)
         return HM_INVALID_ARG;
     hm_na_addr_t *na;
+    bool took = hmi_ctx_enter(ctx);
     hm_return_t ret = ctx->c_class->k_na->c_ops.addr_self(ctx->c_na, &na);
+    hm_addr_t *addr = NULL;
+    if (ret == HM_SUCCESS) {
+        addr = hmi_addr_create(ctx, na, ctx->c_index);
+        if (addr == NULL) {
+            ctx->c_class->k_na->c_ops.addr_unref(na);
+            ret = HM_NOMEM;
+        }
+    }
+    hmi_ctx_leave(ctx, took);
     if (ret != HM_SUCCESS)
         return ret;
-    hm_addr_t *addr = hmi_addr_create(ctx, na, ctx->c_index);
-    if (addr == NULL) {
-        ctx->c_class->k_na->c_ops.addr_unref(na);
-        return HM_NOMEM;
-    }
     *addr_out = addr;
     return HM_SUCCESS;
 }
@@ -162,7 +194,10 @@ void hm_addr_free(hm_addr_t *addr)
 {
     if (addr == NULL || --addr->a_refs != 0)
         return;
-    addr->a_ctx->c_class->k_na->c_ops.addr_unref(addr->a_na);
+    hm_context_t *ctx = addr->a_ctx;
+    bool took = hmi_ctx_enter(ctx); /* NA addresses belong to the driver */
+    ctx->c_class->k_na->c_ops.addr_unref(addr->a_na);
+    hmi_ctx_leave(ctx, took);
     free(addr);
 }
 
@@ -173,8 +208,10 @@ hm_return_t hm_addr_to_string(const hm_addr_t *addr, char *buf, size_t *size)
     hm_context_t *ctx = addr->a_ctx;
     char na_uri[1024];
     size_t na_size = sizeof(na_uri);
+    bool took = hmi_ctx_enter(ctx);
     hm_return_t ret = ctx->c_class->k_na->c_ops.addr_to_string(ctx->c_na, addr->a_na, na_uri,
                                                                  &na_size);
+    hmi_ctx_leave(ctx, took);
     if (ret != HM_SUCCESS)
         return ret;
     int needed = addr->a_ctx_index

@@ -43,10 +43,25 @@ hm_return_t hm_bulk_transfer(hm_context_t *ctx, const hm_bulk_xfer_t *xfer,
                 "transfer on context %u with an address of another context", ctx->c_index);
         return HM_INVALID_ARG;
     }
+    bool took = hmi_ctx_enter(ctx);
     hm_return_t ret = hmi_bulk_transfer_start(ctx->c_na, xfer->origin_addr->a_na, xfer, opts,
                                               cb, arg, bulk_api_done, ctx, op_out);
     if (ret == HM_SUCCESS)
         ctx->c_bulks_alive++;
+    hmi_ctx_leave(ctx, took);
+    return ret;
+}
+
+hm_return_t hm_bulk_cancel(hm_bulk_op_id_t *op)
+{
+    if (op == NULL)
+        return HM_INVALID_ARG;
+    if (op->t_done != bulk_api_done) /* the core's own transfers are not the user's */
+        return HM_INVALID_ARG;
+    hm_context_t *ctx = op->t_done_arg;
+    bool took = hmi_ctx_enter(ctx);
+    hm_return_t ret = hmi_bulk_cancel(op);
+    hmi_ctx_leave(ctx, took);
     return ret;
 }
 

@@ -41,6 +41,7 @@ hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
     if (ret != HM_SUCCESS)
         goto err_free;
     pthread_mutex_init(&cls->k_lock, NULL);
+    hmi_locate_init(cls);
     ret = hm_na_class_open(uri, &cls->k_na);
     if (ret != HM_SUCCESS)
         goto err_registry;

@@ -70,11 +70,16 @@ hm_handle_t *hmi_handle_get(hm_context_t *ctx)
         return NULL;
     }
     uint32_t slot = handle->h_slot, gen = handle->h_gen;
+    char *stage = handle->h_stage;
+    size_t stage_cap = handle->h_stage_cap;
     memset(handle, 0, sizeof(*handle));
     handle->h_ctx = ctx;
     handle->h_slot = slot;
     handle->h_gen = gen;
-    handle->h_refs = 1;
+    handle->h_stage = stage;
+    handle->h_stage_cap = stage_cap;
+    atomic_init(&handle->h_refs, 1);
+    atomic_init(&handle->h_busy, false);
     hmi_list_init(&handle->h_link);
     hmi_timer_init(&handle->h_timer);
     ctx->c_handles_alive++;
@@ -112,6 +117,7 @@ static struct hmi_send_slot *ctx_send_slot_new(hm_context_t *ctx)
     slot->s_buf = na->c_ops.msg_buf_alloc(na, ctx->c_class->k_msg_limit, &slot->s_desc);
     if (slot->s_buf == NULL)
         goto err_free_op;
+    hmi_ctx_place_buffer(ctx, slot->s_buf, ctx->c_class->k_msg_limit);
     slot->s_op->o_cb = ctx_send_done;
     slot->s_op->o_arg = slot;
     hmi_list_init(&slot->s_link);
@@ -222,6 +228,62 @@ static void ctx_apply_opts(hm_context_t *ctx, const hm_context_opts_t *opts,
     *pool_size = (mask & HM_CONTEXT_OPT_POOL_SIZE) ? opts->pool_size : CTX_DEFAULT_POOL;
 }
 
+static int ctx_opt_node(const hm_context_opts_t *opts)
+{
+    return opts && (opts->field_mask & HM_CONTEXT_OPT_NUMA_NODE) ? opts->numa_node : -1;
+}
+
+static bool ctx_opt_thread(const hm_context_opts_t *opts)
+{
+    return opts && (opts->field_mask & HM_CONTEXT_OPT_PROGRESS_THREAD) && opts->progress_thread;
+}
+
+/* The class's table of contexts, which "#N" lookups read (locate.c). */
+static hm_return_t ctx_class_add(hm_context_t *ctx)
+{
+    hm_class_t *cls = ctx->c_class;
+    hm_return_t ret = HM_SUCCESS;
+    pthread_mutex_lock(&cls->k_lock);
+    if (ctx->c_index >= cls->k_ctxs_cap) {
+        unsigned int cap = cls->k_ctxs_cap ? cls->k_ctxs_cap * 2 : 8;
+        while (cap <= ctx->c_index)
+            cap *= 2;
+        hm_context_t **grown = realloc(cls->k_ctxs, cap * sizeof(*grown));
+        if (grown == NULL) {
+            ret = HM_NOMEM;
+            goto out;
+        }
+        memset(grown + cls->k_ctxs_cap, 0, (cap - cls->k_ctxs_cap) * sizeof(*grown));
+        cls->k_ctxs = grown;
+        cls->k_ctxs_cap = cap;
+    }
+    cls->k_ctxs[ctx->c_index] = ctx;
+    cls->k_nctx++;
+out:
+    pthread_mutex_unlock(&cls->k_lock);
+    return ret;
+}
+
+static void ctx_class_remove(hm_context_t *ctx)
+{
+    hm_class_t *cls = ctx->c_class;
+    pthread_mutex_lock(&cls->k_lock);
+    cls->k_ctxs[ctx->c_index] = NULL;
+    cls->k_nctx--;
+    pthread_mutex_unlock(&cls->k_lock);
+}
+
+/* The next index of the class; HMI_CTX_MAX when there is none left. */
+static unsigned int ctx_class_next_index(hm_class_t *cls)
+{
+    pthread_mutex_lock(&cls->k_lock);
+    unsigned int index = cls->k_next_ctx;
+    if (index < HMI_CTX_MAX)
+        cls->k_next_ctx++;
+    pthread_mutex_unlock(&cls->k_lock);
+    return index;
+}
+
 /*
  * Fill the pools up front so the first RPCs do not allocate either. A server
  * handle lives from the request's arrival until its response has left, which
@@ -250,27 +312,19 @@ static void ctx_free_pools(hm_context_t *ctx)
     struct hmi_list *link;
     while ((link = hmi_list_pop_front(&ctx->c_free_sends)) != NULL)
         ctx_send_slot_free(hmi_container_of(link, struct hmi_send_slot, s_link));
-    for (uint32_t i = 0; i < ctx->c_table_size; i++)
+    for (uint32_t i = 0; i < ctx->c_table_size; i++) {
+        free(ctx->c_table[i]->h_stage);
         free(ctx->c_table[i]);
+    }
     free(ctx->c_table);
     ctx->c_table = NULL;
     ctx->c_table_size = ctx->c_table_cap = 0;
 }
 
-hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
-                              hm_context_t **ctx_out)
+/* Everything but the NA context and the pools; undone by ctx_fini_state. */
+static hm_return_t ctx_init_state(hm_context_t *ctx, const hm_context_opts_t *opts,
+                                  uint32_t pool_size)
 {
-    if (cls == NULL || ctx_out == NULL)
-        return HM_INVALID_ARG;
-    if (cls->k_next_ctx >= HMI_CTX_MAX)
-        return HM_NOT_SUPPORTED;
-    hm_context_t *ctx = calloc(1, sizeof(*ctx));
-    if (ctx == NULL)
-        return HM_NOMEM;
-    uint32_t pool_size;
-    ctx->c_class = cls;
-    ctx->c_index = (uint16_t)cls->k_next_ctx;
-    ctx_apply_opts(ctx, opts, &pool_size);
     hmi_list_init(&ctx->c_comp);
     hmi_list_init(&ctx->c_comp_bulk);
     hmi_list_init(&ctx->c_linger);
@@ -278,29 +332,102 @@ hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
     hmi_list_init(&ctx->c_free_sends);
     hm_return_t ret = hmi_hmap_init(&ctx->c_addr_cache, 64);
     if (ret != HM_SUCCESS)
-        goto err_free;
+        return ret;
     ret = hmi_timer_heap_init(&ctx->c_timers, pool_size);
     if (ret != HM_SUCCESS)
         goto err_cache;
-    ret = hm_na_context_open(cls->k_na, ctx->c_index, hmi_recv_cb, ctx, hmi_peer_fail_cb,
-                             ctx, &ctx->c_na);
+    ret = hmi_credit_init(ctx, opts);
     if (ret != HM_SUCCESS)
         goto err_timers;
-    ret = ctx_prefill(ctx, pool_size);
+    ret = hmi_ctx_drive_init(ctx);
     if (ret != HM_SUCCESS)
-        goto err_na;
-    cls->k_next_ctx++;
-    cls->k_nctx++;
-    *ctx_out = ctx;
+        goto err_credit;
     return HM_SUCCESS;
 
-err_na:
-    hm_na_context_close(ctx->c_na);
-    ctx_free_pools(ctx);
+err_credit:
+    hmi_credit_fini(ctx);
 err_timers:
     hmi_timer_heap_destroy(&ctx->c_timers);
 err_cache:
     hmi_hmap_destroy(&ctx->c_addr_cache);
+    return ret;
+}
+
+static void ctx_fini_state(hm_context_t *ctx)
+{
+    hmi_ctx_drive_fini(ctx);
+    hmi_credit_fini(ctx);
+    hmi_timer_heap_destroy(&ctx->c_timers);
+    hmi_hmap_destroy(&ctx->c_addr_cache);
+}
+
+/* Placement, the NA context and the pools. */
+static hm_return_t ctx_open(hm_context_t *ctx, const hm_context_opts_t *opts,
+                            uint32_t pool_size)
+{
+    hm_class_t *cls = ctx->c_class;
+    hm_return_t ret = hmi_ctx_place(ctx, ctx_opt_node(opts));
+    if (ret != HM_SUCCESS)
+        return ret;
+    const char *device = ctx->c_place.cp_device[0] ? ctx->c_place.cp_device : NULL;
+    ret = hm_na_context_open_on(cls->k_na, ctx->c_index, device, hmi_recv_cb, ctx,
+                                hmi_peer_fail_cb, ctx, &ctx->c_na);
+    if (ret != HM_SUCCESS)
+        return ret;
+    ret = ctx_prefill(ctx, pool_size);
+    if (ret == HM_SUCCESS)
+        ret = hmi_locate_self(ctx);
+    if (ret != HM_SUCCESS) {
+        hm_na_context_close(ctx->c_na);
+        ctx_free_pools(ctx);
+    }
+    return ret;
+}
+
+static void ctx_close(hm_context_t *ctx)
+{
+    hm_na_context_close(ctx->c_na);
+    ctx_free_pools(ctx);
+}
+
+hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
+                              hm_context_t **ctx_out)
+{
+    if (cls == NULL || ctx_out == NULL)
+        return HM_INVALID_ARG;
+    unsigned int index = ctx_class_next_index(cls);
+    if (index >= HMI_CTX_MAX)
+        return HM_NOT_SUPPORTED;
+    hm_context_t *ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL)
+        return HM_NOMEM;
+    uint32_t pool_size;
+    ctx->c_class = cls;
+    ctx->c_index = (uint16_t)index;
+    ctx_apply_opts(ctx, opts, &pool_size);
+    hm_return_t ret = ctx_init_state(ctx, opts, pool_size);
+    if (ret != HM_SUCCESS)
+        goto err_free;
+    ret = ctx_open(ctx, opts, pool_size);
+    if (ret != HM_SUCCESS)
+        goto err_state;
+    ret = ctx_class_add(ctx);
+    if (ret != HM_SUCCESS)
+        goto err_close;
+    if (ctx_opt_thread(opts)) {
+        ret = hmi_ctx_thread_start(ctx);
+        if (ret != HM_SUCCESS)
+            goto err_class;
+    }
+    *ctx_out = ctx;
+    return HM_SUCCESS;
+
+err_class:
+    ctx_class_remove(ctx);
+err_close:
+    ctx_close(ctx);
+err_state:
+    ctx_fini_state(ctx);
 err_free:
     free(ctx);
     return ret;
@@ -334,10 +461,9 @@ static void ctx_free_kept_bulks(hm_bulk_t **kept, uint32_t count)
     free(kept);
 }
 
-hm_return_t hm_context_destroy(hm_context_t *ctx)
+/* Everything but the lock and the state ctx_fini_state frees. */
+static hm_return_t ctx_destroy_locked(hm_context_t *ctx)
 {
-    if (ctx == NULL)
-        return HM_INVALID_ARG;
     uint32_t nkept;
     hm_bulk_t **kept = ctx_keep_held_bulks(ctx, &nkept);
     hmi_overflow_release_all(ctx); /* responses whose ACK has not come: shutting down */
@@ -351,13 +477,34 @@ hm_return_t hm_context_destroy(hm_context_t *ctx)
         return HM_BUSY;
     }
     hmi_addr_cache_clear(ctx);
+    hmi_credit_fini(ctx); /* before the NA context: the records hold addresses */
+    hmi_hmap_init(&ctx->c_peers, 0);
     /* Sends still in flight complete (canceled) here and return their slots. */
     hm_na_context_close(ctx->c_na);
     ctx_free_kept_bulks(kept, nkept);
     ctx_free_pools(ctx);
-    hmi_timer_heap_destroy(&ctx->c_timers);
-    hmi_hmap_destroy(&ctx->c_addr_cache);
-    ctx->c_class->k_nctx--;
+    return HM_SUCCESS;
+}
+
+hm_return_t hm_context_destroy(hm_context_t *ctx)
+{
+    if (ctx == NULL)
+        return HM_INVALID_ARG;
+    bool had_thread = ctx->c_has_thread;
+    hmi_ctx_thread_stop(ctx); /* its last trigger has run */
+    bool took = hmi_ctx_enter(ctx);
+    hmi_submit_drain(ctx);
+    hm_return_t ret = ctx_destroy_locked(ctx);
+    if (ret != HM_SUCCESS) {
+        hmi_ctx_leave(ctx, took);
+        if (had_thread) /* still alive: it keeps its progress thread */
+            (void)hmi_ctx_thread_start(ctx);
+        return ret;
+    }
+    ctx_class_remove(ctx);
+    atomic_store_explicit(&ctx->c_owner, NULL, memory_order_relaxed);
+    pthread_mutex_unlock(&ctx->c_lock);
+    ctx_fini_state(ctx);
     free(ctx);
     return HM_SUCCESS;
 }
@@ -371,6 +518,8 @@ hm_return_t hm_context_stats(hm_context_t *ctx, hm_stats_t *stats)
 {
     if (ctx == NULL || stats == NULL)
         return HM_INVALID_ARG;
+    bool took = hmi_ctx_enter(ctx);
     *stats = ctx->c_stats;
+    hmi_ctx_leave(ctx, took);
     return HM_SUCCESS;
 }

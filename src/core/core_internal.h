@@ -49,6 +49,9 @@ struct hmi_rpc_info {
 
 struct hmi_topo;
 
+/* Name of the internal RPC that finds context N of a peer class (locate.c). */
+#define HMI_LOCATE_NAME "hm.locate"
+
 struct hm_class {
     hm_na_class_t *k_na;
     pthread_mutex_t k_lock;   /* the fields below marked (k_lock) */
@@ -56,6 +59,7 @@ struct hm_class {
     bool k_topo_failed;       /* (k_lock) hwloc could not load it: do not retry */
     hm_context_t **k_ctxs;    /* (k_lock) index -> context alive, for "#N" lookups */
     unsigned int k_ctxs_cap;  /* (k_lock) */
+    struct hmi_rpc_info k_locate_rpc; /* the internal "#N" lookup (locate.c) */
     struct hmi_bulk_rcache *k_rcache; /* registrations of bulk handles */
     struct hmi_hmap k_rpcs;   /* hm_id_t -> struct hmi_rpc_info */
     size_t k_msg_limit;       /* largest message, header included */
@@ -255,6 +259,7 @@ struct hm_context {
     struct hmi_hmap c_addr_cache;     /* (na addr, ctx index) -> hm_addr_t */
     struct hmi_timer_heap c_timers;
     hm_stats_t c_stats;
+    char c_self_uri[1024];            /* the NA URI peers reach this context at */
 };
 
 /* class.c: the topology, loaded on first use; NULL when hwloc cannot load it. */
@@ -300,8 +305,12 @@ hm_return_t hmi_stage_reserve(hm_handle_t *handle, size_t len);
 /* credit.c */
 hm_return_t hmi_credit_init(hm_context_t *ctx, const hm_context_opts_t *opts);
 void hmi_credit_fini(hm_context_t *ctx);
-/* Driver: send the armed request on `handle` (staged) now or queue it for a credit. */
-void hmi_credit_send(hm_context_t *ctx, hm_handle_t *handle);
+/* Take a credit for the armed request on `handle`: false when it must wait. */
+bool hmi_credit_take(hm_context_t *ctx, hm_handle_t *handle);
+/* Queue the armed request on `handle` (staged) until a credit returns. */
+void hmi_credit_queue(hm_context_t *ctx, hm_handle_t *handle);
+/* A peer died: forget its record once nothing of ours refers to it. */
+void hmi_credit_drop_peer(hm_context_t *ctx, hm_na_addr_t *peer);
 /* The request on `handle` ended: give back its credit or leave its queue. */
 void hmi_credit_end(hm_context_t *ctx, hm_handle_t *handle);
 /* Send what waits for credits while there are credits. */
@@ -423,6 +432,16 @@ void hmi_linger_expire(hm_context_t *ctx, uint64_t now_ns);
 void hmi_linger_release_all(hm_context_t *ctx);
 /* Count the lingering pins; with `out`, also store one new reference to each. */
 uint32_t hmi_linger_ref_all(hm_context_t *ctx, hm_bulk_t **out);
+
+/* locate.c */
+void hmi_locate_init(hm_class_t *cls);
+/* Remember the URI peers reach `ctx` at (after its NA context opened). */
+hm_return_t hmi_locate_self(hm_context_t *ctx);
+/* Answer a peer asking which URI serves our class's context hdr->target_ctx. */
+void hmi_locate_serve(hm_context_t *ctx, hm_na_addr_t *source, const struct hmi_wire_header *hdr);
+/* Find the NA address of context `index` of the class listening at `na` (one reference). */
+hm_return_t hmi_locate(hm_context_t *ctx, hm_na_addr_t *na, uint16_t index,
+                       hm_na_addr_t **found);
 
 /* recv.c */
 void hmi_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr_t token);

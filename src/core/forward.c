@@ -5,6 +5,9 @@
  * WAITING to DONE exactly once, so the callback is queued exactly once.
  * Later events find the cookie stale and are dropped and counted.
  */
+#include <string.h>
+
+#include "bulk/bulk_internal.h"
 #include "core/core_internal.h"
 #include "util/compiler.h"
 #include "util/log.h"
@@ -37,9 +40,10 @@ void hmi_forward_complete(hm_handle_t *handle, hm_return_t ret)
     hm_context_t *ctx = handle->h_ctx;
     handle->h_state = HMI_H_DONE;
     handle->h_ret = ret;
+    hmi_credit_end(ctx, handle);
     hmi_handle_unpin(handle); /* the peer is done with the request's bulk handles */
     if (handle->h_fetch != NULL) { /* ended while pulling its overflowed output */
-        (void)hm_bulk_cancel(handle->h_fetch);
+        (void)hmi_bulk_cancel(handle->h_fetch);
         handle->h_fetch = NULL;
     }
     hmi_timer_remove(&ctx->c_timers, &handle->h_timer);
@@ -47,19 +51,12 @@ void hmi_forward_complete(hm_handle_t *handle, hm_return_t ret)
     hmi_comp_enqueue(handle, HMI_COMP_FORWARD);
 }
 
-static hm_return_t forward_check(hm_handle_t *handle)
+/* The request ended before it reached the peer's handler, or maybe after. */
+static void forward_end_early(hm_handle_t *handle, hm_return_t ret)
 {
-    if (handle->h_server)
-        return HM_INVALID_ARG;
-    if (handle->h_state == HMI_H_WAITING || handle->h_comp != HMI_COMP_NONE)
-        return HM_BUSY;
-    if (handle->h_rpc == NULL) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-                "forward of RPC 0x%08x, which is not registered on this class",
-                handle->h_id);
-        return HM_NOENTRY;
-    }
-    return HM_SUCCESS;
+    if (!handle->h_queued) /* a queued request never left: nothing to linger for */
+        hmi_linger_pins(handle);
+    hmi_forward_complete(handle, ret);
 }
 
 static uint32_t forward_budget(uint32_t timeout_ms)
@@ -70,25 +67,197 @@ static uint32_t forward_budget(uint32_t timeout_ms)
     return (uint32_t)budget_us;
 }
 
-/* Arm the deadline and take the in-flight reference; undone by forward_unwind. */
-static hm_return_t forward_arm(hm_handle_t *handle, hm_cb_t cb, void *arg, uint32_t timeout_ms)
+/* Budget left at send time: the deadline may have been set long before. */
+static uint32_t forward_budget_left(const hm_handle_t *handle)
+{
+    if (handle->h_deadline_ns == 0)
+        return HMI_WIRE_NO_BUDGET;
+    uint64_t now = hmi_time_ns();
+    uint64_t left_us = handle->h_deadline_ns > now ? (handle->h_deadline_ns - now) / 1000u : 1;
+    return left_us >= HMI_WIRE_NO_BUDGET ? HMI_WIRE_NO_BUDGET - 1 : (uint32_t)(left_us ? left_us : 1);
+}
+
+static struct hmi_wire_header forward_header(const hm_handle_t *handle, uint8_t flags,
+                                             uint32_t budget_us)
+{
+    struct hmi_wire_header hdr = {
+        .flags = (uint8_t)(HMI_WIRE_F_REQUEST | flags |
+                           (handle->h_rpc->r_no_response ? HMI_WIRE_F_NO_RESPONSE : 0)),
+        .origin_ctx = handle->h_ctx->c_index,
+        .target_ctx = handle->h_addr->a_ctx_index,
+        .rpc_id = handle->h_id,
+        .cookie = hmi_cookie(handle->h_gen, handle->h_slot),
+        .budget_us = budget_us,
+    };
+    return hdr;
+}
+
+/* Arm the deadline (from `start_ns`); the in-flight reference is already taken. */
+static hm_return_t forward_arm(hm_handle_t *handle, hm_cb_t cb, void *arg, uint32_t timeout_ms,
+                               uint64_t start_ns)
 {
     handle->h_cb = cb;
     handle->h_cb_arg = arg;
     handle->h_ret = HM_SUCCESS;
     handle->h_state = HMI_H_WAITING;
-    handle->h_refs++;
+    handle->h_credit = false;
+    handle->h_queued = false;
+    handle->h_deadline_ns = timeout_ms ? start_ns + (uint64_t)timeout_ms * 1000000u : 0;
     if (timeout_ms == 0)
         return HM_SUCCESS;
-    uint64_t deadline = hmi_time_ns() + (uint64_t)timeout_ms * 1000000u;
-    return hmi_timer_add(&handle->h_ctx->c_timers, &handle->h_timer, deadline);
+    return hmi_timer_add(&handle->h_ctx->c_timers, &handle->h_timer, handle->h_deadline_ns);
 }
 
 static void forward_unwind(hm_handle_t *handle)
 {
     hmi_timer_remove(&handle->h_ctx->c_timers, &handle->h_timer);
     handle->h_state = HMI_H_IDLE;
-    handle->h_refs--;
+}
+
+/* Keep the encoded request in the handle's stage and give its slot back. */
+static hm_return_t forward_stage_slot(hm_handle_t *handle, struct hmi_send_slot *slot,
+                                      size_t len, uint8_t flags)
+{
+    hm_return_t ret = hmi_stage_reserve(handle, len);
+    if (ret != HM_SUCCESS)
+        return ret;
+    memcpy(handle->h_stage, slot->s_buf, len);
+    handle->h_stage_len = len;
+    handle->h_stage_flags = flags;
+    return HM_SUCCESS;
+}
+
+/* Post an encoded request in `slot` now (it holds a credit). */
+static hm_return_t forward_post(hm_handle_t *handle, struct hmi_send_slot *slot, size_t len)
+{
+    slot->s_kind = HMI_SEND_REQUEST;
+    slot->s_cookie = hmi_cookie(handle->h_gen, handle->h_slot);
+    hm_return_t ret = hmi_send_post(slot, handle->h_addr, len);
+    if (ret == HM_SUCCESS)
+        handle->h_ctx->c_stats.requests_sent++;
+    return ret;
+}
+
+/*
+ * The driver's forward: encode straight into a send slot and post it, or,
+ * with no credit left for the peer, keep the bytes in the stage and queue.
+ */
+static hm_return_t forward_now(hm_handle_t *handle, const void *in, hm_cb_t cb, void *arg,
+                               uint32_t timeout_ms)
+{
+    hm_context_t *ctx = handle->h_ctx;
+    hmi_handle_release_msg(handle);
+    struct hmi_send_slot *slot = hmi_send_slot_get(ctx);
+    if (slot == NULL)
+        return HM_NOMEM;
+    handle->h_gen++;
+    struct hmi_wire_header hdr = forward_header(handle, 0, forward_budget(timeout_ms));
+    struct hmi_send_msg msg = {
+        .m_hdr = &hdr,
+        .m_proc = handle->h_rpc->r_in_proc,
+        .m_data = in,
+        .m_pin_to = handle,
+        .m_may_overflow = true,
+    };
+    hm_return_t ret = hmi_send_encode(slot, &msg);
+    handle->h_overflow = msg.m_overflow; /* released with the pins */
+    if (ret != HM_SUCCESS)
+        goto err_unpin;
+    ret = forward_arm(handle, cb, arg, timeout_ms, hmi_time_ns());
+    if (ret != HM_SUCCESS)
+        goto err_unwind;
+    if (!hmi_credit_take(ctx, handle)) {
+        uint8_t flags = msg.m_overflow ? HMI_WIRE_F_OVERFLOW : 0;
+        ret = forward_stage_slot(handle, slot, msg.m_len, flags);
+        if (ret != HM_SUCCESS)
+            goto err_unwind;
+        hmi_send_slot_put(slot);
+        hmi_credit_queue(ctx, handle);
+        return HM_SUCCESS;
+    }
+    ret = forward_post(handle, slot, msg.m_len);
+    if (ret != HM_SUCCESS) {
+        hmi_credit_end(ctx, handle);
+        goto err_unwind;
+    }
+    return HM_SUCCESS;
+
+err_unwind:
+    forward_unwind(handle);
+err_unpin:
+    hmi_handle_unpin(handle);
+    hmi_send_slot_put(slot);
+    return ret;
+}
+
+void hmi_forward_send_staged(hm_handle_t *handle)
+{
+    hm_context_t *ctx = handle->h_ctx;
+    struct hmi_send_slot *slot = hmi_send_slot_get(ctx);
+    if (slot == NULL) {
+        hmi_forward_complete(handle, HM_NOMEM);
+        return;
+    }
+    size_t len = handle->h_stage_len;
+    memcpy((char *)slot->s_buf + HMI_WIRE_HEADER_SIZE, handle->h_stage + HMI_WIRE_HEADER_SIZE,
+           len - HMI_WIRE_HEADER_SIZE);
+    struct hmi_wire_header hdr =
+        forward_header(handle, handle->h_stage_flags, forward_budget_left(handle));
+    hdr.payload_len = (uint32_t)(len - HMI_WIRE_HEADER_SIZE);
+    hmi_wire_encode(slot->s_buf, &hdr, ctx->c_class->k_checksum);
+    hm_return_t ret = forward_post(handle, slot, len);
+    if (ret != HM_SUCCESS) {
+        hmi_send_slot_put(slot);
+        hmi_forward_complete(handle, ret);
+    }
+}
+
+void hmi_forward_dispatch(hm_handle_t *handle)
+{
+    hmi_handle_release_msg(handle); /* the previous response, if still held */
+    handle->h_gen++;
+    hm_return_t ret = forward_arm(handle, handle->h_cb, handle->h_cb_arg, handle->h_timeout_ms,
+                                  handle->h_submit_ns);
+    if (ret != HM_SUCCESS) {
+        hmi_forward_complete(handle, ret);
+        return;
+    }
+    if (hmi_credit_take(handle->h_ctx, handle))
+        hmi_forward_send_staged(handle);
+    else
+        hmi_credit_queue(handle->h_ctx, handle);
+}
+
+/* Another thread drives the context: encode here, hand the rest over. */
+static hm_return_t forward_submit(hm_handle_t *handle, const void *in, hm_cb_t cb, void *arg,
+                                  uint32_t timeout_ms)
+{
+    hm_return_t ret = hmi_stage_encode(handle, handle->h_rpc->r_in_proc, in, true);
+    if (ret != HM_SUCCESS)
+        return ret; /* HM_AGAIN: overflow, which needs the driver */
+    handle->h_cb = cb;
+    handle->h_cb_arg = arg;
+    handle->h_timeout_ms = timeout_ms;
+    handle->h_submit_ns = hmi_time_ns();
+    handle->h_refs++; /* the in-flight reference */
+    hmi_submit(handle->h_ctx, &handle->h_sub, HMI_SUB_FORWARD);
+    return HM_SUCCESS;
+}
+
+static hm_return_t forward_check(hm_handle_t *handle)
+{
+    if (handle->h_server)
+        return HM_INVALID_ARG;
+    if (handle->h_rpc == NULL) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
+                "forward of RPC 0x%08x, which is not registered on this class",
+                handle->h_id);
+        return HM_NOENTRY;
+    }
+    /* Claimed until its callback starts: a second forward meanwhile is refused. */
+    if (atomic_exchange_explicit(&handle->h_busy, true, memory_order_acquire))
+        return HM_BUSY;
+    return HM_SUCCESS;
 }
 
 hm_return_t hm_forward(hm_handle_t *handle, const void *in, hm_cb_t cb, void *arg,
@@ -100,50 +269,29 @@ hm_return_t hm_forward(hm_handle_t *handle, const void *in, hm_cb_t cb, void *ar
     if (ret != HM_SUCCESS)
         return ret;
     hm_context_t *ctx = handle->h_ctx;
-    hmi_handle_release_msg(handle);
     uint32_t timeout_ms = (opts && (opts->field_mask & HM_FORWARD_OPT_TIMEOUT))
                               ? opts->timeout_ms
                               : ctx->c_timeout_ms;
-    struct hmi_send_slot *slot = hmi_send_slot_get(ctx);
-    if (slot == NULL)
-        return HM_NOMEM;
-    handle->h_gen++;
-    struct hmi_wire_header hdr = {
-        .flags = HMI_WIRE_F_REQUEST |
-                 (handle->h_rpc->r_no_response ? HMI_WIRE_F_NO_RESPONSE : 0),
-        .origin_ctx = ctx->c_index,
-        .target_ctx = handle->h_addr->a_ctx_index,
-        .rpc_id = handle->h_id,
-        .cookie = hmi_cookie(handle->h_gen, handle->h_slot),
-        .budget_us = forward_budget(timeout_ms),
-    };
-    struct hmi_send_msg msg = {
-        .m_hdr = &hdr,
-        .m_proc = handle->h_rpc->r_in_proc,
-        .m_data = in,
-        .m_pin_to = handle,
-        .m_may_overflow = true,
-    };
-    ret = hmi_send_encode(slot, &msg);
-    handle->h_overflow = msg.m_overflow; /* released with the pins */
+    bool took;
+    if (hmi_ctx_try_enter(ctx, &took)) {
+        handle->h_refs++; /* the in-flight reference */
+        ret = forward_now(handle, in, cb, arg, timeout_ms);
+        if (ret != HM_SUCCESS)
+            handle->h_refs--;
+        hmi_ctx_leave(ctx, took);
+    } else {
+        ret = forward_submit(handle, in, cb, arg, timeout_ms);
+        if (ret == HM_AGAIN) { /* overflowed arguments: wait for the lock */
+            took = hmi_ctx_enter(ctx);
+            handle->h_refs++;
+            ret = forward_now(handle, in, cb, arg, timeout_ms);
+            if (ret != HM_SUCCESS)
+                handle->h_refs--;
+            hmi_ctx_leave(ctx, took);
+        }
+    }
     if (ret != HM_SUCCESS)
-        goto err_unpin;
-    slot->s_kind = HMI_SEND_REQUEST;
-    slot->s_cookie = hdr.cookie;
-    ret = forward_arm(handle, cb, arg, timeout_ms);
-    if (ret != HM_SUCCESS)
-        goto err_unwind;
-    ret = hmi_send_post(slot, handle->h_addr, msg.m_len);
-    if (ret != HM_SUCCESS)
-        goto err_unwind;
-    ctx->c_stats.requests_sent++;
-    return HM_SUCCESS;
-
-err_unwind:
-    forward_unwind(handle);
-err_unpin:
-    hmi_handle_unpin(handle);
-    hmi_send_slot_put(slot);
+        atomic_store_explicit(&handle->h_busy, false, memory_order_release);
     return ret;
 }
 
@@ -201,9 +349,9 @@ void hmi_forward_expire(hm_context_t *ctx, uint64_t now_ns)
             hmi_overflow_release(handle);
             continue;
         }
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG, "RPC 0x%08x timed out", handle->h_id);
-        hmi_linger_pins(handle);
-        hmi_forward_complete(handle, HM_TIMEOUT);
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG, "RPC 0x%08x timed out%s", handle->h_id,
+                handle->h_queued ? " waiting for a credit" : "");
+        forward_end_early(handle, HM_TIMEOUT);
     }
 }
 
@@ -222,6 +370,7 @@ void hmi_forward_trigger(hm_handle_t *handle)
     hm_cb_info_t info = {.ret = handle->h_ret, .handle = handle, .arg = handle->h_cb_arg};
     hm_cb_t cb = handle->h_cb;
     handle->h_comp = HMI_COMP_NONE;
+    atomic_store_explicit(&handle->h_busy, false, memory_order_release);
     cb(&info);
     hm_handle_destroy(handle); /* the in-flight reference */
 }
@@ -230,9 +379,11 @@ hm_return_t hm_cancel(hm_handle_t *handle)
 {
     if (handle == NULL || handle->h_server)
         return HM_INVALID_ARG;
-    if (handle->h_state == HMI_H_WAITING) {
-        hmi_linger_pins(handle);
-        hmi_forward_complete(handle, HM_CANCELED);
-    }
+    hm_context_t *ctx = handle->h_ctx;
+    bool took = hmi_ctx_enter(ctx);
+    hmi_submit_drain(ctx); /* a forward of this handle may still be on its way */
+    if (handle->h_state == HMI_H_WAITING)
+        forward_end_early(handle, HM_CANCELED);
+    hmi_ctx_leave(ctx, took);
     return HM_SUCCESS;
 }

@@ -12,7 +12,9 @@ hm_return_t hm_handle_create(hm_context_t *ctx, hm_addr_t *addr, hm_id_t id,
 {
     if (ctx == NULL || addr == NULL || handle_out == NULL || addr->a_ctx != ctx)
         return HM_INVALID_ARG;
+    bool took = hmi_ctx_enter(ctx);
     hm_handle_t *handle = hmi_handle_get(ctx);
+    hmi_ctx_leave(ctx, took);
     if (handle == NULL)
         return HM_NOMEM;
     handle->h_addr = hm_addr_dup(addr);
@@ -27,15 +29,18 @@ hm_return_t hm_handle_reset(hm_handle_t *handle, hm_addr_t *addr, hm_id_t id)
 {
     if (handle == NULL || addr == NULL || handle->h_server || addr->a_ctx != handle->h_ctx)
         return HM_INVALID_ARG;
-    if (handle->h_state == HMI_H_WAITING || handle->h_comp != HMI_COMP_NONE)
+    if (atomic_load(&handle->h_busy))
         return HM_BUSY;
+    hm_context_t *ctx = handle->h_ctx;
+    bool took = hmi_ctx_enter(ctx);
     hmi_handle_release_msg(handle);
     hm_addr_t *old = handle->h_addr;
     handle->h_addr = hm_addr_dup(addr);
     hm_addr_free(old);
     handle->h_id = id;
-    handle->h_rpc = hmi_registry_find(handle->h_ctx->c_class, id);
+    handle->h_rpc = hmi_registry_find(ctx->c_class, id);
     handle->h_state = HMI_H_IDLE;
+    hmi_ctx_leave(ctx, took);
     return HM_SUCCESS;
 }
 
@@ -49,13 +54,25 @@ void hm_handle_destroy(hm_handle_t *handle)
 {
     if (handle == NULL)
         return;
-    if (handle->h_refs == 0) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "handle %p destroyed twice",
-                (void *)handle);
+    uint32_t refs = atomic_load(&handle->h_refs);
+    do {
+        if (refs == 0) {
+            hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "handle %p destroyed twice",
+                    (void *)handle);
+            return;
+        }
+    } while (!atomic_compare_exchange_weak(&handle->h_refs, &refs, refs - 1));
+    if (refs != 1)
         return;
-    }
-    if (--handle->h_refs == 0)
+    /* The last reference: the pool belongs to whoever drives the context. */
+    hm_context_t *ctx = handle->h_ctx;
+    bool took;
+    if (hmi_ctx_try_enter(ctx, &took)) {
         hmi_handle_put(handle);
+        hmi_ctx_leave(ctx, took);
+    } else {
+        hmi_submit(ctx, &handle->h_sub, HMI_SUB_RELEASE);
+    }
 }
 
 hm_addr_t *hm_handle_get_addr(hm_handle_t *handle)
@@ -145,13 +162,33 @@ hm_return_t hmi_handle_decode(hm_handle_t *handle, hm_proc_cb_t proc, void *data
     return HM_SUCCESS;
 }
 
+/* Give the receive buffer back: at once when driving, else through the queue. */
+static void handle_release_msg_any_thread(hm_handle_t *handle)
+{
+    hm_context_t *ctx = handle->h_ctx;
+    bool took;
+    if (hmi_ctx_try_enter(ctx, &took)) {
+        hmi_handle_release_msg(handle);
+        hmi_ctx_leave(ctx, took);
+        return;
+    }
+    if (!handle->h_msg.m_held)
+        return;
+    handle->h_rel_msg = handle->h_msg;
+    handle->h_msg.m_held = false;
+    handle->h_msg.m_bulk = NULL;
+    handle->h_decoded = false;
+    handle->h_refs++; /* until the driver has released it */
+    hmi_submit(ctx, &handle->h_msg_sub, HMI_SUB_FREE_MSG);
+}
+
 /* Free what decoding produced, then give the receive buffer back. */
 hm_return_t hmi_handle_free_decoded(hm_handle_t *handle, hm_proc_cb_t proc, void *data)
 {
     hm_return_t ret = HM_SUCCESS;
     if (handle->h_decoded && proc)
         ret = hmi_proc_run(proc, HM_PROC_FREE, NULL, 0, data, handle->h_ctx->c_class, NULL);
-    hmi_handle_release_msg(handle);
+    handle_release_msg_any_thread(handle);
     return ret;
 }
 

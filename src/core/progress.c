@@ -1,10 +1,10 @@
 /*
- * Progress and trigger. hm_progress moves data, expires deadlines and queues
- * completions; hm_trigger runs the queued callbacks. Waiting is busy (spin),
- * blocking (poll on the transport's fd), or spin-then-block.
+ * Progress and trigger. hm_progress moves data, runs what other threads
+ * submitted, expires deadlines, sends what waited for credits and queues
+ * completions; hm_trigger runs the queued callbacks. Both drive the context
+ * (drive.c). Waiting is busy (spin), blocking (poll on the transport's fd
+ * and the wake fd), or spin-then-block.
  */
-#include <errno.h>
-#include <poll.h>
 #include <sched.h>
 
 #include "core/core_internal.h"
@@ -22,38 +22,36 @@ static int progress_block_ms(hm_context_t *ctx, uint64_t now, uint64_t deadline)
     return (int)((deadline - now + 999999u) / 1000000u);
 }
 
-/* Block on the transport's fd; returns once it may have work, or at the bound. */
-static void progress_block(hm_context_t *ctx, uint64_t now, uint64_t deadline)
+/* One pass: hand-overs, transport, deadlines, credits. Returns transport events. */
+static int progress_pass(hm_context_t *ctx)
 {
-    hm_na_context_t *na = ctx->c_na;
-    int fd = na->x_class->c_ops.poll_fd(na);
-    if (fd < 0 || na->x_class->c_ops.poll_arm(na) != HM_SUCCESS)
-        return;
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    if (poll(&pfd, 1, progress_block_ms(ctx, now, deadline)) < 0 && errno != EINTR)
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "poll on transport fd failed: %d",
-                errno);
+    if (!hmi_mpsc_empty(&ctx->c_subq))
+        hmi_submit_drain(ctx);
+    int events = hm_na_progress(ctx->c_na);
+    uint64_t now = hmi_time_ns();
+    hmi_forward_expire(ctx, now);
+    if (!hmi_list_empty(&ctx->c_linger))
+        hmi_linger_expire(ctx, now);
+    if (ctx->c_queued != 0)
+        hmi_credit_pump(ctx);
+    return events;
 }
 
-hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms)
+static hm_return_t progress_locked(hm_context_t *ctx, unsigned int timeout_ms)
 {
-    if (ctx == NULL)
-        return HM_INVALID_ARG;
     uint64_t start = hmi_time_ns();
     uint64_t deadline = start + (uint64_t)timeout_ms * 1000000u;
     uint64_t spin_until = start + (uint64_t)ctx->c_spin_us * 1000u;
     for (;;) {
         if (hmi_comp_pending(ctx))
             return HM_SUCCESS;
-        int events = hm_na_progress(ctx->c_na);
-        uint64_t now = hmi_time_ns();
-        hmi_forward_expire(ctx, now);
-        if (!hmi_list_empty(&ctx->c_linger))
-            hmi_linger_expire(ctx, now);
+        int events = progress_pass(ctx);
         if (hmi_comp_pending(ctx))
             return HM_SUCCESS;
+        uint64_t now = hmi_time_ns();
         if (now >= deadline)
             return HM_TIMEOUT;
+        hmi_ctx_yield(ctx);
         if (events > 0 || ctx->c_mode == HM_PROGRESS_BUSY)
             continue;
         if (ctx->c_mode == HM_PROGRESS_DEFAULT && now < spin_until) {
@@ -66,8 +64,18 @@ hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms)
             sched_yield();
             continue;
         }
-        progress_block(ctx, now, deadline);
+        hmi_ctx_block(ctx, progress_block_ms(ctx, now, deadline));
     }
+}
+
+hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms)
+{
+    if (ctx == NULL)
+        return HM_INVALID_ARG;
+    bool took = hmi_ctx_enter(ctx);
+    hm_return_t ret = progress_locked(ctx, timeout_ms);
+    hmi_ctx_leave(ctx, took);
+    return ret;
 }
 
 static void trigger_one(hm_handle_t *handle)
@@ -92,6 +100,7 @@ hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max, unsigned int *count_
 {
     if (ctx == NULL)
         return HM_INVALID_ARG;
+    bool took = hmi_ctx_enter(ctx);
     unsigned int count = 0;
     struct hmi_list *link;
     /* Handles first, then bulk transfers: no order is promised between them. */
@@ -101,6 +110,7 @@ hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max, unsigned int *count_
     }
     while (count < max && hmi_bulk_trigger_one(ctx))
         count++;
+    hmi_ctx_leave(ctx, took);
     if (count_out)
         *count_out = count;
     return count ? HM_SUCCESS : HM_TIMEOUT;

@@ -28,6 +28,13 @@ void hmi_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr
         recv_drop(ctx, verdict, len, token);
         return;
     }
+    if (hmi_unlikely(hdr.rpc_id == ctx->c_class->k_locate_rpc.r_id &&
+                     (hdr.flags & HMI_WIRE_F_REQUEST))) { /* any context answers */
+        ctx->c_stats.bytes_received += len;
+        hmi_locate_serve(ctx, source, &hdr);
+        hm_na_msg_release(ctx->c_na, token);
+        return;
+    }
     if (hmi_unlikely(hdr.target_ctx != ctx->c_index)) {
         recv_drop(ctx, HMI_WIRE_BAD_FIELD, len, token);
         return;
@@ -49,6 +56,7 @@ void hmi_peer_fail_cb(void *arg, hm_na_addr_t *peer)
             "context %u lost a peer; its RPCs in flight fail with HM_UNREACHABLE",
             ctx->c_index);
     hmi_forward_fail_peer(ctx, peer);
+    hmi_credit_drop_peer(ctx, peer);
     hmi_overflow_release_peer(ctx, peer);
     hmi_linger_peer(ctx, peer);
     hmi_addr_cache_drop(ctx, peer);

@@ -6,6 +6,8 @@
  * A request whose caller's budget is spent by the time its handler would run
  * is dropped there and counted: nobody is waiting for that answer.
  */
+#include <string.h>
+
 #include "core/core_internal.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -136,7 +138,42 @@ static hm_return_t respond_check(hm_handle_t *handle)
 {
     if (handle == NULL || !handle->h_server)
         return HM_INVALID_ARG;
-    return handle->h_state == HMI_H_RECEIVED ? HM_SUCCESS : HM_BUSY;
+    if (handle->h_state != HMI_H_RECEIVED)
+        return HM_BUSY;
+    /* One response per request, whichever thread sends it. */
+    if (atomic_exchange_explicit(&handle->h_busy, true, memory_order_acquire))
+        return HM_BUSY;
+    return HM_SUCCESS;
+}
+
+static struct hmi_wire_header respond_header(hm_handle_t *handle, hm_return_t error)
+{
+    struct hmi_wire_header hdr = {
+        .flags = HMI_WIRE_F_RESPONSE | (error != HM_SUCCESS ? HMI_WIRE_F_ERROR : 0),
+        .origin_ctx = handle->h_ctx->c_index,
+        .target_ctx = handle->h_addr->a_ctx_index,
+        .rpc_id = handle->h_id,
+        .cookie = handle->h_peer_cookie,
+        .budget_us = HMI_WIRE_NO_BUDGET,
+        .ret = (int32_t)error,
+    };
+    return hdr;
+}
+
+/* Post the encoded response in `slot`; on error the slot is the caller's again. */
+static hm_return_t respond_post_slot(hm_handle_t *handle, struct hmi_send_slot *slot,
+                                     size_t len)
+{
+    slot->s_kind = HMI_SEND_RESPONSE;
+    slot->s_handle = handle;
+    handle->h_state = HMI_H_RESPONDING;
+    hm_return_t ret = hmi_send_post(slot, handle->h_addr, len);
+    if (ret != HM_SUCCESS) {
+        handle->h_state = HMI_H_RECEIVED;
+        return ret;
+    }
+    handle->h_ctx->c_stats.responses_sent++;
+    return HM_SUCCESS;
 }
 
 /* Encode and post a response (`error` != HM_SUCCESS: an error response). */
@@ -156,15 +193,7 @@ static hm_return_t respond_post(hm_handle_t *handle, const void *out, hm_return_
         handle->h_refs--;
         return HM_NOMEM;
     }
-    struct hmi_wire_header hdr = {
-        .flags = HMI_WIRE_F_RESPONSE | (error != HM_SUCCESS ? HMI_WIRE_F_ERROR : 0),
-        .origin_ctx = ctx->c_index,
-        .target_ctx = handle->h_addr->a_ctx_index,
-        .rpc_id = handle->h_id,
-        .cookie = handle->h_peer_cookie,
-        .budget_us = HMI_WIRE_NO_BUDGET,
-        .ret = (int32_t)error,
-    };
+    struct hmi_wire_header hdr = respond_header(handle, error);
     handle->h_gen++; /* the ACK of an overflowed response names this */
     struct hmi_send_msg msg = {
         .m_hdr = &hdr,
@@ -176,18 +205,13 @@ static hm_return_t respond_post(hm_handle_t *handle, const void *out, hm_return_
     hm_return_t ret = hmi_send_encode(slot, &msg);
     if (ret != HM_SUCCESS)
         goto err_slot;
-    slot->s_kind = HMI_SEND_RESPONSE;
-    slot->s_handle = handle;
-    handle->h_state = HMI_H_RESPONDING;
-    ret = hmi_send_post(slot, handle->h_addr, msg.m_len);
+    ret = respond_post_slot(handle, slot, msg.m_len);
     if (ret != HM_SUCCESS) {
-        handle->h_state = HMI_H_RECEIVED;
         hm_bulk_free(msg.m_overflow);
         goto err_slot;
     }
     if (msg.m_overflow != NULL)
         hmi_overflow_hold(handle, msg.m_overflow);
-    ctx->c_stats.responses_sent++;
     return HM_SUCCESS;
 
 err_slot:
@@ -196,16 +220,81 @@ err_slot:
     return ret;
 }
 
-hm_return_t hm_respond(hm_handle_t *handle, const void *out, hm_cb_t cb, void *arg)
+void hmi_respond_dispatch(hm_handle_t *handle)
+{
+    if (handle->h_no_response) {
+        respond_finish(handle, HM_SUCCESS);
+        return;
+    }
+    hm_context_t *ctx = handle->h_ctx;
+    struct hmi_send_slot *slot = hmi_send_slot_get(ctx);
+    hm_return_t ret = HM_NOMEM;
+    if (slot != NULL) {
+        size_t len = handle->h_stage_len;
+        memcpy((char *)slot->s_buf + HMI_WIRE_HEADER_SIZE,
+               handle->h_stage + HMI_WIRE_HEADER_SIZE, len - HMI_WIRE_HEADER_SIZE);
+        struct hmi_wire_header hdr = respond_header(handle, handle->h_resp_ret);
+        hdr.payload_len = (uint32_t)(len - HMI_WIRE_HEADER_SIZE);
+        handle->h_gen++;
+        hmi_wire_encode(slot->s_buf, &hdr, ctx->c_class->k_checksum);
+        ret = respond_post_slot(handle, slot, len);
+        if (ret == HM_SUCCESS)
+            return;
+        hmi_send_slot_put(slot);
+    }
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "response to RPC 0x%08x not sent: %s",
+            handle->h_id, hm_strerror(ret));
+    respond_finish(handle, ret);
+}
+
+/* Another thread drives the context: encode here, hand the rest over. */
+static hm_return_t respond_submit(hm_handle_t *handle, const void *out, hm_return_t error,
+                                  hm_cb_t cb, void *arg)
+{
+    hm_proc_cb_t proc = error == HM_SUCCESS ? handle->h_rpc->r_out_proc : NULL;
+    hm_return_t ret = hmi_stage_encode(handle, proc, out, false);
+    if (ret != HM_SUCCESS)
+        return ret; /* HM_AGAIN: overflow, which needs the driver */
+    handle->h_resp_cb = cb;
+    handle->h_resp_arg = arg;
+    handle->h_resp_ret = error;
+    handle->h_refs++; /* held until the response has left */
+    hmi_submit(handle->h_ctx, &handle->h_sub, HMI_SUB_RESPOND);
+    return HM_SUCCESS;
+}
+
+static hm_return_t respond_any_thread(hm_handle_t *handle, const void *out, hm_return_t error,
+                                      hm_cb_t cb, void *arg)
 {
     hm_return_t ret = respond_check(handle);
-    return ret == HM_SUCCESS ? respond_post(handle, out, HM_SUCCESS, cb, arg) : ret;
+    if (ret != HM_SUCCESS)
+        return ret;
+    hm_context_t *ctx = handle->h_ctx;
+    bool took;
+    if (hmi_ctx_try_enter(ctx, &took)) {
+        ret = respond_post(handle, out, error, cb, arg);
+        hmi_ctx_leave(ctx, took);
+    } else {
+        ret = respond_submit(handle, out, error, cb, arg);
+        if (ret == HM_AGAIN) {
+            took = hmi_ctx_enter(ctx);
+            ret = respond_post(handle, out, error, cb, arg);
+            hmi_ctx_leave(ctx, took);
+        }
+    }
+    if (ret != HM_SUCCESS)
+        atomic_store_explicit(&handle->h_busy, false, memory_order_release);
+    return ret;
+}
+
+hm_return_t hm_respond(hm_handle_t *handle, const void *out, hm_cb_t cb, void *arg)
+{
+    return respond_any_thread(handle, out, HM_SUCCESS, cb, arg);
 }
 
 hm_return_t hm_respond_error(hm_handle_t *handle, hm_return_t error, hm_cb_t cb, void *arg)
 {
     if (error == HM_SUCCESS || (unsigned)error >= HM_RETURN_MAX)
         return HM_INVALID_ARG;
-    hm_return_t ret = respond_check(handle);
-    return ret == HM_SUCCESS ? respond_post(handle, NULL, error, cb, arg) : ret;
+    return respond_any_thread(handle, NULL, error, cb, arg);
 }

@@ -352,7 +352,9 @@ static int ctx_read_cq(struct ofi_context *x)
 
 /*
  * Post again the ops that met -FI_EAGAIN, each once per call. An op that
- * meets it again goes back in line; one stuck peer does not hold up others.
+ * meets it again goes back in line, and so does every later op to the same
+ * peer in that round (order per peer is kept); one stuck peer does not hold
+ * up others.
  * The list is taken whole first: completing an op may call back into the
  * core (peer failure), which may post or cancel.
  */
@@ -361,6 +363,7 @@ static int ctx_retry_ops(struct ofi_context *x)
     struct hmi_list batch;
     hmi_list_init(&batch);
     hmi_list_splice_back(&batch, &x->x_retry);
+    uint64_t round = ++x->x_retry_round;
     int events = 0;
     struct hmi_list *link;
     while ((link = hmi_list_pop_front(&batch)) != NULL) {
@@ -370,10 +373,18 @@ static int ctx_retry_ops(struct ofi_context *x)
             events++;
             continue;
         }
+        /* Behind an op of the same peer that met EAGAIN this round: a post now
+         * could overtake it, and messages to a peer keep their order. */
+        if (p->p_peer->a_blocked_round == round) {
+            hmi_list_push_back(&x->x_retry, &p->p_link);
+            continue;
+        }
         ssize_t rc = p->p_kind == OFI_OP_SEND ? hmi_ofi_send_post(x, p)
                                               : hmi_ofi_rma_post(x, p);
-        if (rc == -FI_EAGAIN)
+        if (rc == -FI_EAGAIN) {
+            p->p_peer->a_blocked_round = round;
             continue; /* back on x_retry */
+        }
         if (rc < 0) { /* the post failed for good: the op completes with the error */
             hm_return_t status = hmi_ofi_error("post", x->x_na->x_class->c_protocol, (int)rc);
             if (status == HM_UNREACHABLE)

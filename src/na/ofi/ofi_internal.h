@@ -236,6 +236,7 @@ struct ofi_context {
     struct fid_mr *x_slab_mr;
     struct hmi_list x_repost;  /* slabs to post again (released, or post hit EAGAIN) */
     struct hmi_list x_retry;   /* ops whose post hit EAGAIN */
+    uint64_t x_retry_round;    /* rounds of ctx_retry_ops, from 1 */
     struct hmi_list x_posted;  /* ops the provider holds */
     unsigned int x_npeers_watched;
     uint64_t x_next_check_ns;  /* next pidfd / probe sweep */
@@ -268,6 +269,7 @@ struct hm_na_addr {
     atomic_uint *a_armed;      /* its doorbell word, mapped (NULL: none) */
     uint64_t a_stuck_since_ns; /* first -FI_EAGAIN of a post to it not followed by success */
     unsigned int a_nqueued;    /* its ops on x_retry: new sends queue behind them */
+    uint64_t a_blocked_round;  /* retry round in which one of its posts met EAGAIN */
     struct ofi_req a_probe;
 };
 

@@ -1,0 +1,220 @@
+/*
+ * Who drives a context (DESIGN §9). One thread at a time holds the
+ * context's lock and may touch its state and its NA context: the thread in
+ * hm_progress or hm_trigger, the context's progress thread, or a thread
+ * that found the context idle and posts directly. Others hand their posts
+ * over through the submission queue (submit.c) and wake a driver sleeping
+ * in poll through an eventfd.
+ *
+ * No lost wake-ups: a driver about to sleep counts itself in c_sleepers,
+ * then looks at the queue once more; a submitter pushes, then looks at
+ * c_sleepers. Both are sequentially consistent, so at least one of them
+ * sees the other: the driver does not sleep, or the submitter rings.
+ *
+ * A driver does not hold the lock while it sleeps, so a thread that needs
+ * the lock (hm_handle_create, hm_cancel, ...) gets it at once then; while
+ * the driver spins, such a thread counts itself in c_waiters and the driver
+ * steps aside between two polls (hmi_ctx_yield).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "core/core_internal.h"
+#include "util/log.h"
+#include "util/time.h"
+
+/* A unique address per thread: the owner's name. */
+static _Thread_local char drive_self_token;
+
+static const void *drive_self(void)
+{
+    return &drive_self_token;
+}
+
+bool hmi_ctx_owned(const hm_context_t *ctx)
+{
+    return atomic_load_explicit(&ctx->c_owner, memory_order_relaxed) == drive_self();
+}
+
+static void drive_take(hm_context_t *ctx)
+{
+    atomic_store_explicit(&ctx->c_owner, drive_self(), memory_order_relaxed);
+    ctx->c_depth = 1;
+}
+
+bool hmi_ctx_enter(hm_context_t *ctx)
+{
+    if (hmi_ctx_owned(ctx)) {
+        ctx->c_depth++;
+        return false;
+    }
+    if (pthread_mutex_trylock(&ctx->c_lock) != 0) {
+        atomic_fetch_add(&ctx->c_waiters, 1);
+        pthread_mutex_lock(&ctx->c_lock);
+        atomic_fetch_sub(&ctx->c_waiters, 1);
+    }
+    drive_take(ctx);
+    return true;
+}
+
+bool hmi_ctx_try_enter(hm_context_t *ctx, bool *took)
+{
+    *took = false;
+    if (hmi_ctx_owned(ctx)) {
+        ctx->c_depth++;
+        return true;
+    }
+    if (pthread_mutex_trylock(&ctx->c_lock) != 0)
+        return false;
+    drive_take(ctx);
+    *took = true;
+    return true;
+}
+
+void hmi_ctx_leave(hm_context_t *ctx, bool took)
+{
+    if (!took) {
+        ctx->c_depth--;
+        return;
+    }
+    /* What others pushed while we held the lock: nobody else may be
+     * progressing to pick it up. */
+    if (!hmi_mpsc_empty(&ctx->c_subq))
+        hmi_submit_drain(ctx);
+    ctx->c_depth = 0;
+    atomic_store_explicit(&ctx->c_owner, NULL, memory_order_relaxed);
+    pthread_mutex_unlock(&ctx->c_lock);
+    /* A driver asleep in poll armed the transport before our posts, and may
+     * have computed its timeout before our deadlines: it must look again. */
+    hmi_ctx_wake(ctx);
+}
+
+void hmi_ctx_wake(hm_context_t *ctx)
+{
+    if (atomic_load(&ctx->c_sleepers) == 0)
+        return;
+    uint64_t one = 1;
+    if (write(ctx->c_wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "context %u: cannot ring its wake fd: %d",
+                ctx->c_index, errno);
+}
+
+/* How long the driver steps aside at most for threads waiting on the lock. */
+#define DRIVE_YIELD_MAX_NS 1000000u
+
+void hmi_ctx_yield(hm_context_t *ctx)
+{
+    if (ctx->c_depth != 1 || atomic_load_explicit(&ctx->c_waiters, memory_order_relaxed) == 0)
+        return;
+    atomic_store_explicit(&ctx->c_owner, NULL, memory_order_relaxed);
+    pthread_mutex_unlock(&ctx->c_lock);
+    /* pthread mutexes are not fair: give the waiters time to take it. */
+    uint64_t until = hmi_time_ns() + DRIVE_YIELD_MAX_NS;
+    while (atomic_load(&ctx->c_waiters) != 0 && hmi_time_ns() < until)
+        sched_yield();
+    pthread_mutex_lock(&ctx->c_lock);
+    drive_take(ctx);
+}
+
+static void drive_drain_wake_fd(hm_context_t *ctx)
+{
+    uint64_t count;
+    if (read(ctx->c_wake_fd, &count, sizeof(count)) == sizeof(count))
+        ctx->c_stats.wakeups++;
+}
+
+void hmi_ctx_block(hm_context_t *ctx, int ms)
+{
+    hm_na_context_t *na = ctx->c_na;
+    int fd = na->x_class->c_ops.poll_fd(na);
+    atomic_fetch_add(&ctx->c_sleepers, 1);
+    /* After counting ourselves: anything pushed from now on rings. */
+    if (!hmi_mpsc_empty(&ctx->c_subq) ||
+        (fd >= 0 && na->x_class->c_ops.poll_arm(na) != HM_SUCCESS)) {
+        atomic_fetch_sub(&ctx->c_sleepers, 1);
+        return;
+    }
+    struct pollfd pfds[2] = {{.fd = ctx->c_wake_fd, .events = POLLIN},
+                             {.fd = fd, .events = POLLIN}};
+    bool release = ctx->c_depth == 1; /* a nested progress keeps the lock */
+    if (release) {
+        atomic_store_explicit(&ctx->c_owner, NULL, memory_order_relaxed);
+        pthread_mutex_unlock(&ctx->c_lock);
+    }
+    int n = poll(pfds, fd >= 0 ? 2 : 1, ms);
+    if (n < 0 && errno != EINTR)
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "poll on transport fd failed: %d", errno);
+    if (release) {
+        pthread_mutex_lock(&ctx->c_lock);
+        drive_take(ctx);
+    }
+    atomic_fetch_sub(&ctx->c_sleepers, 1);
+    if (n > 0 && (pfds[0].revents & POLLIN))
+        drive_drain_wake_fd(ctx);
+}
+
+/* ---- the context's own progress thread ------------------------------------- */
+
+static void *drive_thread_main(void *arg)
+{
+    hm_context_t *ctx = arg;
+    hmi_ctx_place_thread(ctx);
+    while (!atomic_load(&ctx->c_stop)) {
+        hm_progress(ctx, 100);
+        hm_trigger(ctx, UINT32_MAX, NULL);
+    }
+    return NULL;
+}
+
+hm_return_t hmi_ctx_thread_start(hm_context_t *ctx)
+{
+    atomic_store(&ctx->c_stop, false);
+    int rc = pthread_create(&ctx->c_thread, NULL, drive_thread_main, ctx);
+    if (rc != 0) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
+                "context %u: cannot start its progress thread: %d", ctx->c_index, rc);
+        return HM_NOMEM;
+    }
+    ctx->c_has_thread = true;
+    return HM_SUCCESS;
+}
+
+void hmi_ctx_thread_stop(hm_context_t *ctx)
+{
+    if (!ctx->c_has_thread)
+        return;
+    atomic_store(&ctx->c_stop, true);
+    /* Ring whether or not it sleeps yet: the eventfd stays readable. */
+    uint64_t one = 1;
+    if (write(ctx->c_wake_fd, &one, sizeof(one)) < 0)
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "context %u: cannot ring its wake fd: %d",
+                ctx->c_index, errno);
+    pthread_join(ctx->c_thread, NULL);
+    ctx->c_has_thread = false;
+}
+
+hm_return_t hmi_ctx_drive_init(hm_context_t *ctx)
+{
+    ctx->c_wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (ctx->c_wake_fd < 0) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "cannot create an eventfd: %d", errno);
+        return HM_NOMEM;
+    }
+    pthread_mutex_init(&ctx->c_lock, NULL);
+    atomic_init(&ctx->c_owner, NULL);
+    atomic_init(&ctx->c_waiters, 0);
+    atomic_init(&ctx->c_sleepers, 0);
+    atomic_init(&ctx->c_stop, false);
+    hmi_mpsc_init(&ctx->c_subq);
+    return HM_SUCCESS;
+}
+
+void hmi_ctx_drive_fini(hm_context_t *ctx)
+{
+    pthread_mutex_destroy(&ctx->c_lock);
+    close(ctx->c_wake_fd);
+}

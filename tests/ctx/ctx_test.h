@@ -1,0 +1,63 @@
+/*
+ * The service the context tests (label "ctx") talk to: a server in a child
+ * process with one or more contexts, one thread driving them all, and RPCs
+ * that let a test see what the server saw (requests outstanding per client,
+ * their order, which context served them). argv[1] is the protocol URI.
+ */
+#ifndef HM_TESTS_CTX_TEST_H
+#define HM_TESTS_CTX_TEST_H
+
+#include <hermod.h>
+
+#include "harness.h"
+
+#define CTX_TEST_CLIENTS 8u /* client ids 0..7 */
+
+struct ctx_ids {
+    hm_id_t tagged;  /* ctx_tag in, ctx_tag out (with the serving context); may be held */
+    hm_id_t hold;    /* ctx_tag in: held until "release" for that client */
+    hm_id_t release; /* ctx_tag in (client): responds to every held "hold" of it */
+    hm_id_t report;  /* ctx_tag in (client): ctx_report out */
+    hm_id_t stop;    /* responds, then the server exits */
+};
+
+struct ctx_tag {
+    uint32_t client; /* < CTX_TEST_CLIENTS */
+    uint32_t seq;    /* per client, from 0 */
+    uint32_t served_by; /* out: index of the server context that served it */
+};
+
+struct ctx_report {
+    uint32_t received;     /* "tagged" requests of that client */
+    uint32_t max_outstanding; /* most held at once (tagged + hold) */
+    uint32_t order_errors; /* requests whose seq was not the next one */
+    uint32_t max_total;    /* most "tagged" requests held at once, all clients */
+};
+
+/* What the server does with "tagged" requests. */
+struct ctx_server_args {
+    const char *protocol;
+    unsigned int contexts;     /* contexts to open (>= 1); the URI printed is context 0's */
+    bool per_node;             /* open them with hm_context_create_per_node, plus the rest */
+    uint32_t hold_until;       /* 0: answer "tagged" at once; else hold them until this
+                                  many are held (all clients, all contexts), then
+                                  answer them all */
+    uint32_t expect;           /* ...or until one client has sent this many (its last
+                                  batch) */
+    unsigned int life_s;       /* the server exits after this long at most */
+};
+
+hm_return_t ctx_register(hm_class_t *cls, struct ctx_ids *ids);
+/* Child body (hm_test_spawn): runs the server described by `arg`. */
+int ctx_server_main(void *arg);
+/* Spawn it and read its URI. 0 or -1. */
+int ctx_server_start(struct hm_test_child *child, struct ctx_server_args *args, char *uri,
+                     size_t size);
+/* hm_call with a timeout; the output is decoded into `out` then freed. */
+hm_return_t ctx_call(hm_context_t *ctx, hm_addr_t *addr, hm_id_t id, struct ctx_tag *in,
+                     void *out, unsigned timeout_ms);
+/* Ask the server to stop (through `addr`) and reap it. */
+void ctx_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t *addr,
+                     const struct ctx_ids *ids);
+
+#endif
