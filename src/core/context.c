@@ -112,6 +112,7 @@ static struct hmi_send_slot *ctx_send_slot_new(hm_context_t *ctx)
     slot->s_buf = na->c_ops.msg_buf_alloc(na, ctx->c_class->k_msg_limit, &slot->s_desc);
     if (slot->s_buf == NULL)
         goto err_free_op;
+    hmi_ctx_place_buffer(ctx, slot->s_buf, ctx->c_class->k_msg_limit);
     slot->s_op->o_cb = ctx_send_done;
     slot->s_op->o_arg = slot;
     hmi_list_init(&slot->s_link);
@@ -211,7 +212,7 @@ static hm_progress_mode_t ctx_mode_from_env(hm_progress_mode_t mode)
 }
 
 static void ctx_apply_opts(hm_context_t *ctx, const hm_context_opts_t *opts,
-                           uint32_t *pool_size)
+                           uint32_t *pool_size, int *numa_node)
 {
     uint64_t mask = opts ? opts->field_mask : 0;
     ctx->c_mode = (mask & HM_CONTEXT_OPT_PROGRESS_MODE) ? opts->progress_mode
@@ -220,6 +221,7 @@ static void ctx_apply_opts(hm_context_t *ctx, const hm_context_opts_t *opts,
     ctx->c_timeout_ms = (mask & HM_CONTEXT_OPT_TIMEOUT) ? opts->timeout_ms : 0;
     ctx->c_spin_us = (mask & HM_CONTEXT_OPT_SPIN_US) ? opts->spin_us : CTX_DEFAULT_SPIN_US;
     *pool_size = (mask & HM_CONTEXT_OPT_POOL_SIZE) ? opts->pool_size : CTX_DEFAULT_POOL;
+    *numa_node = (mask & HM_CONTEXT_OPT_NUMA_NODE) ? opts->numa_node : -1;
 }
 
 /*
@@ -268,9 +270,10 @@ hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
     if (ctx == NULL)
         return HM_NOMEM;
     uint32_t pool_size;
+    int numa_node;
     ctx->c_class = cls;
     ctx->c_index = (uint16_t)cls->k_next_ctx;
-    ctx_apply_opts(ctx, opts, &pool_size);
+    ctx_apply_opts(ctx, opts, &pool_size, &numa_node);
     hmi_list_init(&ctx->c_comp);
     hmi_list_init(&ctx->c_comp_bulk);
     hmi_list_init(&ctx->c_linger);
@@ -282,8 +285,12 @@ hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
     ret = hmi_timer_heap_init(&ctx->c_timers, pool_size);
     if (ret != HM_SUCCESS)
         goto err_cache;
-    ret = hm_na_context_open(cls->k_na, ctx->c_index, hmi_recv_cb, ctx, hmi_peer_fail_cb,
-                             ctx, &ctx->c_na);
+    ret = hmi_ctx_place(ctx, numa_node);
+    if (ret != HM_SUCCESS)
+        goto err_timers;
+    const char *device = ctx->c_place.cp_device[0] ? ctx->c_place.cp_device : NULL;
+    ret = hm_na_context_open_on(cls->k_na, ctx->c_index, device, hmi_recv_cb, ctx,
+                                hmi_peer_fail_cb, ctx, &ctx->c_na);
     if (ret != HM_SUCCESS)
         goto err_timers;
     ret = ctx_prefill(ctx, pool_size);
