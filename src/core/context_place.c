@@ -121,18 +121,22 @@ hm_return_t hmi_ctx_place(hm_context_t *ctx, int node)
         place_none(&ctx->c_place);
         return HM_SUCCESS;
     }
-    topo = node >= 0 ? hmi_class_topo(ctx->c_class) : NULL;
-    if (node >= 0 && topo == NULL) {
+    if (node < 0) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
+                "context %u: numa_node %d is not a node (-1: not placed)", ctx->c_index, node);
+        return HM_INVALID_ARG;
+    }
+    topo = hmi_class_topo(ctx->c_class);
+    if (topo == NULL) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
                 "context %u: cannot place on NUMA node %d: no topology (hwloc failed)",
                 ctx->c_index, node);
         return HM_NOT_SUPPORTED;
     }
-    count = topo != NULL ? hmi_topo_node_count(topo) : 0;
-    if (node < 0 || (unsigned)node >= count) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-                "context %u: no NUMA node %d (nodes 0..%u; -1: not placed)", ctx->c_index,
-                node, count - 1);
+    count = hmi_topo_node_count(topo);
+    if ((unsigned)node >= count) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "context %u: no NUMA node %d (nodes 0..%u)",
+                ctx->c_index, node, count - 1);
         return HM_INVALID_ARG;
     }
     size_t n = place_candidates(ctx, names, HMI_PLACE_DEVICES_MAX);

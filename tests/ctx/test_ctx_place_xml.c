@@ -128,7 +128,9 @@ static void test_bad_nodes(void **state)
     hm_context_info_t info;
 
     assert_int_equal(create_on(cls, 2, &ctx), HM_INVALID_ARG);
+    assert_non_null(strstr(hm_error_detail(), "no NUMA node 2 (nodes 0..1)"));
     assert_int_equal(create_on(cls, -2, &ctx), HM_INVALID_ARG);
+    assert_non_null(strstr(hm_error_detail(), "numa_node -2 is not a node"));
     assert_null(ctx);
     /* -1 (and no option at all): not placed. */
     assert_int_equal(create_on(cls, -1, &ctx), HM_SUCCESS);
