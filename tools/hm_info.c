@@ -3,7 +3,8 @@
  *
  * Prints the library version, the protocols compiled in, and for each one
  * whether a class opens here (with the transport's reason when it does not,
- * and the eager limit when it does), then the topology: NUMA nodes, their
+ * and the eager limit when it does, with where a context per NUMA node
+ * would be placed: its device and why), then the topology: NUMA nodes, their
  * cores, and the network devices with the node closest to each. Exit
  * status: 0 when at least one protocol opens, 1 otherwise (a topology that
  * cannot be read is reported but does not change it).
@@ -28,7 +29,35 @@ static void info_default_uri(const char *proto, char *buf, size_t size)
     snprintf(buf, size, "%s://%s", proto, addr);
 }
 
-/* info_probe: try to open `proto`; print one line. Returns 1 if it opened. */
+#define INFO_NODES_MAX 64u /* nodes shown; the rest are not placed */
+
+/*
+ * info_print_placement: one context per node of `cls`, as
+ * hm_context_create_per_node makes them, and where each went. The contexts
+ * are destroyed again; a failure is one line.
+ */
+static void info_print_placement(hm_class_t *cls)
+{
+    hm_context_t *ctxs[INFO_NODES_MAX];
+    hm_context_info_t info;
+    unsigned int n = 0;
+    hm_return_t ret = hm_context_create_per_node(cls, NULL, ctxs, INFO_NODES_MAX, &n);
+
+    if (ret != HM_SUCCESS) {
+        printf("%19s placement: %s: %s\n", "", hm_strerror(ret), hm_error_detail());
+        return;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        if (hm_context_get_info(ctxs[i], &info) == HM_SUCCESS)
+            printf("%19s %s; device %s, memory %s\n", "", info.placement,
+                   info.device[0] != '\0' ? info.device : "(transport's choice)",
+                   info.memory_bound ? "bound" : "not bound");
+    }
+    for (unsigned int i = 0; i < n; i++)
+        hm_context_destroy(ctxs[i]);
+}
+
+/* info_probe: try to open `proto`; print its line and placement. Returns 1 if it opened. */
 static int info_probe(const char *proto)
 {
     char uri[256];
@@ -50,6 +79,7 @@ static int info_probe(const char *proto)
     else
         printf("  %-12s yes  %s (eager limit %zu bytes)\n", proto, uri,
                hm_class_eager_limit(cls));
+    info_print_placement(cls);
     ret = hm_class_destroy(cls);
     if (ret != HM_SUCCESS)
         printf("  %-12s     warning: hm_class_destroy: %s\n", proto, hm_strerror(ret));

@@ -75,11 +75,18 @@ struct hm_addr {
     _Atomic uint32_t a_refs;
 };
 
-/* Where a context runs (context_place.c, DESIGN §9). */
+/*
+ * Where a context runs (context_place.c, DESIGN §9). Written by hmi_ctx_place
+ * before the context is shared, except the two states: cp_memory is written
+ * by whoever grows the send pool, cp_thread by the progress thread, and both
+ * are read by hm_context_get_info on any thread, hence atomic.
+ */
 struct hmi_ctx_place {
     int cp_node;             /* node index; -1: not placed */
-    bool cp_memory_bound;    /* every send buffer was bound to the node */
-    bool cp_thread_bound;    /* the progress thread was bound to the node's cores */
+    struct hmi_topo *cp_topo; /* the class's topology when placed, else NULL */
+    _Atomic int cp_memory;   /* send buffers: 0 none yet, 1 all bound, or minus the
+                                hm_return_t of the first refusal (it stays) */
+    _Atomic int cp_thread;   /* progress thread: the same */
     char cp_device[64];      /* device passed to the NA context; "": none */
     char cp_reason[192];     /* the placement decision, for people */
 };

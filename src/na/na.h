@@ -155,8 +155,24 @@ struct hm_na_ops {
     hm_return_t (*class_open)(hm_na_class_t *cls, const char *protocol, const char *listen);
     /* class_close: every context and memory region is gone already. */
     void (*class_close)(hm_na_class_t *cls);
+    /*
+     * devices (optional; NULL: the transport offers no choice of device per
+     * context): write up to `max` device names a context of this class may
+     * be asked to open on (hm_na_context_t.x_device), in the transport's own
+     * spelling ("mlx5_0", "eth0", "mlx5_0:1"), its preferred one first, and
+     * return how many it has (may exceed `max`). The names live as long as
+     * the class. Any thread; never blocks (collected at class_open). The
+     * core picks the one closest to a context's NUMA node (DESIGN §9).
+     */
+    size_t (*devices)(hm_na_class_t *cls, const char **names, size_t max);
 
-    /* context_open: a progress context (x_index is set). Blocks. */
+    /*
+     * context_open: a progress context (x_index is set). Blocks. When
+     * x_device is set (one of the `devices` names), the context uses that
+     * device; a plugin that cannot (a name it does not know, or a device its
+     * class-wide resources do not cover) logs why and uses its own choice:
+     * placement is a preference, never a reason to fail.
+     */
     hm_return_t (*context_open)(hm_na_context_t *ctx);
     /*
      * context_close: completes every op still posted with HM_CANCELED (they

@@ -134,6 +134,23 @@ hm_return_t hmi_topo_alloc(const hmi_topo_t *topo, unsigned node, size_t size,
 void hmi_topo_free(const hmi_topo_t *topo, void *ptr, size_t size);
 
 /*
+ * hmi_topo_bind_area: bind `len` bytes at `addr`, already allocated (by
+ * malloc or a transport), to `node` (hwloc_set_area_membind,
+ * HWLOC_MEMBIND_BIND, MIGRATE and STRICT: pages already touched move, and a
+ * page that cannot move, e.g. one a NIC has pinned, makes it fail rather
+ * than pass for bound). The kernel binds whole pages, so the pages that
+ * `addr`'s range only shares with neighbouring allocations go with it; the
+ * process's own policy and other ranges are untouched. May block while
+ * pages move. Fails, logged at debug level only (a caller binding many
+ * buffers reports the first refusal itself), with HM_INVALID_ARG (node out
+ * of range, NULL or empty range), HM_NOT_SUPPORTED (XML topology, no NUMA
+ * memory binding here), HM_PERMISSION or HM_FAULT (pages that would not
+ * move); the range's binding is then unspecified but its contents intact.
+ */
+hm_return_t hmi_topo_bind_area(const hmi_topo_t *topo, unsigned node, const void *addr,
+                               size_t len);
+
+/*
  * hmi_topo_bind_thread: bind the calling thread to the CPUs of `node`
  * (hwloc_set_cpubind, HWLOC_CPUBIND_THREAD). Fails, logged, with
  * HM_INVALID_ARG (node out of range or without CPUs, or CPUs not allowed to

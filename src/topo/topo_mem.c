@@ -28,6 +28,8 @@ static hm_return_t mem_bind_error(int err)
         return HM_PERMISSION;
     case ENOMEM:
         return HM_NOMEM;
+    case EIO: /* mbind with MPOL_MF_STRICT: some pages would not move */
+        return HM_FAULT;
     default:
         return HM_INVALID_ARG;
     }
@@ -87,6 +89,33 @@ void hmi_topo_free(const hmi_topo_t *topo, void *ptr, size_t size)
     if (hwloc_free(topo->t_hw, ptr, size) != 0)
         hmi_log(HMI_TOPO_SUBSYS, HMI_LOG_WARN, "topo: cannot free %zu bytes at %p: %s", size,
                 ptr, strerror(errno));
+}
+
+hm_return_t hmi_topo_bind_area(const hmi_topo_t *topo, unsigned node, const void *addr,
+                               size_t len)
+{
+    const struct hmi_topo_node *nd = hmi_topo_node_get(topo, node);
+    const int flags = HWLOC_MEMBIND_BYNODESET | HWLOC_MEMBIND_MIGRATE | HWLOC_MEMBIND_STRICT;
+    int err;
+
+    if (nd == NULL || addr == NULL || len == 0) {
+        hmi_log(HMI_TOPO_SUBSYS, HMI_LOG_ERROR, "topo: cannot bind %zu bytes at %p to node %u",
+                len, addr, node);
+        return HM_INVALID_ARG;
+    }
+    if (!topo->t_this_system) {
+        hmi_log(HMI_TOPO_SUBSYS, HMI_LOG_DEBUG,
+                "topo: cannot bind %zu bytes to node %u: topology not from this machine", len,
+                node);
+        return HM_NOT_SUPPORTED;
+    }
+    if (hwloc_set_area_membind(topo->t_hw, addr, len, nd->n_obj->nodeset, HWLOC_MEMBIND_BIND,
+                               flags) == 0)
+        return HM_SUCCESS;
+    err = errno;
+    hmi_log(HMI_TOPO_SUBSYS, HMI_LOG_DEBUG, "topo: cannot bind %zu bytes at %p to node %u: %s",
+            len, addr, node, strerror(err));
+    return mem_bind_error(err);
 }
 
 hm_return_t hmi_topo_bind_thread(const hmi_topo_t *topo, unsigned node)

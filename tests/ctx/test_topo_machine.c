@@ -93,6 +93,41 @@ static void test_alloc_node0(void **state)
     hwloc_bitmap_free(where);
 }
 
+/*
+ * Heap memory bound to node 0 after the fact (as a transport's send buffers
+ * are): the range need not be page-aligned, its bytes survive the move, and
+ * its pages then lie on node 0; or the refusal is one of the documented ones.
+ */
+static void test_bind_area_node0(void **state)
+{
+    const hmi_topo_t *topo = *state;
+    const size_t size = 1u << 20;
+    hwloc_nodeset_t where = hwloc_bitmap_alloc();
+    unsigned char *ptr = malloc(size);
+    hm_return_t ret;
+
+    assert_non_null(where);
+    assert_non_null(ptr);
+    memset(ptr, 0x3c, size);
+    ret = hmi_topo_bind_area(topo, 0, ptr + 100, size - 200);
+    print_message("1 MiB of heap bound to node 0: %s\n", hm_strerror(ret));
+    for (size_t i = 0; i < size; i += 4096)
+        assert_int_equal(ptr[i], 0x3c);
+    if (ret == HM_SUCCESS) {
+        assert_int_equal(hwloc_get_area_memlocation(topo->t_hw, ptr + 4096, size - 8192, where,
+                                                    HWLOC_MEMBIND_BYNODESET),
+                         0);
+        assert_true(hwloc_bitmap_isincluded(where, topo->t_nodes[0].n_obj->nodeset));
+    } else {
+        assert_true(ret == HM_NOT_SUPPORTED || ret == HM_PERMISSION || ret == HM_FAULT);
+    }
+    assert_int_equal(hmi_topo_bind_area(topo, hmi_topo_node_count(topo), ptr, size),
+                     HM_INVALID_ARG);
+    assert_int_equal(hmi_topo_bind_area(topo, 0, NULL, size), HM_INVALID_ARG);
+    free(ptr);
+    hwloc_bitmap_free(where);
+}
+
 struct bind_result {
     const hmi_topo_t *topo;
     hm_return_t ret;
@@ -153,6 +188,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loads),
         cmocka_unit_test(test_alloc_node0),
+        cmocka_unit_test(test_bind_area_node0),
         cmocka_unit_test(test_bind_node0),
         cmocka_unit_test(test_place_node0),
     };

@@ -188,6 +188,11 @@ static void test_xml_not_bound(void **state)
     assert_false(bound);
     memset(ptr, 0x5a, size);
     assert_int_equal(ptr[size - 1], 0x5a);
+    /* Memory allocated elsewhere is refused too, and left intact. */
+    assert_int_equal(hmi_topo_bind_area(topo, 0, ptr + 8, size - 16), HM_NOT_SUPPORTED);
+    assert_int_equal(ptr[8], 0x5a);
+    assert_int_equal(hmi_topo_bind_area(topo, 2, ptr, size), HM_INVALID_ARG);
+    assert_int_equal(hmi_topo_bind_area(topo, 0, ptr, 0), HM_INVALID_ARG);
     hmi_topo_free(topo, ptr, size);
     hmi_topo_free(topo, NULL, 0);
 }

@@ -195,6 +195,31 @@ static void ctx_release(struct ofi_context *x)
     hmi_hmap_destroy(&x->x_by_name);
 }
 
+/*
+ * The device the core asked for (x_device), if any. Every context opens its
+ * endpoint on the class's domain, the first fi_getinfo gave: message buffers
+ * and bulk memory are registered once per class, on that domain, and an
+ * endpoint on another domain could use neither (descriptors and keys are
+ * per domain). So a context honours x_device when it names the class's
+ * domain and otherwise logs why it falls back to it. Per-context domains
+ * would need registrations per domain first.
+ */
+static void ctx_check_device(hm_na_context_t *ctx, const struct ofi_class *k)
+{
+    const char *own = k->k_info->domain_attr->name;
+    bool known = false;
+
+    if (ctx->x_device == NULL || (own != NULL && strcmp(ctx->x_device, own) == 0))
+        return;
+    for (size_t i = 0; i < k->k_ndevices; i++)
+        known = known || strcmp(k->k_devices[i], ctx->x_device) == 0;
+    hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
+            "ofi: context %u: %s \"%s\" asked for; using the class's domain \"%s\"%s",
+            ctx->x_index, known ? "domain" : "unknown domain", ctx->x_device,
+            own != NULL ? own : "?",
+            known ? " (memory is registered on the class's domain only)" : "");
+}
+
 hm_return_t hmi_ofi_context_open(hm_na_context_t *ctx)
 {
     struct ofi_context *x = ofi_ctx(ctx);
@@ -209,6 +234,7 @@ hm_return_t hmi_ofi_context_open(hm_na_context_t *ctx)
     hmi_list_init(&x->x_posted);
     hmi_hmap_init(&x->x_by_fi, 16);
     hmi_hmap_init(&x->x_by_name, 16);
+    ctx_check_device(ctx, x->x_cls);
     hm_return_t ret = ctx_open_endpoint(ctx, x);
     if (ret == HM_SUCCESS)
         ret = ctx_open_epoll(x);

@@ -194,9 +194,15 @@ bool hmi_ofi_slab_release(struct ofi_slab *slab);
 
 /* ---- Plugin objects -------------------------------------------------------- */
 
+/* Most distinct domains a class lists as devices (hm_na_ops.devices). */
+#define OFI_DEVICES_MAX 16u
+
 struct ofi_class {
     const struct ofi_quirk *k_quirk;
-    struct fi_info *k_info;
+    struct fi_info *k_info;  /* every fi_info offered; the first is the class's domain */
+    const char *k_devices[OFI_DEVICES_MAX]; /* distinct domain names in k_info, the
+                                               class's own first (strings of k_info) */
+    size_t k_ndevices;
     struct fid_fabric *k_fabric;
     struct fid_domain *k_domain;
     uint64_t k_mr_mode;

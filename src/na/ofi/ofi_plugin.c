@@ -199,6 +199,49 @@ static hm_return_t plugin_check_info(hm_na_class_t *cls, struct ofi_class *k)
     return HM_SUCCESS;
 }
 
+/* True when `name` is among the domains k_devices lists already. */
+static bool plugin_has_device(const struct ofi_class *k, const char *name)
+{
+    for (size_t i = 0; i < k->k_ndevices; i++) {
+        if (strcmp(k->k_devices[i], name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * The devices of the class: the distinct domain names fi_getinfo offered for
+ * the provider and listen address ("eth0" and "lo" for tcp without an
+ * address, "mlx5_0"... for verbs), the class's own domain first.
+ */
+static void plugin_collect_devices(struct ofi_class *k)
+{
+    k->k_ndevices = 0;
+    for (const struct fi_info *i = k->k_info; i != NULL; i = i->next) {
+        const char *name = i->domain_attr != NULL ? i->domain_attr->name : NULL;
+        if (k->k_ndevices == OFI_DEVICES_MAX)
+            break;
+        if (name != NULL && !plugin_has_device(k, name))
+            k->k_devices[k->k_ndevices++] = name;
+    }
+}
+
+/*
+ * devices slot: only the class's own domain for now. Memory and message
+ * buffers are registered once per class, on that domain, so a context on
+ * another domain could not use them; offering the others would let the core
+ * report a device the context does not use. Registering per domain would
+ * lift this (ARCHITECTURE, known limits).
+ */
+static size_t ofi_devices(hm_na_class_t *cls, const char **names, size_t max)
+{
+    const struct ofi_class *k = ofi_class(cls);
+    if (k->k_ndevices == 0 || max == 0)
+        return 0;
+    names[0] = k->k_devices[0];
+    return 1;
+}
+
 static hm_return_t ofi_class_open(hm_na_class_t *cls, const char *protocol, const char *listen)
 {
     struct ofi_class *k = ofi_class(cls);
@@ -222,6 +265,7 @@ static hm_return_t ofi_class_open(hm_na_class_t *cls, const char *protocol, cons
     ret = plugin_check_info(cls, k);
     if (ret != HM_SUCCESS)
         goto err_info;
+    plugin_collect_devices(k);
     int rc = fi_fabric(k->k_info->fabric_attr, &k->k_fabric, NULL);
     if (rc != 0) {
         ret = hmi_ofi_error("fi_fabric", k->k_quirk->q_provider, rc);
@@ -266,6 +310,7 @@ const struct hm_na_ops hm_na_ofi_ops = {
     .mem_size = sizeof(struct ofi_mem),
     .class_open = ofi_class_open,
     .class_close = ofi_class_close,
+    .devices = ofi_devices,
     .context_open = hmi_ofi_context_open,
     .context_close = hmi_ofi_context_close,
     .addr_lookup = hmi_ofi_addr_lookup,

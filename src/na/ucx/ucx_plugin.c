@@ -218,6 +218,12 @@ const struct hm_na_ops hm_na_ucx_ops = {
     .mem_size = sizeof(struct ucx_mem),
     .class_open = ucx_class_open,
     .class_close = ucx_class_close,
+    /* .devices stays NULL: UCX 1.13 chooses devices per ucp_context
+     * (UCX_NET_DEVICES is read by ucp_init) and ucp_worker_params_t has no
+     * device field (its cpu_mask only says where the worker's resources
+     * should preferably be allocated). With one ucp_context per class, every
+     * worker uses the class's devices; a choice per context would need a
+     * ucp_context per context, and memory registered on each. */
     .context_open = hmi_ucx_context_open,
     .context_close = hmi_ucx_context_close,
     .addr_lookup = hmi_ucx_addr_lookup,
