@@ -8,7 +8,9 @@
  *   perf_bulk.c    the bulk RPC: the server's slots and transfers, the
  *                  client's registered buffers, the content pattern
  *   perf_client.c  the client: servers, rows (sizes x in flight), stop
- *   perf_run.c     the measuring loop of one row
+ *   perf_run.c     the measuring loop of one client thread
+ *   perf_threads.c several client threads: their contexts, the hand-off
+ *                  of completions from a progress thread, merged results
  *   perf_stats.c   clock, percentiles, peak resident memory
  *   perf_report.c  the table and the JSON records
  *   perf_mpi.c     under mpirun: ranks, URIs exchanged through PMIx
@@ -25,7 +27,14 @@
 
 #include <hermod.h>
 
-#define PERF_MAX_LIST 16 /* values in --size / --inflight lists */
+#define PERF_MAX_LIST 16 /* values in --size / --inflight / --threads lists */
+#define PERF_MAX_THREADS 64 /* client threads in one row */
+
+/* Where the client threads forward (--contexts). */
+enum perf_contexts {
+    PERF_CTX_SHARED = 0,     /* one context with its own progress thread */
+    PERF_CTX_PER_THREAD = 1, /* each thread its own context, progressed by itself */
+};
 
 enum perf_kind {
     PERF_KIND_RPC = 0,  /* no-op RPCs, optionally with an inline argument */
@@ -42,6 +51,10 @@ struct perf_opts {
     unsigned int nsizes;
     unsigned int inflights[PERF_MAX_LIST]; /* RPCs kept in flight, one row each */
     unsigned int ninflights;
+    unsigned int threads[PERF_MAX_LIST];   /* client threads, one row each */
+    unsigned int nthreads;
+    enum perf_contexts contexts; /* if contexts_given; else see perf_row_contexts */
+    bool contexts_given;
     unsigned long iters;   /* measured RPCs per row (unless duration_s > 0) */
     double duration_s;     /* > 0: measure each row for this long instead */
     unsigned long warmup;  /* RPCs completed before measuring, per row */
@@ -58,14 +71,18 @@ struct perf_result {
     const char *protocol;
     const char *test;      /* "rpc", "pull" or "push" */
     size_t size;
-    unsigned int inflight;
+    unsigned int inflight; /* per client thread */
+    unsigned int threads;  /* client threads */
+    enum perf_contexts contexts;
     unsigned int servers;
-    unsigned long iters;   /* RPCs measured */
+    unsigned long iters;   /* RPCs measured, all threads */
     double min_us, median_us, p90_us, p99_us, max_us;
     double rate_per_s;     /* RPCs completed per second */
     double bandwidth_MBps; /* size x rate, in 10^6 bytes/s */
     long client_maxrss_kb; /* peak resident memory, this process */
     long server_maxrss_kb; /* largest peak among the servers, as they report it */
+    /* The client contexts' counters over the row (hm_stats_t), summed. */
+    uint64_t submissions_queued, wakeups;
 };
 
 /* ---- perf_args.c ---- */
@@ -224,26 +241,100 @@ int perf_client_run(const struct perf_opts *opts, const char *const *uris,
 int perf_client_stop(const struct perf_opts *opts, const char *const *uris,
                      unsigned int nservers);
 
-/* ---- perf_run.c: one row ---- */
+/* ---- perf_run.c: the RPCs of one client thread ---- */
 
 struct perf_row {
     hm_id_t id;                 /* the RPC measured */
-    unsigned int inflight;
+    unsigned int inflight;      /* per client thread */
+    unsigned int threads;       /* client threads */
+    enum perf_contexts contexts;
     size_t size;
     const void *rpc_in;         /* rpc: the argument shared by all (NULL: none) */
     struct perf_bulk_cli *bulk; /* bulk: slot i sends bulk->bulks[i]; else NULL */
     hm_bulk_op_t op;
 };
 
+/* Where one client thread sends: a context and the servers looked up on it. */
+struct perf_target {
+    hm_context_t *ctx;
+    hm_addr_t **servers;
+    unsigned int nservers;
+};
+
+struct perf_run;
+
 /*
- * perf_run_row: keep `row->inflight` RPCs in flight over `servers`
- * (round-robin) until opts->warmup + opts->iters have completed (or for
- * opts->duration_s after the warm-up), and fill the latencies, rate and
- * bandwidth of `res`. Returns 0, or -1 with a message on stderr.
+ * perf_run_create: one client thread's part of a row: `row->inflight`
+ * handles on t->ctx (bulk slots from `slot_base` on), its sample array.
+ * Without `shared` the thread drives t->ctx itself (progress + trigger; each
+ * callback records its RPC and sends the next). With `shared` the context has
+ * its own progress thread: callbacks hand the completion back through a
+ * queue and the client thread records it and sends the next. Allocates;
+ * call from the thread that sets up. NULL after a message on stderr.
  */
-int perf_run_row(hm_context_t *ctx, hm_addr_t *const *servers, unsigned int nservers,
-                 const struct perf_opts *opts, const struct perf_row *row,
-                 struct perf_result *res);
+struct perf_run *perf_run_create(const struct perf_target *t, const struct perf_opts *opts,
+                                 const struct perf_row *row, uint32_t slot_base, bool shared);
+/*
+ * perf_run_go: keep the RPCs in flight until opts->warmup + opts->iters have
+ * completed (or for opts->duration_s after the warm-up). Blocks; no
+ * allocation but the duration mode's sample array. Returns 0, or -1 with a
+ * message on stderr after canceling what was in flight.
+ */
+int perf_run_go(struct perf_run *run);
+/* perf_run_settled: every callback of the RPCs sent has run. */
+bool perf_run_settled(struct perf_run *run);
+/* The latencies measured and the first and last measured completion (ns). */
+void perf_run_samples(struct perf_run *run, uint64_t **samples, size_t *n,
+                      uint64_t *t_start, uint64_t *t_end);
+/* perf_run_destroy: its handles and samples (NULL is fine). Only once settled. */
+void perf_run_destroy(struct perf_run *run);
+
+/* ---- perf_handoff.c: completions from a progress thread to a client thread ---- */
+
+struct perf_handoff;
+
+/* A queue of up to `cap` values, waiting as `mode` says. NULL if out of memory. */
+struct perf_handoff *perf_handoff_create(unsigned int cap, hm_progress_mode_t mode);
+/* perf_handoff_destroy: waits for a push still returning. */
+void perf_handoff_destroy(struct perf_handoff *h);
+/* perf_handoff_push: any thread; never blocks (never more than `cap` pending). */
+void perf_handoff_push(struct perf_handoff *h, uint32_t value);
+/* perf_handoff_pop: one thread only. The next value, or false after `timeout_ns`. */
+bool perf_handoff_pop(struct perf_handoff *h, uint64_t timeout_ns, uint32_t *value);
+
+/* ---- perf_threads.c: the client threads of a row and their contexts ---- */
+
+struct perf_threads {
+    const struct perf_opts *opts;
+    hm_class_t *cls;
+    struct perf_target shared;   /* --contexts shared: ctx with a progress thread */
+    struct perf_target *own;     /* per-thread: [0] the client's context, then one per thread */
+    unsigned int nown;
+};
+
+/*
+ * perf_threads_open: the contexts the rows need besides `main` (the
+ * client's, used for setup, stats and stop): the shared context, or one
+ * context per client thread beyond the first, each with the `uris` looked
+ * up. Returns 0, or -1 with a message (and nothing left open).
+ */
+int perf_threads_open(struct perf_threads *pt, const struct perf_opts *opts, hm_class_t *cls,
+                      const struct perf_target *main, const char *const *uris);
+int perf_threads_close(struct perf_threads *pt);
+/*
+ * perf_threads_row: measure one row with row->threads client threads and
+ * fill `res`: rate = all RPCs measured / wall time, latencies over all
+ * threads' samples. One thread on its own context runs on the caller's
+ * thread with no other thread at all. Returns 0, or -1 with a message.
+ */
+int perf_threads_row(struct perf_threads *pt, const struct perf_row *row,
+                     struct perf_result *res);
+/*
+ * perf_row_contexts: the contexts of a row of `threads` client threads:
+ * --contexts if given, else shared for several threads and the client's
+ * own context for one (the single-threaded client of before --threads).
+ */
+enum perf_contexts perf_row_contexts(const struct perf_opts *opts, unsigned int threads);
 
 /* ---- perf_stats.c ---- */
 

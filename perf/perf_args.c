@@ -33,10 +33,36 @@ void perf_usage(FILE *out)
         "  --addr URI       client: the URI hm-perf server printed\n"
         "  --addr-file F    server: also write its URI to F\n"
         "  --size S[,S..]   bytes per RPC, K/M/G suffixes (rpc default 0, bulk 1M)\n"
-        "  --inflight N[,N..] RPCs kept in flight, one row each (default 1)\n"
-        "  --iters K        measured RPCs per row (rpc default 10000, bulk 1000)\n"
+        "  --inflight N[,N..] RPCs kept in flight by each client thread, one row\n"
+        "                   each (default 1)\n"
+        "  --threads N[,N..] client threads, one row each (default 1, at most 64);\n"
+        "                   each thread keeps --inflight RPCs in flight with its own\n"
+        "                   handles. The rate is all threads' RPCs over the wall\n"
+        "                   time, the latencies are over all threads' RPCs\n"
+        "  --contexts shared|per-thread\n"
+        "                   client threads on one context, or each on its own\n"
+        "                   context of the same class (default: shared for rows of\n"
+        "                   2+ threads, per-thread for 1). shared: the context has\n"
+        "                   its own progress thread (progress_thread option); the\n"
+        "                   client threads never progress it, so their forwards go\n"
+        "                   through its submission queue (or straight out when it\n"
+        "                   is idle), and each callback, run on the progress thread,\n"
+        "                   hands the completion back to the client thread (which\n"
+        "                   spins with --busy, waits on a condition variable with\n"
+        "                   --wait, spins 50 us then waits by default); the client\n"
+        "                   thread records it and forwards the next. per-thread: each thread progresses and triggers its\n"
+        "                   own context, as one client does; --threads 1 --contexts\n"
+        "                   per-thread is the single-threaded client, on the caller's\n"
+        "                   thread. Compare --threads 1 --inflight 1 in both modes\n"
+        "                   for the cost of the submission queue and the hand-off.\n"
+        "                   shared with --busy spins the client threads, the\n"
+        "                   progress thread and the server: with fewer cores than\n"
+        "                   that, its latencies are the scheduler's (ms); use --wait\n"
+        "  --iters K        measured RPCs per row and client thread (rpc default\n"
+        "                   10000, bulk 1000)\n"
         "  --duration T     measure each row for T seconds instead of --iters\n"
-        "  --warmup K       RPCs per row before measuring (rpc 1000, bulk 100)\n"
+        "  --warmup K       RPCs per row and client thread before measuring\n"
+        "                   (rpc 1000, bulk 100)\n"
         "  --op pull|push   bulk: the server pulls from or pushes into the\n"
         "                   client's buffer (default pull)\n"
         "  --chunk S        bulk: largest piece per transport operation\n"
@@ -48,9 +74,13 @@ void perf_usage(FILE *out)
         "  --json           one JSON record per row instead of the table\n"
         "  --stop           client: stop the server when done\n"
         "\n"
-        "Columns: latency of one RPC in us (min, median, p90, p99, max), RPCs\n"
-        "completed per second, size x rate in MB/s (10^6 bytes), and the peak\n"
-        "resident memory of the client and of the server(s) in MiB.\n");
+        "Columns: client threads and their contexts, latency of one RPC in us\n"
+        "(min, median, p90, p99, max), RPCs completed per second, size x rate in\n"
+        "MB/s (10^6 bytes), and the peak resident memory of the client and of the\n"
+        "server(s) in MiB. When the client contexts counted posts handed over\n"
+        "through a submission queue or progress calls woken by another thread\n"
+        "during a row, a line \"# submissions_queued N wakeups M\" follows it\n"
+        "(in JSON: always, as \"submissions_queued\" and \"wakeups\").\n");
 }
 
 /* parse_ulong: a whole decimal number within [min, max], or -1. */
@@ -118,30 +148,45 @@ static int parse_size_list(const char *text, struct perf_opts *o)
     }
 }
 
-/* parse_inflight_list: "1,16" into o->inflights. */
-static int parse_inflight_list(const char *text, struct perf_opts *o)
+/* parse_count_list: "1,16" for option `name` into `out` (up to PERF_MAX_LIST). */
+static int parse_count_list(const char *name, const char *text, unsigned long max,
+                            unsigned int *out, unsigned int *n)
 {
     char buf[32];
     const char *p = text;
     unsigned long v;
 
-    o->ninflights = 0;
+    *n = 0;
     for (;;) {
         size_t len = strcspn(p, ",");
-        if (o->ninflights == PERF_MAX_LIST || len == 0 || len >= sizeof(buf)) {
-            fprintf(stderr, "hm-perf: --inflight takes up to %d counts separated by "
-                    "commas, not \"%s\"\n", PERF_MAX_LIST, text);
+        if (*n == PERF_MAX_LIST || len == 0 || len >= sizeof(buf)) {
+            fprintf(stderr, "hm-perf: %s takes up to %d counts separated by "
+                    "commas, not \"%s\"\n", name, PERF_MAX_LIST, text);
             return -1;
         }
         memcpy(buf, p, len);
         buf[len] = '\0';
-        if (parse_ulong("--inflight", buf, 1, PERF_MAX_INFLIGHT, &v) != 0)
+        if (parse_ulong(name, buf, 1, max, &v) != 0)
             return -1;
-        o->inflights[o->ninflights++] = (unsigned int)v;
+        out[(*n)++] = (unsigned int)v;
         if (p[len] == '\0')
             return 0;
         p += len + 1;
     }
+}
+
+static int parse_contexts(const char *text, enum perf_contexts *out)
+{
+    if (strcmp(text, "shared") == 0) {
+        *out = PERF_CTX_SHARED;
+        return 0;
+    }
+    if (strcmp(text, "per-thread") == 0) {
+        *out = PERF_CTX_PER_THREAD;
+        return 0;
+    }
+    fprintf(stderr, "hm-perf: --contexts takes shared or per-thread, not \"%s\"\n", text);
+    return -1;
 }
 
 static int parse_duration(const char *text, double *out)
@@ -186,7 +231,8 @@ static int parse_op(const char *text, hm_bulk_op_t *out)
 }
 
 enum { OPT_SIZE = 256, OPT_INFLIGHT, OPT_ITERS, OPT_DURATION, OPT_WARMUP, OPT_OP, OPT_BUSY,
-       OPT_WAIT, OPT_JSON, OPT_STOP, OPT_ADDR_FILE, OPT_CHUNK, OPT_DEPTH };
+       OPT_WAIT, OPT_JSON, OPT_STOP, OPT_ADDR_FILE, OPT_CHUNK, OPT_DEPTH, OPT_THREADS,
+       OPT_CONTEXTS };
 
 static const struct option long_opts[] = {
     {"protocol", required_argument, NULL, 'p'},
@@ -194,6 +240,8 @@ static const struct option long_opts[] = {
     {"addr-file", required_argument, NULL, OPT_ADDR_FILE},
     {"size", required_argument, NULL, OPT_SIZE},
     {"inflight", required_argument, NULL, OPT_INFLIGHT},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"contexts", required_argument, NULL, OPT_CONTEXTS},
     {"iters", required_argument, NULL, OPT_ITERS},
     {"duration", required_argument, NULL, OPT_DURATION},
     {"warmup", required_argument, NULL, OPT_WARMUP},
@@ -225,7 +273,14 @@ static int parse_one(int c, const char *arg, struct perf_opts *o, struct perf_gi
     case OPT_JSON: o->json = true; return 0;
     case OPT_STOP: o->stop = true; return 0;
     case OPT_SIZE: return parse_size_list(arg, o);
-    case OPT_INFLIGHT: return parse_inflight_list(arg, o);
+    case OPT_INFLIGHT:
+        return parse_count_list("--inflight", arg, PERF_MAX_INFLIGHT, o->inflights,
+                                &o->ninflights);
+    case OPT_THREADS:
+        return parse_count_list("--threads", arg, PERF_MAX_THREADS, o->threads, &o->nthreads);
+    case OPT_CONTEXTS:
+        o->contexts_given = true;
+        return parse_contexts(arg, &o->contexts);
     case OPT_DURATION: return parse_duration(arg, &o->duration_s);
     case OPT_OP: return parse_op(arg, &o->op);
     case OPT_CHUNK: return parse_chunk(arg, &o->chunk);
@@ -256,6 +311,10 @@ static int apply_defaults(struct perf_opts *o, const struct perf_given *g)
     if (o->ninflights == 0) {
         o->inflights[0] = 1;
         o->ninflights = 1;
+    }
+    if (o->nthreads == 0) {
+        o->threads[0] = 1;
+        o->nthreads = 1;
     }
     if (!g->iters)
         o->iters = bulk ? 1000 : 10000;

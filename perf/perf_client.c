@@ -1,6 +1,6 @@
 /*
  * hm-perf client: reach the servers, measure the rows (for each size, one
- * row per in-flight count), ask the servers for their peak memory after
+ * row per thread count and in-flight count), ask the servers for their peak memory after
  * each row, stop them at the end.
  */
 #include <stdlib.h>
@@ -15,6 +15,7 @@ struct perf_client {
     struct perf_ep ep;
     hm_addr_t **servers;
     unsigned int nservers; /* reached so far */
+    struct perf_threads threads; /* the client threads' contexts */
 };
 
 /* The URI a client opens to reach `server_uri`: same transport, any port. */
@@ -98,7 +99,7 @@ static int client_row(struct perf_client *cli, const struct perf_row *row)
     struct perf_result res = {.protocol = hm_class_protocol(cli->ep.cls),
                               .test = client_test_name(cli->opts)};
 
-    if (perf_run_row(cli->ep.ctx, cli->servers, cli->nservers, cli->opts, row, &res) != 0)
+    if (perf_threads_row(&cli->threads, row, &res) != 0)
         return -1;
     res.client_maxrss_kb = perf_maxrss_kb();
     if (client_server_rss(cli, &res.server_maxrss_kb) != 0)
@@ -107,23 +108,44 @@ static int client_row(struct perf_client *cli, const struct perf_row *row)
     return 0;
 }
 
-static unsigned int max_inflight(const struct perf_opts *opts)
+/* max_slots: RPCs in flight at most in a row, all threads together. */
+static unsigned int max_slots(const struct perf_opts *opts)
 {
-    unsigned int max = 1;
+    unsigned int inflight = 1, threads = 1;
 
     for (unsigned int i = 0; i < opts->ninflights; i++)
-        if (opts->inflights[i] > max)
-            max = opts->inflights[i];
-    return max;
+        if (opts->inflights[i] > inflight)
+            inflight = opts->inflights[i];
+    for (unsigned int i = 0; i < opts->nthreads; i++)
+        if (opts->threads[i] > threads)
+            threads = opts->threads[i];
+    return inflight * threads;
+}
+
+/* client_rows: one row per thread count and in-flight count, on `base`. */
+static int client_rows(struct perf_client *cli, const struct perf_row *base)
+{
+    const struct perf_opts *opts = cli->opts;
+    int rc = 0;
+
+    for (unsigned int t = 0; t < opts->nthreads && rc == 0; t++) {
+        for (unsigned int i = 0; i < opts->ninflights && rc == 0; i++) {
+            struct perf_row row = *base;
+            row.threads = opts->threads[t];
+            row.contexts = perf_row_contexts(opts, row.threads);
+            row.inflight = opts->inflights[i];
+            rc = client_row(cli, &row);
+        }
+    }
+    return rc;
 }
 
 /* client_size_rpc: the rows of one argument size. */
 static int client_size_rpc(struct perf_client *cli, size_t size)
 {
-    const struct perf_opts *opts = cli->opts;
     void *buf = calloc(1, size > 0 ? size : 1);
     struct perf_arg arg;
-    int rc = 0;
+    int rc;
 
     if (buf == NULL) {
         fprintf(stderr, "hm-perf: out of memory\n");
@@ -131,12 +153,9 @@ static int client_size_rpc(struct perf_client *cli, size_t size)
     }
     memset(buf, 0xa5, size);
     arg.data = (hm_bytes_t){.data = buf, .len = size};
-    for (unsigned int i = 0; i < opts->ninflights && rc == 0; i++) {
-        struct perf_row row = {.id = size > 0 ? cli->ep.ids.noop_arg : cli->ep.ids.noop,
-                               .inflight = opts->inflights[i], .size = size,
-                               .rpc_in = size > 0 ? &arg : NULL};
-        rc = client_row(cli, &row);
-    }
+    struct perf_row row = {.id = size > 0 ? cli->ep.ids.noop_arg : cli->ep.ids.noop,
+                           .size = size, .rpc_in = size > 0 ? &arg : NULL};
+    rc = client_rows(cli, &row);
     free(buf);
     return rc;
 }
@@ -144,19 +163,16 @@ static int client_size_rpc(struct perf_client *cli, size_t size)
 /* client_size_bulk: register the buffers of one size once, then its rows. */
 static int client_size_bulk(struct perf_client *cli, size_t size)
 {
-    const struct perf_opts *opts = cli->opts;
-    uint32_t slots = max_inflight(opts);
+    uint32_t slots = max_slots(cli->opts);
     struct perf_bulk_cli bc;
-    int rc = 0;
+    int rc;
 
     if (client_setup(cli, size, slots) != 0 ||
         perf_bulk_cli_create(cli->ep.cls, size, slots, &bc) != 0)
         return -1;
-    for (unsigned int i = 0; i < opts->ninflights && rc == 0; i++) {
-        struct perf_row row = {.id = cli->ep.ids.bulk, .inflight = opts->inflights[i],
-                               .size = size, .bulk = &bc, .op = opts->op};
-        rc = client_row(cli, &row);
-    }
+    struct perf_row row = {.id = cli->ep.ids.bulk, .size = size, .bulk = &bc,
+                           .op = cli->opts->op};
+    rc = client_rows(cli, &row);
     perf_bulk_cli_free(&bc);
     return rc;
 }
@@ -222,8 +238,14 @@ static int client_session(const struct perf_opts *opts, const char *const *uris,
         perf_ep_open(&cli.ep, uri, opts->mode, NULL) != 0)
         return -1;
     rc = client_lookup(&cli, uris, nservers);
-    if (rc == 0 && measure)
-        rc = client_measure(&cli);
+    if (rc == 0 && measure) {
+        struct perf_target main = {cli.ep.ctx, cli.servers, cli.nservers};
+        rc = perf_threads_open(&cli.threads, opts, cli.ep.cls, &main, uris);
+        if (rc == 0)
+            rc = client_measure(&cli);
+        if (cli.threads.opts != NULL && perf_threads_close(&cli.threads) != 0)
+            rc = -1;
+    }
     if (stop && client_stop(&cli) != 0)
         rc = -1;
     for (unsigned int i = 0; i < cli.nservers; i++)

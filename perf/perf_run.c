@@ -1,21 +1,30 @@
 /*
- * hm-perf: the measuring loop of one row.
+ * hm-perf: the measuring loop of one client thread.
  *
- * The client keeps N handles, one per RPC in flight (a "slot"). Each
- * completion callback records the RPC's latency and forwards the next RPC
- * on the same handle at once, so exactly N are in flight until the end. The
- * first `warmup` completions are not counted. With several servers, each
- * forward goes to the next one in turn (hm_handle_reset). Nothing is
- * allocated while measuring, except with --duration, where the latency
- * array is sized from the warm-up's rate and doubled if that was too small.
+ * The thread keeps N handles, one per RPC in flight (a "slot"). Each
+ * completion records the RPC's latency and forwards the next RPC on the
+ * same handle at once, so exactly N are in flight until the end. The first
+ * `warmup` completions are not counted. With several servers, each forward
+ * goes to the next one in turn (hm_handle_reset). Nothing is allocated while
+ * measuring, except with --duration, where the latency array is sized from
+ * the warm-up's rate and doubled if that was too small.
+ *
+ * On its own context the thread progresses and triggers, and the completion
+ * callback does the work. On a shared context (one with a progress thread)
+ * the callback runs on that progress thread: it only hands the slot back
+ * through a perf_handoff, and the client thread records the latency when it
+ * takes the slot, then forwards from its own thread, through the context's
+ * submission queue. The latency then includes the queue and the hand-off.
  */
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "perf.h"
 
 #define PERF_STALL_NS (10ull * 1000000000ull) /* no completion for this long: fail */
+#define PERF_POLL_NS 100000000ull /* shared: how long one wait for a completion lasts */
 #define PERF_DURATION_MIN_SAMPLES 4096
 
 struct perf_run;
@@ -26,12 +35,17 @@ struct perf_slot {
     hm_handle_t *handle;
     uint32_t index;
     uint64_t t0;
+    hm_return_t ret;         /* shared: the callback's status, for the client thread */
     bool checked;            /* bulk: contents verified once in this row */
     struct perf_bulk_in bin; /* bulk: this slot's request */
 };
 
 struct perf_run {
+    hm_context_t *ctx;
     const struct perf_row *row;
+    struct perf_slot *slots;
+    struct perf_handoff *handoff; /* shared context: completions come through it */
+    atomic_ulong callbacks;  /* shared: callbacks that have run (progress thread) */
     hm_addr_t *const *servers;
     unsigned int nservers, next_server;
     unsigned long warmup;
@@ -74,7 +88,7 @@ static void run_send(struct perf_slot *slot)
     if (row->bulk != NULL) {
         slot->bin.check = !slot->checked;
         if (slot->bin.check && row->op == HM_BULK_PUSH)
-            perf_pattern_spoil(row->bulk->bufs[slot->index], row->size);
+            perf_pattern_spoil(row->bulk->bufs[slot->bin.slot], row->size);
         in = &slot->bin;
     }
     slot->t0 = perf_now_ns();
@@ -97,7 +111,7 @@ static hm_return_t run_bulk_output(struct perf_slot *slot, hm_handle_t *handle)
         return ret;
     ret = (hm_return_t)out.ret;
     if (ret == HM_SUCCESS && slot->bin.check && row->op == HM_BULK_PUSH &&
-        !perf_pattern_ok(row->bulk->bufs[slot->index], row->size)) {
+        !perf_pattern_ok(row->bulk->bufs[slot->bin.slot], row->size)) {
         fprintf(stderr, "hm-perf: the bytes pushed are not the server's\n");
         ret = HM_PROTOCOL_ERROR;
     }
@@ -152,19 +166,16 @@ static void run_record(struct perf_run *run, uint64_t t0, uint64_t now)
         run->total = run->sent; /* send nothing more */
 }
 
-/* One RPC completed: check it, record it, send the next on the same handle. */
-static void run_done_cb(const hm_cb_info_t *info)
+/* One RPC completed at `now`: check it, record it, send the next on the same handle. */
+static void run_complete(struct perf_slot *slot, hm_return_t ret, uint64_t now)
 {
-    struct perf_slot *slot = info->arg;
     struct perf_run *run = slot->run;
-    uint64_t now = perf_now_ns();
-    hm_return_t ret = info->ret;
 
     run->done++;
     if (ret == HM_SUCCESS && run->row->bulk != NULL)
-        ret = run_bulk_output(slot, info->handle);
+        ret = run_bulk_output(slot, slot->handle);
     else if (ret == HM_SUCCESS)
-        ret = hm_free_output(info->handle, NULL); /* no result: releases the buffer */
+        ret = hm_free_output(slot->handle, NULL); /* no result: releases the buffer */
     if (ret != HM_SUCCESS) {
         run_error(run, "RPC failed", ret);
         return;
@@ -175,6 +186,53 @@ static void run_done_cb(const hm_cb_info_t *info)
         run_measure_start(run, now, run->t_start);
     if (run->sent < run->total && run->error == HM_SUCCESS)
         run_send(slot);
+}
+
+/*
+ * The completion callback. On a shared context it runs on the progress
+ * thread and only hands the slot over: `run` may be gone once it is pushed.
+ */
+static void run_done_cb(const hm_cb_info_t *info)
+{
+    struct perf_slot *slot = info->arg;
+    struct perf_run *run = slot->run;
+    struct perf_handoff *handoff = run->handoff;
+
+    if (handoff == NULL) {
+        run_complete(slot, info->ret, perf_now_ns());
+        return;
+    }
+    slot->ret = info->ret;
+    atomic_fetch_add_explicit(&run->callbacks, 1, memory_order_relaxed);
+    perf_handoff_push(handoff, slot->index);
+}
+
+/* run_stalled: the message when nothing completed for PERF_STALL_NS. */
+static int run_stalled(const struct perf_run *run)
+{
+    fprintf(stderr, "hm-perf: no response from the server for %llu s\n",
+            PERF_STALL_NS / 1000000000ull);
+    if (run->handoff != NULL && run->done == 0)
+        fprintf(stderr, "hm-perf: no callback ran on the shared context: does this Hermod "
+                "run a context's progress thread (HM_CONTEXT_OPT_PROGRESS_THREAD)?\n");
+    return -1;
+}
+
+/* run_wait_handoff: take completions from the progress thread until all came. */
+static int run_wait_handoff(struct perf_run *run)
+{
+    uint64_t last = perf_now_ns();
+
+    while (run->done < run->sent) {
+        uint32_t i;
+        if (perf_handoff_pop(run->handoff, PERF_POLL_NS, &i)) {
+            last = perf_now_ns();
+            run_complete(&run->slots[i], run->slots[i].ret, last);
+        } else if (perf_now_ns() - last > PERF_STALL_NS) {
+            return run_stalled(run);
+        }
+    }
+    return 0;
 }
 
 /*
@@ -195,53 +253,60 @@ static int run_drive(hm_context_t *ctx, struct perf_run *run)
             last_done = run->done;
             last = perf_now_ns();
         } else if (perf_now_ns() - last > PERF_STALL_NS) {
-            fprintf(stderr, "hm-perf: no response from the server for %llu s\n",
-                    PERF_STALL_NS / 1000000000ull);
-            return -1;
+            return run_stalled(run);
         }
     }
     return 0;
 }
 
-/* Cancel what is still in flight and trigger the callbacks (bounded). */
-static void run_abort(hm_context_t *ctx, struct perf_slot *slots, unsigned int n,
-                      struct perf_run *run)
+/*
+ * Cancel what is still in flight and wait for the callbacks (bounded): by
+ * progressing on its own context, from the progress thread on a shared one.
+ */
+static void run_abort(struct perf_run *run)
 {
     run->total = run->sent; /* send nothing more */
-    for (unsigned int i = 0; i < n; i++)
-        hm_cancel(slots[i].handle);
+    for (unsigned int i = 0; i < run->row->inflight; i++)
+        hm_cancel(run->slots[i].handle);
     for (int i = 0; i < 1000 && run->done < run->sent; i++) {
-        hm_progress(ctx, 10);
-        hm_trigger(ctx, UINT_MAX, NULL);
+        uint32_t s;
+        if (run->handoff == NULL) {
+            hm_progress(run->ctx, 10);
+            hm_trigger(run->ctx, UINT_MAX, NULL);
+        } else if (perf_handoff_pop(run->handoff, 2000000ull, &s)) {
+            run_complete(&run->slots[s], run->slots[s].ret, perf_now_ns());
+        } /* else at most 2 s in all; perf_threads_row settles the rest */
     }
 }
 
 /* run_slots_make: one handle per slot (to the first server), bulk requests filled. */
-static int run_slots_make(hm_context_t *ctx, struct perf_run *run, struct perf_slot *slots)
+static int run_slots_make(struct perf_run *run, uint32_t slot_base)
 {
     const struct perf_row *row = run->row;
+    struct perf_slot *slots = run->slots;
 
     for (unsigned int i = 0; i < row->inflight; i++) {
-        hm_return_t ret = hm_handle_create(ctx, run->servers[0], row->id, &slots[i].handle);
+        hm_return_t ret = hm_handle_create(run->ctx, run->servers[0], row->id,
+                                           &slots[i].handle);
         if (ret != HM_SUCCESS)
             return perf_fail("hm_handle_create", ret);
         slots[i].run = run;
         slots[i].index = i;
         if (row->bulk != NULL)
-            slots[i].bin = (struct perf_bulk_in){.bulk = row->bulk->bulks[i], .slot = i};
+            slots[i].bin = (struct perf_bulk_in){.bulk = row->bulk->bulks[slot_base + i],
+                                                 .slot = slot_base + i};
     }
     return 0;
 }
 
 /* run_init: the run's counters and its sample array. */
 static int run_init(struct perf_run *run, const struct perf_opts *opts,
-                    const struct perf_row *row, hm_addr_t *const *servers,
-                    unsigned int nservers)
+                    const struct perf_row *row, const struct perf_target *t)
 {
-    memset(run, 0, sizeof(*run));
+    run->ctx = t->ctx;
     run->row = row;
-    run->servers = servers;
-    run->nservers = nservers;
+    run->servers = t->servers;
+    run->nservers = t->nservers;
     run->warmup = opts->warmup;
     run->error = HM_SUCCESS;
     if (opts->duration_s > 0.0) {
@@ -253,64 +318,96 @@ static int run_init(struct perf_run *run, const struct perf_opts *opts,
         run->cap = opts->iters;
     }
     run->samples = malloc(run->cap * sizeof(*run->samples));
-    if (run->samples == NULL) {
+    run->slots = calloc(row->inflight, sizeof(*run->slots));
+    if (run->samples == NULL || run->slots == NULL) {
         fprintf(stderr, "hm-perf: out of memory\n");
         return -1;
     }
     return 0;
 }
 
-/* run_go: start every slot and drive until all completed; -1 on failure. */
-static int run_go(hm_context_t *ctx, struct perf_run *run, struct perf_slot *slots)
+struct perf_run *perf_run_create(const struct perf_target *t, const struct perf_opts *opts,
+                                 const struct perf_row *row, uint32_t slot_base, bool shared)
+{
+    struct perf_run *run = calloc(1, sizeof(*run));
+
+    if (run == NULL) {
+        fprintf(stderr, "hm-perf: out of memory\n");
+        return NULL;
+    }
+    atomic_init(&run->callbacks, 0);
+    if (run_init(run, opts, row, t) != 0)
+        goto err;
+    if (shared) {
+        run->handoff = perf_handoff_create(row->inflight, opts->mode);
+        if (run->handoff == NULL) {
+            fprintf(stderr, "hm-perf: out of memory\n");
+            goto err;
+        }
+    }
+    if (run_slots_make(run, slot_base) != 0)
+        goto err;
+    return run;
+
+err:
+    perf_run_destroy(run);
+    return NULL;
+}
+
+int perf_run_go(struct perf_run *run)
 {
     unsigned int n = run->row->inflight;
     int rc;
 
     run->t_start = perf_now_ns();
     for (unsigned int i = 0; i < n && run->sent < run->total && run->error == HM_SUCCESS; i++)
-        run_send(&slots[i]);
-    rc = run_drive(ctx, run);
+        run_send(&run->slots[i]);
+    if (run->handoff != NULL)
+        rc = run_wait_handoff(run);
+    else
+        rc = run_drive(run->ctx, run);
     if (rc == 0 && run->error != HM_SUCCESS) {
         rc = perf_fail(run->error_what, run->error);
         if (run->error == HM_MSGSIZE)
             fprintf(stderr, "hm-perf: an inline argument must fit the eager limit "
                     "(%zu bytes here, see hm_info)\n",
-                    hm_class_eager_limit(hm_context_class(ctx)));
+                    hm_class_eager_limit(hm_context_class(run->ctx)));
     }
     if (rc == 0 && run->nsamples == 0) {
         fprintf(stderr, "hm-perf: nothing was measured\n");
         rc = -1;
     }
     if (rc != 0)
-        run_abort(ctx, slots, n, run);
+        run_abort(run);
     return rc;
 }
 
-int perf_run_row(hm_context_t *ctx, hm_addr_t *const *servers, unsigned int nservers,
-                 const struct perf_opts *opts, const struct perf_row *row,
-                 struct perf_result *res)
+bool perf_run_settled(struct perf_run *run)
 {
-    struct perf_slot *slots = calloc(row->inflight, sizeof(*slots));
-    struct perf_run run;
-    int rc = -1;
+    if (run->handoff != NULL)
+        return atomic_load_explicit(&run->callbacks, memory_order_acquire) >= run->sent;
+    return run->done >= run->sent;
+}
 
-    if (run_init(&run, opts, row, servers, nservers) != 0 || slots == NULL)
-        goto out;
-    if (run_slots_make(ctx, &run, slots) != 0 || run_go(ctx, &run, slots) != 0)
-        goto out;
-    res->size = row->size;
-    res->inflight = row->inflight;
-    res->servers = nservers;
-    res->iters = run.nsamples;
-    perf_stats_compute(run.samples, run.nsamples, run.t_end - run.t_start, res);
-    res->bandwidth_MBps = (double)row->size * res->rate_per_s / 1e6;
-    rc = 0;
-out:
-    if (slots == NULL)
-        fprintf(stderr, "hm-perf: out of memory\n");
-    for (unsigned int i = 0; slots != NULL && i < row->inflight; i++)
-        hm_handle_destroy(slots[i].handle);
-    free(slots);
-    free(run.samples);
-    return rc;
+void perf_run_samples(struct perf_run *run, uint64_t **samples, size_t *n,
+                      uint64_t *t_start, uint64_t *t_end)
+{
+    *samples = run->samples;
+    *n = run->nsamples;
+    *t_start = run->t_start;
+    *t_end = run->t_end;
+}
+
+void perf_run_destroy(struct perf_run *run)
+{
+    if (run == NULL)
+        return;
+    for (unsigned int i = 0; run->slots != NULL && i < run->row->inflight; i++)
+        if (run->slots[i].handle != NULL)
+            hm_handle_destroy(run->slots[i].handle);
+    if (run->handoff != NULL)
+        perf_handoff_destroy(run->handoff);
+    free(run->slots);
+    free(run->samples);
+    free(run);
 }
