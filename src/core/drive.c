@@ -46,6 +46,18 @@ static void drive_take(hm_context_t *ctx)
     ctx->c_depth = 1;
 }
 
+/*
+ * A fresh driver runs what is queued before anything else: a thread whose
+ * forward was queued a moment ago, and whose next forward finds the context
+ * idle, must not overtake its own earlier one.
+ */
+static void drive_take_fresh(hm_context_t *ctx)
+{
+    drive_take(ctx);
+    if (!hmi_mpsc_empty(&ctx->c_subq))
+        hmi_submit_drain(ctx);
+}
+
 bool hmi_ctx_enter(hm_context_t *ctx)
 {
     if (hmi_ctx_owned(ctx)) {
@@ -57,7 +69,7 @@ bool hmi_ctx_enter(hm_context_t *ctx)
         pthread_mutex_lock(&ctx->c_lock);
         atomic_fetch_sub(&ctx->c_waiters, 1);
     }
-    drive_take(ctx);
+    drive_take_fresh(ctx);
     return true;
 }
 
@@ -70,7 +82,7 @@ bool hmi_ctx_try_enter(hm_context_t *ctx, bool *took)
     }
     if (pthread_mutex_trylock(&ctx->c_lock) != 0)
         return false;
-    drive_take(ctx);
+    drive_take_fresh(ctx);
     *took = true;
     return true;
 }

@@ -150,7 +150,7 @@ void hmi_ofi_bell_disarm(struct ofi_context *x)
 bool hmi_ofi_bell_arm(struct ofi_context *x)
 {
     atomic_store(x->x_armed, 1);
-    atomic_thread_fence(memory_order_seq_cst);
+    hmi_fence();
     x->x_sleeping = true;
     return true;
 }

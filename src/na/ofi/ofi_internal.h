@@ -39,6 +39,7 @@
 
 #include "na/na.h"
 #include "util/hmap.h"
+#include "util/compiler.h"
 #include "util/list.h"
 
 /* ---- Quirks and tunables (ofi_quirks.c) ----------------------------------- */
@@ -410,7 +411,7 @@ static inline void ofi_bell_ring(struct ofi_context *x, hm_na_addr_t *peer)
 {
     if (peer->a_armed == NULL)
         return;
-    atomic_thread_fence(memory_order_seq_cst);
+    hmi_fence();
     if (atomic_load_explicit(peer->a_armed, memory_order_relaxed))
         hmi_ofi_bell_ring_slow(x, peer);
 }

@@ -1,0 +1,239 @@
+/*
+ * Threads (DESIGN §9, issue 5): 100,000 RPCs, none lost or doubled, in two
+ * shapes that together use every path of the submission queue:
+ *  - four threads forward on one context and drive it themselves (each
+ *    progresses and triggers it; callbacks run on whichever thread
+ *    triggers, so handles are handed back across threads);
+ *  - two contexts, each with its own progress thread, and two threads per
+ *    context that only forward (their posts go through the queue while the
+ *    progress thread drives, or straight out when it sleeps).
+ * The server checks that each thread's RPCs arrive in the order it posted
+ * them. Built for ThreadSanitizer in CI (scripts/test).
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "ctx_test.h"
+
+#define THREADS 4u
+#define PER_THREAD 12500u
+#define INFLIGHT 8u
+
+static const char *protocol;
+static struct ctx_ids ids;
+
+struct worker;
+
+struct slot {
+    struct worker *w;
+    hm_handle_t *handle;
+    struct ctx_tag tag;
+    atomic_bool free;
+};
+
+struct worker {
+    pthread_t thread;
+    uint32_t id;                 /* client id */
+    hm_context_t *ctx;
+    hm_addr_t *server;
+    bool drives;                 /* progresses and triggers ctx itself */
+    atomic_bool *all_done;       /* drivers keep driving until every worker is done */
+    struct slot slots[INFLIGHT];
+    uint32_t next_seq;
+    atomic_uint completed;
+    atomic_uint failed;
+    _Atomic uint8_t *seen;       /* [PER_THREAD] times each seq completed */
+};
+
+static void slot_done(const hm_cb_info_t *info)
+{
+    struct slot *s = info->arg;
+    struct worker *w = s->w;
+    struct ctx_tag out;
+    if (info->ret == HM_SUCCESS && hm_get_output(info->handle, &out) == HM_SUCCESS) {
+        if (out.client == w->id && out.seq == s->tag.seq && out.seq < PER_THREAD)
+            atomic_fetch_add(&w->seen[out.seq], 1);
+        else
+            atomic_fetch_add(&w->failed, 1);
+        hm_free_output(info->handle, &out);
+    } else {
+        atomic_fetch_add(&w->failed, 1);
+    }
+    atomic_fetch_add(&w->completed, 1);
+    atomic_store_explicit(&s->free, true, memory_order_release);
+}
+
+/* Forward on every free slot while RPCs remain; true if one was posted. */
+static bool worker_post(struct worker *w)
+{
+    bool posted = false;
+    for (uint32_t i = 0; i < INFLIGHT && w->next_seq < PER_THREAD; i++) {
+        struct slot *s = &w->slots[i];
+        if (!atomic_load_explicit(&s->free, memory_order_acquire))
+            continue;
+        atomic_store(&s->free, false);
+        s->tag = (struct ctx_tag){.client = w->id, .seq = w->next_seq++};
+        if (hm_forward(s->handle, &s->tag, slot_done, s, NULL) != HM_SUCCESS) {
+            atomic_fetch_add(&w->failed, 1);
+            atomic_fetch_add(&w->completed, 1);
+            atomic_store(&s->free, true);
+        }
+        posted = true;
+    }
+    return posted;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    while (atomic_load(&w->completed) < PER_THREAD || (w->drives && !atomic_load(w->all_done))) {
+        bool posted = worker_post(w);
+        if (w->drives) {
+            hm_progress(w->ctx, 1);
+            hm_trigger(w->ctx, UINT32_MAX, NULL);
+        } else if (!posted) {
+            sched_yield();
+        }
+    }
+    return NULL;
+}
+
+static void worker_init(struct worker *w, uint32_t id, hm_context_t *ctx, hm_addr_t *server,
+                        bool drives, atomic_bool *all_done)
+{
+    w->id = id;
+    w->ctx = ctx;
+    w->server = server;
+    w->drives = drives;
+    w->all_done = all_done;
+    w->next_seq = 0;
+    atomic_init(&w->completed, 0);
+    atomic_init(&w->failed, 0);
+    w->seen = calloc(PER_THREAD, sizeof(*w->seen));
+    assert_non_null(w->seen);
+    for (uint32_t i = 0; i < INFLIGHT; i++) {
+        w->slots[i].w = w;
+        atomic_init(&w->slots[i].free, true);
+        assert_int_equal(hm_handle_create(ctx, server, ids.tagged, &w->slots[i].handle),
+                         HM_SUCCESS);
+    }
+}
+
+/* Every seq completed exactly once; the server saw them in order. */
+static void worker_check(struct worker *w, hm_context_t *ctx, hm_addr_t *server)
+{
+    assert_int_equal(atomic_load(&w->failed), 0);
+    for (uint32_t seq = 0; seq < PER_THREAD; seq++)
+        assert_int_equal(atomic_load(&w->seen[seq]), 1);
+    struct ctx_tag in = {.client = w->id};
+    struct ctx_report rep;
+    assert_int_equal(ctx_call(ctx, server, ids.report, &in, &rep, 20000), HM_SUCCESS);
+    assert_int_equal(rep.received, PER_THREAD);
+    assert_int_equal(rep.order_errors, 0);
+    for (uint32_t i = 0; i < INFLIGHT; i++)
+        hm_handle_destroy(w->slots[i].handle);
+    free(w->seen);
+}
+
+static void run_workers(struct worker *workers, unsigned n, atomic_bool *all_done)
+{
+    for (unsigned i = 0; i < n; i++)
+        assert_int_equal(pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]), 0);
+    for (bool done = false; !done;) {
+        done = true;
+        for (unsigned i = 0; i < n; i++)
+            done = done && atomic_load(&workers[i].completed) >= PER_THREAD;
+        if (!done)
+            sched_yield();
+    }
+    atomic_store(all_done, true);
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(workers[i].thread, NULL);
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    hm_test_alarm(1500, "threads");
+    struct hm_test_child child;
+    struct ctx_server_args args = {.protocol = protocol, .contexts = 2, .life_s = 1400};
+    char uri[1024], uri1[1100];
+    assert_int_equal(ctx_server_start(&child, &args, uri, sizeof(uri)), 0);
+    snprintf(uri1, sizeof(uri1), "%s#1", uri);
+    hm_class_t *cls;
+    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
+    assert_int_equal(ctx_register(cls, &ids), HM_SUCCESS);
+
+    /* Four threads drive one context themselves. */
+    hm_context_t *shared;
+    assert_int_equal(hm_context_create(cls, NULL, &shared), HM_SUCCESS);
+    hm_addr_t *srv;
+    assert_int_equal(hm_addr_lookup(shared, uri, &srv), HM_SUCCESS);
+    struct worker workers[THREADS];
+    atomic_bool all_done;
+    atomic_init(&all_done, false);
+    for (uint32_t i = 0; i < THREADS; i++)
+        worker_init(&workers[i], i, shared, srv, true, &all_done);
+    run_workers(workers, THREADS, &all_done);
+    for (uint32_t i = 0; i < THREADS; i++)
+        worker_check(&workers[i], shared, srv);
+    hm_stats_t st;
+    assert_int_equal(hm_context_stats(shared, &st), HM_SUCCESS);
+    print_message("one context, %u driving threads: %llu posts queued, %llu wake-ups\n",
+                  THREADS, (unsigned long long)st.submissions_queued,
+                  (unsigned long long)st.wakeups);
+
+    /* Two contexts with progress threads, two forwarding threads on each. */
+    hm_context_opts_t opts = {.field_mask = HM_CONTEXT_OPT_PROGRESS_THREAD,
+                              .progress_thread = true};
+    hm_context_t *ctxs[2];
+    hm_addr_t *srvs[2];
+    for (unsigned k = 0; k < 2; k++) {
+        assert_int_equal(hm_context_create(cls, &opts, &ctxs[k]), HM_SUCCESS);
+        hm_context_info_t info;
+        assert_int_equal(hm_context_get_info(ctxs[k], &info), HM_SUCCESS);
+        assert_true(info.progress_thread);
+        assert_int_equal(hm_addr_lookup(ctxs[k], k ? uri1 : uri, &srvs[k]), HM_SUCCESS);
+    }
+    atomic_init(&all_done, false);
+    for (uint32_t i = 0; i < THREADS; i++)
+        worker_init(&workers[i], THREADS + i, ctxs[i / 2], srvs[i / 2], false, &all_done);
+    run_workers(workers, THREADS, &all_done);
+    for (uint32_t i = 0; i < THREADS; i++)
+        worker_check(&workers[i], ctxs[i / 2], srvs[i / 2]);
+    for (unsigned k = 0; k < 2; k++) {
+        assert_int_equal(hm_context_stats(ctxs[k], &st), HM_SUCCESS);
+        print_message("context %u with a progress thread: %llu posts queued, %llu wake-ups\n",
+                      k, (unsigned long long)st.submissions_queued,
+                      (unsigned long long)st.wakeups);
+    }
+
+    ctx_server_stop(&child, shared, srv, &ids);
+    hm_addr_free(srv);
+    assert_int_equal(hm_context_destroy(shared), HM_SUCCESS);
+    for (unsigned k = 0; k < 2; k++) {
+        hm_addr_free(srvs[k]);
+        assert_int_equal(hm_context_destroy(ctxs[k]), HM_SUCCESS);
+    }
+    assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
+    hm_test_alarm(0, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PROTOCOL_URI\n", argv[0]);
+        return 2;
+    }
+    protocol = argv[1];
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_threads)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
