@@ -7,8 +7,9 @@
  *  - two contexts, each with its own progress thread, and two threads per
  *    context that only forward (their posts go through the queue while the
  *    progress thread drives, or straight out when it sleeps).
- * The server checks that each thread's RPCs arrive in the order it posted
- * them. Built for ThreadSanitizer in CI (scripts/test).
+ * The server, with a context per NUMA node (and one more), checks that each
+ * thread's RPCs arrive in the order it posted them; each response names the
+ * server context that served it, the one the client addressed ("#0", "#1"). Built for ThreadSanitizer in CI (scripts/test).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -42,6 +43,7 @@ struct slot {
 struct worker {
     pthread_t thread;
     uint32_t id;                 /* client id */
+    uint32_t served_by;          /* the server context that must answer */
     hm_context_t *ctx;
     hm_addr_t *server;
     bool drives;                 /* progresses and triggers ctx itself */
@@ -59,7 +61,8 @@ static void slot_done(const hm_cb_info_t *info)
     struct worker *w = s->w;
     struct ctx_tag out;
     if (info->ret == HM_SUCCESS && hm_get_output(info->handle, &out) == HM_SUCCESS) {
-        if (out.client == w->id && out.seq == s->tag.seq && out.seq < PER_THREAD)
+        if (out.client == w->id && out.seq == s->tag.seq && out.seq < PER_THREAD &&
+            out.served_by == w->served_by)
             atomic_fetch_add(&w->seen[out.seq], 1);
         else
             atomic_fetch_add(&w->failed, 1);
@@ -107,9 +110,10 @@ static void *worker_main(void *arg)
 }
 
 static void worker_init(struct worker *w, uint32_t id, hm_context_t *ctx, hm_addr_t *server,
-                        bool drives, atomic_bool *all_done)
+                        uint32_t served_by, bool drives, atomic_bool *all_done)
 {
     w->id = id;
+    w->served_by = served_by;
     w->ctx = ctx;
     w->server = server;
     w->drives = drives;
@@ -164,7 +168,10 @@ static void test_threads(void **state)
     (void)state;
     hm_test_alarm(1500, "threads");
     struct hm_test_child child;
-    struct ctx_server_args args = {.protocol = protocol, .contexts = 2, .life_s = 1400};
+    /* The server opens a context per NUMA node, then one more: "#1" is the
+     * second node's on a 2-node machine, the extra one on a 1-node one. */
+    struct ctx_server_args args = {.protocol = protocol, .contexts = 2, .per_node = true,
+                                   .life_s = 1400};
     char uri[1024], uri1[1100];
     assert_int_equal(ctx_server_start(&child, &args, uri, sizeof(uri)), 0);
     snprintf(uri1, sizeof(uri1), "%s#1", uri);
@@ -181,7 +188,7 @@ static void test_threads(void **state)
     atomic_bool all_done;
     atomic_init(&all_done, false);
     for (uint32_t i = 0; i < THREADS; i++)
-        worker_init(&workers[i], i, shared, srv, true, &all_done);
+        worker_init(&workers[i], i, shared, srv, 0, true, &all_done);
     run_workers(workers, THREADS, &all_done);
     for (uint32_t i = 0; i < THREADS; i++)
         worker_check(&workers[i], shared, srv);
@@ -205,7 +212,8 @@ static void test_threads(void **state)
     }
     atomic_init(&all_done, false);
     for (uint32_t i = 0; i < THREADS; i++)
-        worker_init(&workers[i], THREADS + i, ctxs[i / 2], srvs[i / 2], false, &all_done);
+        worker_init(&workers[i], THREADS + i, ctxs[i / 2], srvs[i / 2], i / 2, false,
+                    &all_done);
     run_workers(workers, THREADS, &all_done);
     for (uint32_t i = 0; i < THREADS; i++)
         worker_check(&workers[i], ctxs[i / 2], srvs[i / 2]);
