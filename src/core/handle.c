@@ -152,7 +152,9 @@ hm_return_t hmi_handle_decode(hm_handle_t *handle, hm_proc_cb_t proc, void *data
         ret = HM_PROTOCOL_ERROR;
     }
     if (ret != HM_SUCCESS) {
+        bool took = hmi_ctx_enter(handle->h_ctx); /* may be any thread: rare, so lock */
         handle->h_ctx->c_stats.dropped_decode++;
+        hmi_ctx_leave(handle->h_ctx, took);
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
                 "cannot decode %s of RPC 0x%08x (%zu bytes): %s",
                 handle->h_server ? "input" : "output", handle->h_id, len, hm_strerror(ret));
