@@ -107,15 +107,12 @@ static bool locate_answer(hm_handle_t *handle, char *uri, size_t size)
 /* Ask the class at `addr` (which targets context N) for context N's URI. */
 static hm_return_t locate_ask(hm_context_t *ctx, hm_addr_t *addr, char *uri, size_t size)
 {
-    bool took = hmi_ctx_enter(ctx);
-    hm_handle_t *handle = hmi_handle_get(ctx);
-    hmi_ctx_leave(ctx, took);
-    if (handle == NULL)
-        return HM_NOMEM;
-    handle->h_addr = hm_addr_dup(addr);
-    handle->h_id = ctx->c_class->k_locate_rpc.r_id;
-    handle->h_rpc = &ctx->c_class->k_locate_rpc;
-    hm_return_t ret = hm_call(handle, NULL, NULL, LOCATE_TIMEOUT_MS);
+    hm_handle_t *handle;
+    hm_return_t ret = hm_handle_create(ctx, addr, ctx->c_class->k_locate_rpc.r_id, &handle);
+    if (ret != HM_SUCCESS)
+        return ret;
+    handle->h_rpc = &ctx->c_class->k_locate_rpc; /* internal: not in the registry */
+    ret = hm_call(handle, NULL, NULL, LOCATE_TIMEOUT_MS);
     if (ret == HM_SUCCESS && !locate_answer(handle, uri, size)) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "malformed answer to a context lookup");
         ret = HM_PROTOCOL_ERROR;

@@ -252,3 +252,17 @@ void ctx_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t *
     if (hm_test_wait(child, 10) != 0)
         hm_test_child_kill(child);
 }
+
+int ctx_env_open(struct ctx_env *env, struct ctx_server_args *args, const char *protocol)
+{
+    if (ctx_server_start(&env->child, args, env->uri, sizeof(env->uri)) != 0)
+        return -1;
+    if (hm_class_create(protocol, NULL, &env->cls) != HM_SUCCESS)
+        return -1;
+    return ctx_register(env->cls, &env->ids) == HM_SUCCESS ? 0 : -1;
+}
+
+void ctx_env_stop(struct ctx_env *env, hm_context_t *ctx, hm_addr_t *addr)
+{
+    ctx_server_stop(&env->child, ctx, addr, &env->ids);
+}

@@ -56,6 +56,19 @@ int ctx_server_start(struct hm_test_child *child, struct ctx_server_args *args, 
 /* hm_call with a timeout; the output is decoded into `out` then freed. */
 hm_return_t ctx_call(hm_context_t *ctx, hm_addr_t *addr, hm_id_t id, struct ctx_tag *in,
                      void *out, unsigned timeout_ms);
+/* A test's server child and the client class that talks to it. */
+struct ctx_env {
+    struct hm_test_child child;
+    hm_class_t *cls;
+    struct ctx_ids ids;
+    char uri[1024]; /* the server's context 0 */
+};
+
+/* Start the server `args` describes, then create and register the client class. 0 or -1. */
+int ctx_env_open(struct ctx_env *env, struct ctx_server_args *args, const char *protocol);
+/* Ask the server to stop through (ctx, addr) and reap it. */
+void ctx_env_stop(struct ctx_env *env, hm_context_t *ctx, hm_addr_t *addr);
+
 /* Ask the server to stop (through `addr`) and reap it. */
 void ctx_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t *addr,
                      const struct ctx_ids *ids);

@@ -121,27 +121,25 @@ static void test_credits_per_peer(void **state)
 {
     (void)state;
     hm_test_alarm(300, "credits_per_peer");
-    struct hm_test_child child;
     struct ctx_server_args args = {.protocol = protocol, .contexts = 1,
                                    .hold_until = 2 * PEER_LIMIT, .expect = POSTED,
                                    .life_s = 280};
-    char uri[1024];
-    assert_int_equal(ctx_server_start(&child, &args, uri, sizeof(uri)), 0);
-    hm_class_t *cls;
-    struct ctx_ids ids;
-    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
-    assert_int_equal(ctx_register(cls, &ids), HM_SUCCESS);
+    struct ctx_env env;
+    assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
+    const char *uri = env.uri;
+    hm_class_t *cls = env.cls;
+    const struct ctx_ids *ids = &env.ids;
     struct client clients[2] = {0};
     for (uint32_t k = 0; k < 2; k++) {
         clients[k].ctx = open_context(cls, PEER_LIMIT, 0);
         assert_int_equal(hm_addr_lookup(clients[k].ctx, uri, &clients[k].server), HM_SUCCESS);
-        client_post(&clients[k], &ids, k, POSTED);
+        client_post(&clients[k], ids, k, POSTED);
     }
     drive_until_done(clients, 2);
     for (uint32_t k = 0; k < 2; k++) {
         struct client *c = &clients[k];
         assert_int_equal(c->ok, POSTED);
-        struct ctx_report rep = report_of(c->ctx, c->server, &ids, k);
+        struct ctx_report rep = report_of(c->ctx, c->server, ids, k);
         assert_int_equal(rep.received, POSTED);
         assert_int_equal(rep.order_errors, 0);
         assert_true(rep.max_outstanding <= PEER_LIMIT);
@@ -155,7 +153,7 @@ static void test_credits_per_peer(void **state)
                       (unsigned long long)st.credit_queue_peak);
         client_free(c);
     }
-    ctx_server_stop(&child, clients[0].ctx, clients[0].server, &ids);
+    ctx_env_stop(&env, clients[0].ctx, clients[0].server);
     for (uint32_t k = 0; k < 2; k++) {
         hm_addr_free(clients[k].server);
         assert_int_equal(hm_context_destroy(clients[k].ctx), HM_SUCCESS);
@@ -170,26 +168,25 @@ static void test_credits_total(void **state)
     (void)state;
     enum { TOTAL = 16, EACH = 2000 };
     hm_test_alarm(300, "credits_total");
-    struct hm_test_child child;
     struct ctx_server_args args = {.protocol = protocol, .contexts = 2, .hold_until = TOTAL,
                                    .expect = EACH, .life_s = 280};
-    char uri[1024], uri1[1100];
-    assert_int_equal(ctx_server_start(&child, &args, uri, sizeof(uri)), 0);
+    char uri1[1100];
+    struct ctx_env env;
+    assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
+    const char *uri = env.uri;
+    hm_class_t *cls = env.cls;
+    const struct ctx_ids *ids = &env.ids;
     snprintf(uri1, sizeof(uri1), "%s#1", uri);
-    hm_class_t *cls;
-    struct ctx_ids ids;
-    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
-    assert_int_equal(ctx_register(cls, &ids), HM_SUCCESS);
     hm_context_t *ctx = open_context(cls, 0, TOTAL);
     struct client clients[2] = {{.ctx = ctx}, {.ctx = ctx}};
     assert_int_equal(hm_addr_lookup(ctx, uri, &clients[0].server), HM_SUCCESS);
     assert_int_equal(hm_addr_lookup(ctx, uri1, &clients[1].server), HM_SUCCESS);
-    client_post(&clients[0], &ids, 2, EACH);
-    client_post(&clients[1], &ids, 3, EACH);
+    client_post(&clients[0], ids, 2, EACH);
+    client_post(&clients[1], ids, 3, EACH);
     drive_until_done(clients, 2);
     for (uint32_t k = 0; k < 2; k++) {
         assert_int_equal(clients[k].ok, EACH);
-        struct ctx_report rep = report_of(ctx, clients[k].server, &ids, 2 + k);
+        struct ctx_report rep = report_of(ctx, clients[k].server, ids, 2 + k);
         assert_int_equal(rep.received, EACH);
         assert_int_equal(rep.order_errors, 0);
         assert_true(rep.max_total <= TOTAL);
@@ -200,7 +197,7 @@ static void test_credits_total(void **state)
     /* "#1" reached the second context: it answered as context 1. */
     assert_int_equal(clients[0].served_by, 0);
     assert_int_equal(clients[1].served_by, 1);
-    ctx_server_stop(&child, ctx, clients[0].server, &ids);
+    ctx_env_stop(&env, ctx, clients[0].server);
     hm_addr_free(clients[0].server);
     hm_addr_free(clients[1].server);
     assert_int_equal(hm_context_destroy(ctx), HM_SUCCESS);
@@ -233,23 +230,21 @@ static void test_credits_timeout_cancel(void **state)
 {
     (void)state;
     hm_test_alarm(120, "credits_timeout_cancel");
-    struct hm_test_child child;
     struct ctx_server_args args = {.protocol = protocol, .contexts = 1, .life_s = 110};
-    char uri[1024];
-    assert_int_equal(ctx_server_start(&child, &args, uri, sizeof(uri)), 0);
-    hm_class_t *cls;
-    struct ctx_ids ids;
-    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
-    assert_int_equal(ctx_register(cls, &ids), HM_SUCCESS);
+    struct ctx_env env;
+    assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
+    const char *uri = env.uri;
+    hm_class_t *cls = env.cls;
+    const struct ctx_ids *ids = &env.ids;
     hm_context_t *ctx = open_context(cls, 1, 0), *other = open_context(cls, 0, 0);
     hm_addr_t *srv, *srv_other;
     assert_int_equal(hm_addr_lookup(ctx, uri, &srv), HM_SUCCESS);
     assert_int_equal(hm_addr_lookup(other, uri, &srv_other), HM_SUCCESS);
     hm_handle_t *a, *b, *c, *d;
-    assert_int_equal(hm_handle_create(ctx, srv, ids.hold, &a), HM_SUCCESS);
-    assert_int_equal(hm_handle_create(ctx, srv, ids.tagged, &b), HM_SUCCESS);
-    assert_int_equal(hm_handle_create(ctx, srv, ids.tagged, &c), HM_SUCCESS);
-    assert_int_equal(hm_handle_create(ctx, srv, ids.tagged, &d), HM_SUCCESS);
+    assert_int_equal(hm_handle_create(ctx, srv, ids->hold, &a), HM_SUCCESS);
+    assert_int_equal(hm_handle_create(ctx, srv, ids->tagged, &b), HM_SUCCESS);
+    assert_int_equal(hm_handle_create(ctx, srv, ids->tagged, &c), HM_SUCCESS);
+    assert_int_equal(hm_handle_create(ctx, srv, ids->tagged, &d), HM_SUCCESS);
     struct ctx_tag ta = {.client = 4}, tb = {.client = 5}, tc = {.client = 5},
                    td = {.client = 6};
     struct one_rpc ra = {0}, rb = {0}, rc = {0}, rd = {0};
@@ -272,21 +267,21 @@ static void test_credits_timeout_cancel(void **state)
     assert_int_equal(st.cancels, 1);
     /* Release A from another context (its own credits): D then leaves. */
     struct ctx_tag rel = {.client = 4};
-    assert_int_equal(ctx_call(other, srv_other, ids.release, &rel, &rel, 10000), HM_SUCCESS);
+    assert_int_equal(ctx_call(other, srv_other, ids->release, &rel, &rel, 10000), HM_SUCCESS);
     drive_until(ctx, &ra);
     drive_until(ctx, &rd);
     assert_int_equal(ra.ret, HM_SUCCESS);
     assert_int_equal(rd.ret, HM_SUCCESS);
     /* B and C never reached the server; D did. */
-    struct ctx_report rep = report_of(other, srv_other, &ids, 5);
+    struct ctx_report rep = report_of(other, srv_other, ids, 5);
     assert_int_equal(rep.received, 0);
-    rep = report_of(other, srv_other, &ids, 6);
+    rep = report_of(other, srv_other, ids, 6);
     assert_int_equal(rep.received, 1);
     hm_handle_destroy(a);
     hm_handle_destroy(b);
     hm_handle_destroy(c);
     hm_handle_destroy(d);
-    ctx_server_stop(&child, other, srv_other, &ids);
+    ctx_env_stop(&env, other, srv_other);
     hm_addr_free(srv);
     hm_addr_free(srv_other);
     assert_int_equal(hm_context_destroy(ctx), HM_SUCCESS);
@@ -300,24 +295,22 @@ static void test_no_credits_flood(void **state)
 {
     (void)state;
     hm_test_alarm(300, "no_credits_flood");
-    struct hm_test_child child;
     struct ctx_server_args args = {.protocol = protocol, .contexts = 1, .life_s = 280};
-    char uri[1024];
-    assert_int_equal(ctx_server_start(&child, &args, uri, sizeof(uri)), 0);
-    hm_class_t *cls;
-    struct ctx_ids ids;
-    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
-    assert_int_equal(ctx_register(cls, &ids), HM_SUCCESS);
+    struct ctx_env env;
+    assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
+    const char *uri = env.uri;
+    hm_class_t *cls = env.cls;
+    const struct ctx_ids *ids = &env.ids;
     struct client c = {.ctx = open_context(cls, 0, 0)};
     assert_int_equal(hm_addr_lookup(c.ctx, uri, &c.server), HM_SUCCESS);
-    client_post(&c, &ids, 0, POSTED);
+    client_post(&c, ids, 0, POSTED);
     drive_until_done(&c, 1);
     assert_int_equal(c.ok, POSTED);
     hm_stats_t st;
     assert_int_equal(hm_context_stats(c.ctx, &st), HM_SUCCESS);
     assert_int_equal(st.credit_waits, 0);
     client_free(&c);
-    ctx_server_stop(&child, c.ctx, c.server, &ids);
+    ctx_env_stop(&env, c.ctx, c.server);
     hm_addr_free(c.server);
     assert_int_equal(hm_context_destroy(c.ctx), HM_SUCCESS);
     assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);

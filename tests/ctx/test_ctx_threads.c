@@ -167,17 +167,17 @@ static void test_threads(void **state)
 {
     (void)state;
     hm_test_alarm(1500, "threads");
-    struct hm_test_child child;
     /* The server opens a context per NUMA node, then one more: "#1" is the
      * second node's on a 2-node machine, the extra one on a 1-node one. */
     struct ctx_server_args args = {.protocol = protocol, .contexts = 2, .per_node = true,
                                    .life_s = 1400};
-    char uri[1024], uri1[1100];
-    assert_int_equal(ctx_server_start(&child, &args, uri, sizeof(uri)), 0);
+    struct ctx_env env;
+    assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
+    const char *uri = env.uri;
+    char uri1[1100];
     snprintf(uri1, sizeof(uri1), "%s#1", uri);
-    hm_class_t *cls;
-    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
-    assert_int_equal(ctx_register(cls, &ids), HM_SUCCESS);
+    hm_class_t *cls = env.cls;
+    ids = env.ids;
 
     /* Four threads drive one context themselves. */
     hm_context_t *shared;
@@ -224,7 +224,7 @@ static void test_threads(void **state)
                       (unsigned long long)st.wakeups);
     }
 
-    ctx_server_stop(&child, shared, srv, &ids);
+    ctx_env_stop(&env, shared, srv);
     hm_addr_free(srv);
     assert_int_equal(hm_context_destroy(shared), HM_SUCCESS);
     for (unsigned k = 0; k < 2; k++) {
