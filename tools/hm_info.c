@@ -103,6 +103,7 @@ static void info_print_env(void)
         {"HM_LOG", "log level: error|warn|info|debug (default: off)"},
         {"HM_LOG_SUBSYS", "log only these subsystems: na,core,..."},
         {"HM_PROGRESS", "progress mode: busy|wait|default (default: spin, then wait)"},
+        {"HM_CREDITS", "RPCs in flight per peer context (default 256; 0: no limit)"},
         {"HM_BULK_RCACHE", "idle bulk registrations kept for reuse (default 256; 0: off)"},
         {"HM_TOPO_XML", "hwloc XML file to read the topology from (default: this machine)"},
     };
