@@ -56,6 +56,17 @@ void hmi_ofi_op_retry_later(struct ofi_context *x, struct ofi_op *p)
     }
 }
 
+hm_return_t hmi_ofi_op_error_status(const struct ofi_op *p, int err)
+{
+    /* rxm cancels what it still holds for a connection that broke: for an op
+     * nobody canceled, that is a lost peer, not a cancel (seen with a peer
+     * killed mid-pull over tcp). The peer itself is declared dead by the
+     * usual checks. */
+    if (err == FI_ECANCELED && !p->p_canceled)
+        return HM_UNREACHABLE;
+    return hmi_ofi_status(err);
+}
+
 void hmi_ofi_op_finish(struct ofi_op *p, hm_return_t status)
 {
     hmi_ofi_op_unlink(p);
@@ -307,8 +318,8 @@ static void ctx_handle_error(struct ofi_context *x)
             hmi_ofi_rma_part_done(x, p, err.err);
             break;
         }
-        hm_return_t status = hmi_ofi_status(err.err);
-        if (status == HM_UNREACHABLE && p->p_peer)
+        hm_return_t status = hmi_ofi_op_error_status(p, err.err);
+        if (status == HM_UNREACHABLE && p->p_peer && err.err != FI_ECANCELED)
             hmi_ofi_peer_fail(x, p->p_peer, fi_strerror(err.err));
         hmi_ofi_op_finish(p, status);
         break;

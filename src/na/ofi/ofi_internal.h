@@ -376,6 +376,8 @@ void hmi_ofi_op_unlink(struct ofi_op *p);
 void hmi_ofi_peer_pushback(hm_na_addr_t *peer, bool again);
 /* Complete `p` now (drops its peer reference). */
 void hmi_ofi_op_finish(struct ofi_op *p, hm_return_t status);
+/* The status an op ends with after a completion error `err` (positive FI_*). */
+hm_return_t hmi_ofi_op_error_status(const struct ofi_op *p, int err);
 
 /* ofi_addr.c */
 hm_return_t hmi_ofi_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **out);

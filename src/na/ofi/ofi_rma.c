@@ -200,8 +200,8 @@ void hmi_ofi_rma_part_done(struct ofi_context *x, struct ofi_op *p, int err)
 {
     p->p_parts--;
     if (err != 0 && p->p_status == HM_SUCCESS) {
-        p->p_status = hmi_ofi_status(err);
-        if (p->p_status == HM_UNREACHABLE)
+        p->p_status = hmi_ofi_op_error_status(p, err);
+        if (p->p_status == HM_UNREACHABLE && err != FI_ECANCELED)
             hmi_ofi_peer_fail(x, p->p_peer, fi_strerror(err));
     }
     if (p->p_parts > 0 || p->p_queued)
