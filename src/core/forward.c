@@ -5,6 +5,7 @@
  * WAITING to DONE exactly once, so the callback is queued exactly once.
  * Later events find the cookie stale and are dropped and counted.
  */
+#include <sched.h>
 #include <string.h>
 
 #include "bulk/bulk_internal.h"
@@ -244,6 +245,34 @@ static hm_return_t forward_submit(hm_handle_t *handle, const void *in, hm_cb_t c
     return HM_SUCCESS;
 }
 
+/* forward_now with the in-flight reference, for a thread driving the context. */
+static hm_return_t forward_direct(hm_handle_t *handle, const void *in, hm_cb_t cb, void *arg,
+                                  uint32_t timeout_ms)
+{
+    handle->h_refs++; /* the in-flight reference */
+    hm_return_t ret = forward_now(handle, in, cb, arg, timeout_ms);
+    if (ret != HM_SUCCESS)
+        handle->h_refs--;
+    return ret;
+}
+
+/*
+ * Overflowed arguments need the driver's send slot and bulk machinery. The
+ * caller drives the context; everything queued before this forward leaves
+ * first (a push half done by another thread finishes without us).
+ */
+static hm_return_t forward_after_queue(hm_handle_t *handle, const void *in, hm_cb_t cb,
+                                       void *arg, uint32_t timeout_ms)
+{
+    hm_context_t *ctx = handle->h_ctx;
+    while (!hmi_mpsc_empty(&ctx->c_subq)) {
+        hmi_submit_drain(ctx);
+        if (!hmi_mpsc_empty(&ctx->c_subq))
+            sched_yield();
+    }
+    return forward_direct(handle, in, cb, arg, timeout_ms);
+}
+
 static hm_return_t forward_check(hm_handle_t *handle)
 {
     if (handle->h_server)
@@ -272,24 +301,26 @@ hm_return_t hm_forward(hm_handle_t *handle, const void *in, hm_cb_t cb, void *ar
     uint32_t timeout_ms = (opts && (opts->field_mask & HM_FORWARD_OPT_TIMEOUT))
                               ? opts->timeout_ms
                               : ctx->c_timeout_ms;
-    bool took;
-    if (hmi_ctx_try_enter(ctx, &took)) {
-        handle->h_refs++; /* the in-flight reference */
-        ret = forward_now(handle, in, cb, arg, timeout_ms);
-        if (ret != HM_SUCCESS)
-            handle->h_refs--;
-        hmi_ctx_leave(ctx, took);
+    /* Straight out only behind an empty queue: the queue may still hold
+     * this thread's previous forward, stuck behind another thread's push
+     * that is half done (the MPSC pop cannot pass it), and requests to a
+     * peer leave in the order a thread posted them. */
+    bool took = false;
+    bool entered = hmi_ctx_try_enter(ctx, &took);
+    if (entered && hmi_mpsc_empty(&ctx->c_subq)) {
+        ret = forward_direct(handle, in, cb, arg, timeout_ms);
     } else {
         ret = forward_submit(handle, in, cb, arg, timeout_ms);
-        if (ret == HM_AGAIN) { /* overflowed arguments: wait for the lock */
-            took = hmi_ctx_enter(ctx);
-            handle->h_refs++;
-            ret = forward_now(handle, in, cb, arg, timeout_ms);
-            if (ret != HM_SUCCESS)
-                handle->h_refs--;
-            hmi_ctx_leave(ctx, took);
+        if (ret == HM_AGAIN) { /* overflowed arguments: the driver's path, in order */
+            if (!entered) {
+                took = hmi_ctx_enter(ctx);
+                entered = true;
+            }
+            ret = forward_after_queue(handle, in, cb, arg, timeout_ms);
         }
     }
+    if (entered)
+        hmi_ctx_leave(ctx, took);
     if (ret != HM_SUCCESS)
         atomic_store_explicit(&handle->h_busy, false, memory_order_release);
     return ret;
