@@ -163,7 +163,10 @@ HM_EXPORT hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t
                                         hm_context_t **ctx_out);
 /*
  * hm_context_destroy: HM_BUSY while handles of the context are held by the
- * user or RPCs are in flight (cancel them and trigger first).
+ * user or RPCs are in flight (cancel them and trigger first), and when
+ * called from one of the context's own callbacks (it would wait for
+ * itself). Stops and joins the context's progress thread first; no other
+ * thread may be using the context meanwhile.
  */
 HM_EXPORT hm_return_t hm_context_destroy(hm_context_t *ctx);
 HM_EXPORT hm_class_t *hm_context_class(const hm_context_t *ctx);

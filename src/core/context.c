@@ -490,6 +490,11 @@ hm_return_t hm_context_destroy(hm_context_t *ctx)
 {
     if (ctx == NULL)
         return HM_INVALID_ARG;
+    if (hmi_ctx_owned(ctx)) { /* from its own callback: the join would wait for itself */
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
+                "context %u destroyed from one of its own callbacks", ctx->c_index);
+        return HM_BUSY;
+    }
     bool had_thread = ctx->c_has_thread;
     hmi_ctx_thread_stop(ctx); /* its last trigger has run */
     bool took = hmi_ctx_enter(ctx);

@@ -8,7 +8,9 @@
  * The server (ctx_test.c) holds "tagged" requests until `hold_until` are
  * held, and records the most it ever held per client and in all.
  */
+#include <sched.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -317,6 +319,49 @@ static void test_no_credits_flood(void **state)
     hm_test_alarm(0, NULL);
 }
 
+struct destroy_try {
+    hm_context_t *ctx;
+    atomic_bool done; /* set by the progress thread */
+    hm_return_t ret;
+};
+
+static void destroy_from_callback(const hm_cb_info_t *info)
+{
+    struct destroy_try *t = info->arg;
+    t->ret = hm_context_destroy(t->ctx);
+    atomic_store(&t->done, true);
+}
+
+/* A context's own callback cannot destroy it (its progress thread would join itself). */
+static void test_destroy_from_callback(void **state)
+{
+    (void)state;
+    hm_test_alarm(120, "destroy_from_callback");
+    struct ctx_server_args args = {.protocol = protocol, .contexts = 1, .life_s = 110};
+    struct ctx_env env;
+    assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
+    hm_context_opts_t opts = {.field_mask = HM_CONTEXT_OPT_PROGRESS_THREAD,
+                              .progress_thread = true};
+    hm_context_t *ctx;
+    assert_int_equal(hm_context_create(env.cls, &opts, &ctx), HM_SUCCESS);
+    hm_addr_t *srv;
+    assert_int_equal(hm_addr_lookup(ctx, env.uri, &srv), HM_SUCCESS);
+    hm_handle_t *h;
+    assert_int_equal(hm_handle_create(ctx, srv, env.ids.tagged, &h), HM_SUCCESS);
+    struct ctx_tag tag = {.client = 0};
+    struct destroy_try t = {.ctx = ctx};
+    assert_int_equal(hm_forward(h, &tag, destroy_from_callback, &t, NULL), HM_SUCCESS);
+    while (!atomic_load(&t.done))
+        sched_yield(); /* the progress thread runs the callback */
+    assert_int_equal(t.ret, HM_BUSY);
+    hm_handle_destroy(h);
+    ctx_env_stop(&env, ctx, srv);
+    hm_addr_free(srv);
+    assert_int_equal(hm_context_destroy(ctx), HM_SUCCESS);
+    assert_int_equal(hm_class_destroy(env.cls), HM_SUCCESS);
+    hm_test_alarm(0, NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -329,6 +374,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_credits_total),
         cmocka_unit_test(test_credits_timeout_cancel),
         cmocka_unit_test(test_no_credits_flood),
+        cmocka_unit_test(test_destroy_from_callback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
