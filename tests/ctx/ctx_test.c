@@ -1,4 +1,5 @@
 /* The context tests' server and helpers (see ctx_test.h). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,19 +82,120 @@ static struct ctx_client_state *srv_client(hm_handle_t *h, struct ctx_tag *tag)
     return &srv.clients[tag->client];
 }
 
+/* ---- worker threads that respond (respond_threads) --------------------------- */
+
+#define WORK_MAX 4096u
+#define WORKERS 2u
+
+struct srv_work {
+    hm_handle_t *handle;
+    struct ctx_tag tag; /* decoded input, still held by the handle */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct srv_work ring[WORK_MAX];
+    uint32_t head, count;
+    bool stop;
+    pthread_t threads[WORKERS];
+} work = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+/* Free the input, respond and drop the handle: all from this thread. */
+static void work_answer(struct srv_work *w)
+{
+    struct ctx_tag out = w->tag;
+    hm_free_input(w->handle, &w->tag);
+    if (hm_respond(w->handle, &out, NULL, NULL) != HM_SUCCESS)
+        fprintf(stderr, "ctx server: a worker's respond failed\n");
+    hm_handle_destroy(w->handle);
+}
+
+static void *work_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&work.lock);
+    for (;;) {
+        while (work.count == 0 && !work.stop)
+            pthread_cond_wait(&work.cond, &work.lock);
+        if (work.count == 0)
+            break; /* stopped and drained */
+        struct srv_work w = work.ring[work.head];
+        work.head = (work.head + 1) % WORK_MAX;
+        work.count--;
+        pthread_mutex_unlock(&work.lock);
+        work_answer(&w);
+        pthread_mutex_lock(&work.lock);
+    }
+    pthread_mutex_unlock(&work.lock);
+    return NULL;
+}
+
+/* Hand a request to the workers; false when their ring is full. */
+static bool work_push(hm_handle_t *h, const struct ctx_tag *tag)
+{
+    pthread_mutex_lock(&work.lock);
+    bool room = work.count < WORK_MAX;
+    if (room) {
+        work.ring[(work.head + work.count) % WORK_MAX] = (struct srv_work){h, *tag};
+        work.count++;
+        pthread_cond_signal(&work.cond);
+    }
+    pthread_mutex_unlock(&work.lock);
+    return room;
+}
+
+static void work_start(void)
+{
+    for (unsigned i = 0; i < WORKERS; i++)
+        pthread_create(&work.threads[i], NULL, work_main, NULL);
+}
+
+static void work_stop(void)
+{
+    pthread_mutex_lock(&work.lock);
+    work.stop = true;
+    pthread_cond_broadcast(&work.cond);
+    pthread_mutex_unlock(&work.lock);
+    for (unsigned i = 0; i < WORKERS; i++)
+        pthread_join(work.threads[i], NULL);
+}
+
+/* The order and count of a client's "tagged" requests. */
+static void srv_account(struct ctx_client_state *c, struct ctx_tag *tag, hm_handle_t *h)
+{
+    hm_context_info_t info;
+    hm_context_get_info(hm_handle_get_context(h), &info);
+    tag->served_by = info.index;
+    if (tag->seq != c->next_seq)
+        c->report.order_errors++;
+    c->next_seq = tag->seq + 1;
+    c->report.received++;
+}
+
+/* respond_threads: decode here (the order is checked on the driver), answer there. */
+static hm_return_t srv_tagged_to_workers(hm_handle_t *h)
+{
+    struct ctx_tag tag;
+    if (hm_get_input(h, &tag) != HM_SUCCESS || tag.client >= CTX_TEST_CLIENTS)
+        return HM_INVALID_ARG;
+    srv_account(&srv.clients[tag.client], &tag, h);
+    if (work_push(h, &tag))
+        return HM_SUCCESS;
+    struct srv_work w = {h, tag};
+    work_answer(&w);
+    return HM_SUCCESS;
+}
+
 static hm_return_t srv_tagged(hm_handle_t *h)
 {
+    if (srv.args->respond_threads)
+        return srv_tagged_to_workers(h);
     struct ctx_tag tag;
     struct ctx_client_state *c = srv_client(h, &tag);
     if (c == NULL)
         return HM_INVALID_ARG;
-    hm_context_info_t info;
-    hm_context_get_info(hm_handle_get_context(h), &info);
-    tag.served_by = info.index;
-    if (tag.seq != c->next_seq)
-        c->report.order_errors++;
-    c->next_seq = tag.seq + 1;
-    c->report.received++;
+    srv_account(c, &tag, h);
     if (srv.args->hold_until == 0 || c->nheld == HELD_MAX) {
         hm_return_t ret = hm_respond(h, &tag, NULL, NULL);
         hm_handle_destroy(h);
@@ -204,6 +306,8 @@ int ctx_server_main(void *arg)
         hm_addr_to_string(self, uri, &size) != HM_SUCCESS)
         return 3;
     hm_addr_free(self);
+    if (srv.args->respond_threads)
+        work_start();
     hm_test_ready(uri);
     while (!srv.stop) {
         for (unsigned int i = 0; i < nctx; i++) {
@@ -211,6 +315,8 @@ int ctx_server_main(void *arg)
             hm_trigger(ctxs[i], UINT32_MAX, NULL);
         }
     }
+    if (srv.args->respond_threads)
+        work_stop(); /* they answer what they hold first */
     for (unsigned int i = 0; i < nctx; i++) {
         for (int spin = 0; spin < 100; spin++) { /* let the stop response leave */
             hm_progress(ctxs[i], 1);
@@ -244,13 +350,12 @@ hm_return_t ctx_call(hm_context_t *ctx, hm_addr_t *addr, hm_id_t id, struct ctx_
     return ret;
 }
 
-void ctx_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t *addr,
-                     const struct ctx_ids *ids)
+int ctx_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t *addr,
+                    const struct ctx_ids *ids)
 {
     if (ctx != NULL && addr != NULL)
         (void)ctx_call(ctx, addr, ids->stop, NULL, NULL, 5000);
-    if (hm_test_wait(child, 10) != 0)
-        hm_test_child_kill(child);
+    return hm_test_wait(child, 30); /* kills it past the bound */
 }
 
 int ctx_env_open(struct ctx_env *env, struct ctx_server_args *args, const char *protocol)
@@ -262,7 +367,7 @@ int ctx_env_open(struct ctx_env *env, struct ctx_server_args *args, const char *
     return ctx_register(env->cls, &env->ids) == HM_SUCCESS ? 0 : -1;
 }
 
-void ctx_env_stop(struct ctx_env *env, hm_context_t *ctx, hm_addr_t *addr)
+int ctx_env_stop(struct ctx_env *env, hm_context_t *ctx, hm_addr_t *addr)
 {
-    ctx_server_stop(&env->child, ctx, addr, &env->ids);
+    return ctx_server_stop(&env->child, ctx, addr, &env->ids);
 }

@@ -45,6 +45,9 @@ struct ctx_server_args {
     uint32_t expect;           /* ...or until one client has sent this many (its last
                                   batch) */
     unsigned int life_s;       /* the server exits after this long at most */
+    bool respond_threads;      /* "tagged" answered at once by two worker threads, which
+                                  free the input, respond and drop the handle (the
+                                  submission queue's server side) */
 };
 
 hm_return_t ctx_register(hm_class_t *cls, struct ctx_ids *ids);
@@ -66,11 +69,15 @@ struct ctx_env {
 
 /* Start the server `args` describes, then create and register the client class. 0 or -1. */
 int ctx_env_open(struct ctx_env *env, struct ctx_server_args *args, const char *protocol);
-/* Ask the server to stop through (ctx, addr) and reap it. */
-void ctx_env_stop(struct ctx_env *env, hm_context_t *ctx, hm_addr_t *addr);
+/* Ask the server to stop through (ctx, addr) and reap it: its exit status (0: clean). */
+int ctx_env_stop(struct ctx_env *env, hm_context_t *ctx, hm_addr_t *addr);
 
-/* Ask the server to stop (through `addr`) and reap it. */
-void ctx_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t *addr,
-                     const struct ctx_ids *ids);
+/*
+ * Ask the server to stop (through `addr`) and reap it. Returns its exit
+ * status: 0 when clean (a sanitizer's report makes it non-zero), else what
+ * hm_test_wait says.
+ */
+int ctx_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t *addr,
+                    const struct ctx_ids *ids);
 
 #endif

@@ -155,7 +155,7 @@ static void test_credits_per_peer(void **state)
                       (unsigned long long)st.credit_queue_peak);
         client_free(c);
     }
-    ctx_env_stop(&env, clients[0].ctx, clients[0].server);
+    assert_int_equal(ctx_env_stop(&env, clients[0].ctx, clients[0].server), 0);
     for (uint32_t k = 0; k < 2; k++) {
         hm_addr_free(clients[k].server);
         assert_int_equal(hm_context_destroy(clients[k].ctx), HM_SUCCESS);
@@ -199,7 +199,7 @@ static void test_credits_total(void **state)
     /* "#1" reached the second context: it answered as context 1. */
     assert_int_equal(clients[0].served_by, 0);
     assert_int_equal(clients[1].served_by, 1);
-    ctx_env_stop(&env, ctx, clients[0].server);
+    assert_int_equal(ctx_env_stop(&env, ctx, clients[0].server), 0);
     hm_addr_free(clients[0].server);
     hm_addr_free(clients[1].server);
     assert_int_equal(hm_context_destroy(ctx), HM_SUCCESS);
@@ -283,7 +283,7 @@ static void test_credits_timeout_cancel(void **state)
     hm_handle_destroy(b);
     hm_handle_destroy(c);
     hm_handle_destroy(d);
-    ctx_env_stop(&env, other, srv_other);
+    assert_int_equal(ctx_env_stop(&env, other, srv_other), 0);
     hm_addr_free(srv);
     hm_addr_free(srv_other);
     assert_int_equal(hm_context_destroy(ctx), HM_SUCCESS);
@@ -312,7 +312,7 @@ static void test_no_credits_flood(void **state)
     assert_int_equal(hm_context_stats(c.ctx, &st), HM_SUCCESS);
     assert_int_equal(st.credit_waits, 0);
     client_free(&c);
-    ctx_env_stop(&env, c.ctx, c.server);
+    assert_int_equal(ctx_env_stop(&env, c.ctx, c.server), 0);
     hm_addr_free(c.server);
     assert_int_equal(hm_context_destroy(c.ctx), HM_SUCCESS);
     assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
@@ -355,7 +355,7 @@ static void test_destroy_from_callback(void **state)
         sched_yield(); /* the progress thread runs the callback */
     assert_int_equal(t.ret, HM_BUSY);
     hm_handle_destroy(h);
-    ctx_env_stop(&env, ctx, srv);
+    assert_int_equal(ctx_env_stop(&env, ctx, srv), 0);
     hm_addr_free(srv);
     assert_int_equal(hm_context_destroy(ctx), HM_SUCCESS);
     assert_int_equal(hm_class_destroy(env.cls), HM_SUCCESS);
