@@ -211,7 +211,7 @@ void hm_bulk_ref(hm_bulk_t *bulk)
 
 static void bulk_rkeys_release(hm_bulk_t *bulk)
 {
-    struct hmi_bulk_rkeys *entry = bulk->b_rkeys;
+    struct hmi_bulk_rkeys *entry = atomic_load(&bulk->b_rkeys);
     while (entry != NULL) {
         struct hmi_bulk_rkeys *next = entry->r_next;
         hm_na_class_t *na = entry->r_ctx->x_class;
@@ -221,7 +221,7 @@ static void bulk_rkeys_release(hm_bulk_t *bulk)
         free(entry);
         entry = next;
     }
-    bulk->b_rkeys = NULL;
+    atomic_store(&bulk->b_rkeys, NULL);
 }
 
 void hm_bulk_free(hm_bulk_t *bulk)
@@ -267,18 +267,25 @@ static hm_return_t bulk_rkeys_unpack(hm_bulk_t *bulk, hm_na_context_t *ctx, hm_n
 hm_return_t hmi_bulk_rkeys_get(hm_bulk_t *bulk, hm_na_context_t *ctx, hm_na_addr_t *peer,
                                void ***keys_out)
 {
-    struct hmi_bulk_rkeys *entry;
-    for (entry = bulk->b_rkeys; entry != NULL; entry = entry->r_next) {
-        if (entry->r_ctx == ctx && entry->r_peer == peer) {
-            *keys_out = entry->r_keys;
+    /* Transfers on several contexts (several threads) may use one handle at
+     * once: entries are only ever added, at the head with a CAS, and freed
+     * with the handle. Two transfers on the same context are serialized by
+     * that context's lock, so one (context, peer) is unpacked once. */
+    struct hmi_bulk_rkeys *head = atomic_load_explicit(&bulk->b_rkeys, memory_order_acquire);
+    for (struct hmi_bulk_rkeys *e = head; e != NULL; e = e->r_next) {
+        if (e->r_ctx == ctx && e->r_peer == peer) {
+            *keys_out = e->r_keys;
             return HM_SUCCESS;
         }
     }
+    struct hmi_bulk_rkeys *entry;
     hm_return_t ret = bulk_rkeys_unpack(bulk, ctx, peer, &entry);
     if (ret != HM_SUCCESS)
         return ret;
-    entry->r_next = bulk->b_rkeys;
-    bulk->b_rkeys = entry;
+    entry->r_next = head;
+    while (!atomic_compare_exchange_weak_explicit(&bulk->b_rkeys, &entry->r_next, entry,
+                                                  memory_order_release, memory_order_acquire))
+        ;
     *keys_out = entry->r_keys;
     return HM_SUCCESS;
 }

@@ -56,7 +56,7 @@ struct hm_bulk {
     uint8_t **b_keys;          /* [b_count] packed keys (into b_key_store) */
     uint32_t *b_key_lens;      /* [b_count] */
     uint8_t *b_key_store;      /* all packed keys, back to back */
-    struct hmi_bulk_rkeys *b_rkeys; /* remote: unpacked keys cache */
+    _Atomic(struct hmi_bulk_rkeys *) b_rkeys; /* remote: unpacked keys cache */
 };
 
 /* Largest packed key accepted from the wire. */

@@ -249,6 +249,34 @@ static hm_return_t srv_report(hm_handle_t *h)
     return ret;
 }
 
+static hm_bulk_t *srv_exposed; /* over srv_exposed_buf, for "expose" */
+static uint8_t *srv_exposed_buf;
+
+static hm_return_t srv_expose(hm_handle_t *h)
+{
+    hm_return_t ret = hm_respond(h, &srv_exposed, NULL, NULL);
+    hm_handle_destroy(h);
+    return ret;
+}
+
+static hm_return_t srv_expose_open(hm_class_t *cls)
+{
+    srv_exposed_buf = malloc(CTX_EXPOSE_SIZE);
+    if (srv_exposed_buf == NULL)
+        return HM_NOMEM;
+    for (size_t i = 0; i < CTX_EXPOSE_SIZE; i++)
+        srv_exposed_buf[i] = ctx_expose_byte(i);
+    void *bufs[1] = {srv_exposed_buf};
+    size_t sizes[1] = {CTX_EXPOSE_SIZE};
+    return hm_bulk_create(cls, 1, bufs, sizes, HM_BULK_READ_ONLY, &srv_exposed);
+}
+
+static void srv_expose_close(void)
+{
+    hm_bulk_free(srv_exposed);
+    free(srv_exposed_buf);
+}
+
 static hm_return_t srv_stop(hm_handle_t *h)
 {
     srv.stop = true;
@@ -268,6 +296,9 @@ hm_return_t ctx_register(hm_class_t *cls, struct ctx_ids *ids)
                            &ids->release)) != HM_SUCCESS ||
         (ret = hm_register(cls, "ctx.report", proc_tag, proc_report, srv_report,
                            &ids->report)) != HM_SUCCESS)
+        return ret;
+    ret = hm_register(cls, "ctx.expose", NULL, hm_proc_bulk, srv_expose, &ids->expose);
+    if (ret != HM_SUCCESS)
         return ret;
     return hm_register(cls, "ctx.stop", NULL, NULL, srv_stop, &ids->stop);
 }
@@ -297,7 +328,8 @@ int ctx_server_main(void *arg)
     unsigned int nctx = 0;
     struct ctx_ids ids;
     if (hm_class_create(srv.args->protocol, NULL, &cls) != HM_SUCCESS ||
-        ctx_register(cls, &ids) != HM_SUCCESS || srv_open(cls, ctxs, &nctx) != 0)
+        ctx_register(cls, &ids) != HM_SUCCESS || srv_expose_open(cls) != HM_SUCCESS ||
+        srv_open(cls, ctxs, &nctx) != 0)
         return 2;
     hm_addr_t *self;
     char uri[1024];
@@ -324,6 +356,7 @@ int ctx_server_main(void *arg)
         }
         hm_context_destroy(ctxs[i]);
     }
+    srv_expose_close();
     hm_class_destroy(cls);
     return 0;
 }

@@ -19,7 +19,16 @@ struct ctx_ids {
     hm_id_t release; /* ctx_tag in (client): responds to every held "hold" of it */
     hm_id_t report;  /* ctx_tag in (client): ctx_report out */
     hm_id_t stop;    /* responds, then the server exits */
+    hm_id_t expose;  /* no input; out: a readable bulk handle over CTX_EXPOSE_SIZE bytes
+                        holding ctx_expose_byte(i) at offset i */
 };
+
+#define CTX_EXPOSE_SIZE (1u << 20)
+
+static inline uint8_t ctx_expose_byte(size_t i)
+{
+    return (uint8_t)(i * 7u + 3u);
+}
 
 struct ctx_tag {
     uint32_t client; /* < CTX_TEST_CLIENTS */

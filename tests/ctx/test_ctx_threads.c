@@ -238,6 +238,127 @@ static void test_threads(void **state)
     hm_test_alarm(0, NULL);
 }
 
+/* ---- bulk transfers started by threads that do not drive the context ---- */
+
+#define BULK_THREADS 4u
+#define BULK_EACH 100u
+#define BULK_SIZE (64u * 1024u)
+
+struct bulk_worker {
+    pthread_t thread;
+    uint32_t id;
+    hm_context_t *ctx;
+    hm_addr_t *server;
+    hm_bulk_t *origin;           /* the server's handle, shared by every worker */
+    uint8_t *buf;
+    hm_bulk_t *local;
+    atomic_bool done;            /* set by the transfer callback (progress thread) */
+    hm_return_t ret;
+    uint32_t bad;                /* transfers that failed or moved wrong bytes */
+};
+
+static void bulk_worker_done(const hm_bulk_cb_info_t *info)
+{
+    struct bulk_worker *w = info->arg;
+    w->ret = info->ret;
+    atomic_store_explicit(&w->done, true, memory_order_release);
+}
+
+static void *bulk_worker_main(void *arg)
+{
+    struct bulk_worker *w = arg;
+    for (uint32_t i = 0; i < BULK_EACH; i++) {
+        size_t off = ((size_t)(w->id * BULK_EACH + i) * BULK_SIZE) % CTX_EXPOSE_SIZE;
+        hm_bulk_xfer_t x = {.op = HM_BULK_PULL, .origin_addr = w->server, .origin = w->origin,
+                            .origin_off = off, .local = w->local, .size = BULK_SIZE};
+        atomic_store(&w->done, false);
+        hm_return_t ret = hm_bulk_transfer(w->ctx, &x, NULL, bulk_worker_done, w, NULL);
+        if (ret != HM_SUCCESS) {
+            if (w->bad++ == 0)
+                fprintf(stderr, "worker %u: transfer %u not started: %s\n", w->id, i,
+                        hm_strerror(ret));
+            continue;
+        }
+        while (!atomic_load_explicit(&w->done, memory_order_acquire))
+            sched_yield();
+        if (w->ret != HM_SUCCESS) {
+            if (w->bad++ == 0)
+                fprintf(stderr, "worker %u: transfer %u failed: %s\n", w->id, i,
+                        hm_strerror(w->ret));
+            continue;
+        }
+        for (size_t k = 0; k < BULK_SIZE; k++) {
+            if (w->buf[k] != ctx_expose_byte(off + k)) {
+                if (w->bad++ == 0)
+                    fprintf(stderr, "worker %u: transfer %u: byte %zu differs\n", w->id, i,
+                            k);
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* The server's exposed handle, kept past the response (one reference). */
+static hm_bulk_t *expose_get(hm_context_t *ctx, hm_addr_t *server)
+{
+    hm_handle_t *h;
+    hm_bulk_t *bulk = NULL;
+    assert_int_equal(hm_handle_create(ctx, server, ids.expose, &h), HM_SUCCESS);
+    assert_int_equal(hm_call(h, NULL, &bulk, 20000), HM_SUCCESS);
+    assert_non_null(bulk);
+    hm_bulk_t *kept = bulk;
+    hm_bulk_ref(kept);
+    hm_free_output(h, &bulk); /* drops the decoded reference (and clears `bulk`) */
+    hm_handle_destroy(h);
+    return kept;
+}
+
+/* Four threads pull from one server handle on a context driven by its progress thread. */
+static void test_bulk_threads(void **state)
+{
+    (void)state;
+    hm_test_alarm(900, "bulk_threads");
+    struct ctx_server_args args = {.protocol = protocol, .contexts = 1, .life_s = 880};
+    struct ctx_env env;
+    assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
+    ids = env.ids;
+    hm_context_opts_t opts = {.field_mask = HM_CONTEXT_OPT_PROGRESS_THREAD,
+                              .progress_thread = true};
+    hm_context_t *ctx;
+    assert_int_equal(hm_context_create(env.cls, &opts, &ctx), HM_SUCCESS);
+    hm_addr_t *srv;
+    assert_int_equal(hm_addr_lookup(ctx, env.uri, &srv), HM_SUCCESS);
+    hm_bulk_t *origin = expose_get(ctx, srv);
+    struct bulk_worker workers[BULK_THREADS];
+    for (uint32_t i = 0; i < BULK_THREADS; i++) {
+        struct bulk_worker *w = &workers[i];
+        *w = (struct bulk_worker){.id = i, .ctx = ctx, .server = srv, .origin = origin};
+        atomic_init(&w->done, false);
+        w->buf = calloc(1, BULK_SIZE);
+        assert_non_null(w->buf);
+        void *bufs[1] = {w->buf};
+        size_t sizes[1] = {BULK_SIZE};
+        assert_int_equal(hm_bulk_create(env.cls, 1, bufs, sizes, HM_BULK_READ_WRITE, &w->local),
+                         HM_SUCCESS);
+    }
+    for (uint32_t i = 0; i < BULK_THREADS; i++)
+        assert_int_equal(pthread_create(&workers[i].thread, NULL, bulk_worker_main, &workers[i]),
+                         0);
+    for (uint32_t i = 0; i < BULK_THREADS; i++) {
+        pthread_join(workers[i].thread, NULL);
+        assert_int_equal(workers[i].bad, 0);
+        hm_bulk_free(workers[i].local);
+        free(workers[i].buf);
+    }
+    hm_bulk_free(origin); /* this thread, the context idle: its keys go with it */
+    assert_int_equal(ctx_env_stop(&env, ctx, srv), 0);
+    hm_addr_free(srv);
+    assert_int_equal(hm_context_destroy(ctx), HM_SUCCESS);
+    assert_int_equal(hm_class_destroy(env.cls), HM_SUCCESS);
+    hm_test_alarm(0, NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -245,6 +366,7 @@ int main(int argc, char **argv)
         return 2;
     }
     protocol = argv[1];
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_threads)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_threads),
+                                       cmocka_unit_test(test_bulk_threads)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
