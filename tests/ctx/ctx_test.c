@@ -404,3 +404,11 @@ int ctx_env_stop(struct ctx_env *env, hm_context_t *ctx, hm_addr_t *addr)
 {
     return ctx_server_stop(&env->child, ctx, addr, &env->ids);
 }
+
+hm_context_t *ctx_threaded_context(hm_class_t *cls)
+{
+    hm_context_opts_t opts = {.field_mask = HM_CONTEXT_OPT_PROGRESS_THREAD,
+                              .progress_thread = true};
+    hm_context_t *ctx;
+    return hm_context_create(cls, &opts, &ctx) == HM_SUCCESS ? ctx : NULL;
+}

@@ -78,6 +78,9 @@ struct ctx_env {
 
 /* Start the server `args` describes, then create and register the client class. 0 or -1. */
 int ctx_env_open(struct ctx_env *env, struct ctx_server_args *args, const char *protocol);
+/* A context of `cls` with its own progress thread, or NULL. */
+hm_context_t *ctx_threaded_context(hm_class_t *cls);
+
 /* Ask the server to stop through (ctx, addr) and reap it: its exit status (0: clean). */
 int ctx_env_stop(struct ctx_env *env, hm_context_t *ctx, hm_addr_t *addr);
 

@@ -340,10 +340,8 @@ static void test_destroy_from_callback(void **state)
     struct ctx_server_args args = {.protocol = protocol, .contexts = 1, .life_s = 110};
     struct ctx_env env;
     assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
-    hm_context_opts_t opts = {.field_mask = HM_CONTEXT_OPT_PROGRESS_THREAD,
-                              .progress_thread = true};
-    hm_context_t *ctx;
-    assert_int_equal(hm_context_create(env.cls, &opts, &ctx), HM_SUCCESS);
+    hm_context_t *ctx = ctx_threaded_context(env.cls);
+    assert_non_null(ctx);
     hm_addr_t *srv;
     assert_int_equal(hm_addr_lookup(ctx, env.uri, &srv), HM_SUCCESS);
     hm_handle_t *h;

@@ -202,12 +202,11 @@ static void test_threads(void **state)
                   (unsigned long long)st.wakeups);
 
     /* Two contexts with progress threads, two forwarding threads on each. */
-    hm_context_opts_t opts = {.field_mask = HM_CONTEXT_OPT_PROGRESS_THREAD,
-                              .progress_thread = true};
     hm_context_t *ctxs[2];
     hm_addr_t *srvs[2];
     for (unsigned k = 0; k < 2; k++) {
-        assert_int_equal(hm_context_create(cls, &opts, &ctxs[k]), HM_SUCCESS);
+        ctxs[k] = ctx_threaded_context(cls);
+        assert_non_null(ctxs[k]);
         hm_context_info_t info;
         assert_int_equal(hm_context_get_info(ctxs[k], &info), HM_SUCCESS);
         assert_true(info.progress_thread);
@@ -323,10 +322,8 @@ static void test_bulk_threads(void **state)
     struct ctx_env env;
     assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
     ids = env.ids;
-    hm_context_opts_t opts = {.field_mask = HM_CONTEXT_OPT_PROGRESS_THREAD,
-                              .progress_thread = true};
-    hm_context_t *ctx;
-    assert_int_equal(hm_context_create(env.cls, &opts, &ctx), HM_SUCCESS);
+    hm_context_t *ctx = ctx_threaded_context(env.cls);
+    assert_non_null(ctx);
     hm_addr_t *srv;
     assert_int_equal(hm_addr_lookup(ctx, env.uri, &srv), HM_SUCCESS);
     hm_bulk_t *origin = expose_get(ctx, srv);
