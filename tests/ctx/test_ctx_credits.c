@@ -140,6 +140,8 @@ static void test_credits_per_peer(void **state)
     drive_until_done(clients, 2);
     for (uint32_t k = 0; k < 2; k++) {
         struct client *c = &clients[k];
+        assert_int_equal(c->last_error, HM_SUCCESS); /* none failed... */
+        assert_int_equal(c->bad_echo, 0);             /* ...none came back garbled */
         assert_int_equal(c->ok, POSTED);
         struct ctx_report rep = report_of(c->ctx, c->server, ids, k);
         assert_int_equal(rep.received, POSTED);
@@ -187,6 +189,8 @@ static void test_credits_total(void **state)
     client_post(&clients[1], ids, 3, EACH);
     drive_until_done(clients, 2);
     for (uint32_t k = 0; k < 2; k++) {
+        assert_int_equal(clients[k].last_error, HM_SUCCESS);
+        assert_int_equal(clients[k].bad_echo, 0);
         assert_int_equal(clients[k].ok, EACH);
         struct ctx_report rep = report_of(ctx, clients[k].server, ids, 2 + k);
         assert_int_equal(rep.received, EACH);
@@ -307,6 +311,8 @@ static void test_no_credits_flood(void **state)
     assert_int_equal(hm_addr_lookup(c.ctx, uri, &c.server), HM_SUCCESS);
     client_post(&c, ids, 0, POSTED);
     drive_until_done(&c, 1);
+    assert_int_equal(c.last_error, HM_SUCCESS);
+    assert_int_equal(c.bad_echo, 0);
     assert_int_equal(c.ok, POSTED);
     hm_stats_t st;
     assert_int_equal(hm_context_stats(c.ctx, &st), HM_SUCCESS);
