@@ -64,6 +64,8 @@ struct ofi_quirk {
     bool q_probe;                 /* peers die silently: probe quiet peers we wait on */
     bool q_doorbell;              /* no CQ wait fd: block on our own doorbell (ofi_bell.c) */
     bool q_mem_pins;              /* registration pins pages (an RDMA NIC) */
+    bool q_rma_native;            /* the NIC enforces RMA keys: the plugin's RMA is
+                                     used (HM_NA_RMA_NATIVE); else the NA's */
     bool q_rma_fails_named;       /* RMA parts a broken peer leaves in the provider come
                                      back as error completions naming their op (so an op
                                      to a dead peer waits for them; see ofi_addr.c) */

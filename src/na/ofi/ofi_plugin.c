@@ -176,6 +176,8 @@ static hm_return_t plugin_check_info(hm_na_class_t *cls, struct ofi_class *k)
     k->k_inject_size = info->tx_attr->inject_size;
     cls->c_inject_limit = hmi_ofi_inject_size(cls);
     cls->c_mem_pins = k->k_quirk->q_mem_pins;
+    cls->c_rma_kind = k->k_quirk->q_rma_native ? HM_NA_RMA_NATIVE : HM_NA_RMA_OWNER_CHECKED;
+    cls->c_cma = strcmp(k->k_quirk->q_protocol, "shm") == 0;
     k->k_max_msg = info->ep_attr->max_msg_size;
     if (k->k_max_msg == 0 || k->k_max_msg > ((size_t)1 << 30))
         k->k_max_msg = (size_t)1 << 30;
