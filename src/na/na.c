@@ -61,6 +61,11 @@ static hm_return_t na_class_rma_init(hm_na_class_t *cls)
         return HM_FAULT;
     }
     cls->c_rma_iov_limit = HM_NA_RMA_IOV_MAX; /* the engines take any count */
+    if (cls->c_cma && !hmi_cma_enabled()) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_INFO, "%s: HM_CMA=0: RMA over messages only",
+                cls->c_protocol);
+        cls->c_cma = false; /* our keys do not offer it either */
+    }
     return hmi_keytab_acquire();
 }
 
@@ -226,6 +231,7 @@ void hm_na_context_close(hm_na_context_t *ctx)
     cls->c_ops.context_close(ctx);
     if (cls->c_rma_kind == HM_NA_RMA_OWNER_CHECKED)
         hmi_swrma_context_fini(ctx);
+    hmi_cma_context_fini(ctx);
     hmi_list_splice_back(&ctx->x_done, &ctx->x_deferred);
     na_dispatch(ctx);
     cls->c_nctx--;
@@ -479,7 +485,9 @@ static hm_return_t na_rma_keys_ok(enum hm_na_rma_dir dir, hm_na_addr_t *peer,
         if (k->k_peer != peer)
             return HM_INVALID_ARG;
         if (pieces[i].rp_remote_off > k->k_len ||
-            pieces[i].rp_len > k->k_len - pieces[i].rp_remote_off || !(k->k_access & need))
+            pieces[i].rp_len > k->k_len - pieces[i].rp_remote_off)
+            return HM_INVALID_ARG; /* past what the key itself says (na.h) */
+        if (!(k->k_access & need))
             return HM_PERMISSION;
         cma = cma && k->k_cma;
     }

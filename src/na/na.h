@@ -227,6 +227,19 @@ struct hm_na_ops {
     void (*addr_ref)(hm_na_addr_t *addr);
     /* addr_unref: may run from the thread progressing the address's context only. */
     void (*addr_unref)(hm_na_addr_t *addr);
+    /*
+     * addr_pid (optional; NULL: the plugin cannot tell): the pid of the
+     * process behind `addr` as the transport knows it, for a peer on this
+     * host; 0 when unknown. Owner-checked CMA (na_cma.c) requires every key
+     * of an op to name this pid, so a descriptor can direct a transfer only
+     * at the process that sent it; without it the owner's key table, read
+     * out of the pid the key names, is the only check (it still refuses a
+     * pid that does not hold the key). Never blocks; the caller holds the
+     * address's context. Both shm plugins know the pid the peer announced
+     * (URI, message header) and watch with a pidfd: the peer's own claim,
+     * which is why the key-table check is done as well.
+     */
+    uint32_t (*addr_pid)(hm_na_addr_t *addr);
 
     /*
      * msg_buf_alloc / msg_buf_free: memory for messages, registered if the
@@ -364,6 +377,7 @@ struct hm_na_context {
                                    the next progress, so a transfer whose pieces
                                    complete at once still lets messages in */
     void *x_rma;                /* the NA's RMA engines' state (na_rma.h) */
+    void *x_cma;                /* na_cma.c's state (pid -> key table cache), or NULL */
     void *x_priv;               /* ops->context_size bytes */
 };
 

@@ -114,13 +114,20 @@ hm_return_t hmi_swrma_cancel(hm_na_context_t *ctx, hm_na_op_t *op);
 /*
  * Move an op with process_vm_readv/writev (every piece's key has the CMA
  * flag, the class sets c_cma). HM_AGAIN, with the op untouched, when CMA
- * cannot be used for it (the kernel refuses it here, the owner's table
- * cannot be found): the caller takes na_swrma. Otherwise HM_SUCCESS and the
- * op completes (deferred to the next progress), HM_PERMISSION among them.
+ * cannot be used for it (the kernel refuses it here, or will not show us the
+ * owner): the caller takes na_swrma. Otherwise HM_SUCCESS and the op
+ * completes (deferred to the next progress), HM_PERMISSION among them: a key
+ * whose pid is not the peer's, a pid without a Hermod key table (a forged
+ * pid), an entry that does not grant the access (na_cma.c).
  */
 hm_return_t hmi_cma_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
                         hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
                         unsigned int count);
+
+/* Context close: free what hmi_cma_rma keeps per context (ctx->x_cma). */
+void hmi_cma_context_fini(hm_na_context_t *ctx);
+/* False when HM_CMA=0 asks for no CMA (the class then clears c_cma). */
+bool hmi_cma_enabled(void);
 
 /* ---- Shared by the engines (na.c) -------------------------------------------- */
 

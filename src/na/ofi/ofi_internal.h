@@ -386,6 +386,8 @@ hm_return_t hmi_ofi_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_add
 hm_return_t hmi_ofi_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out);
 hm_return_t hmi_ofi_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
                                    size_t *size);
+/* addr_pid: shm peers' pid as they announce it (URI, header); else 0. */
+uint32_t hmi_ofi_addr_pid(hm_na_addr_t *addr);
 void hmi_ofi_addr_ref(hm_na_addr_t *addr);
 void hmi_ofi_addr_unref(hm_na_addr_t *addr);
 /* The canonical peer for `name`, inserted in the AV if new; NULL on failure. */

@@ -261,6 +261,12 @@ static void ucx_addr_free(hm_na_addr_t *a)
     free(a);
 }
 
+uint32_t hmi_ucx_addr_pid(hm_na_addr_t *addr)
+{
+    /* shm: the pid of the peer's URI (the one its pidfd watches); tcp: 0. */
+    return addr->a_pid > 0 ? (uint32_t)addr->a_pid : 0;
+}
+
 void hmi_ucx_addr_ref(hm_na_addr_t *addr)
 {
     addr->a_refs++;

@@ -289,6 +289,8 @@ hm_return_t hmi_ucx_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_add
 hm_return_t hmi_ucx_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out);
 hm_return_t hmi_ucx_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
                                    size_t *size);
+/* addr_pid: a shm peer's pid as its URI says; 0 for tcp. */
+uint32_t hmi_ucx_addr_pid(hm_na_addr_t *addr);
 void hmi_ucx_addr_ref(hm_na_addr_t *addr);
 void hmi_ucx_addr_unref(hm_na_addr_t *addr);
 /* Create the context's self address and listener / worker address. */

@@ -226,6 +226,7 @@ const struct hm_na_ops hm_na_ucx_ops = {
     .addr_to_string = hmi_ucx_addr_to_string,
     .addr_ref = hmi_ucx_addr_ref,
     .addr_unref = hmi_ucx_addr_unref,
+    .addr_pid = hmi_ucx_addr_pid,
     .msg_buf_alloc = hmi_ucx_msg_buf_alloc,
     .msg_buf_free = hmi_ucx_msg_buf_free,
     .msg_send = hmi_ucx_msg_send,

@@ -271,7 +271,10 @@ static void test_rma_queue_full(void **state)
         fail_msg("put: remote byte %zu differs", bad);
     pushed_back |= ea_rma_round(&t, HM_NA_RMA_GET, t.imem);
     assert_memory_equal(t.in, t.out, t.size); /* swapped back */
-    assert_true(pushed_back); /* the retry queue was exercised */
+    /* The retry queue was exercised; CMA (owner-checked ofi+shm) moves each
+     * op at its post and has no queue to fill. */
+    if (!t.cls->c_cma)
+        assert_true(pushed_back);
     assert_int_equal(t.rx.received, 0);
     ea_rma_close(&t);
 }
