@@ -109,6 +109,7 @@ static void info_print_env(void)
         {"HM_CREDITS", "RPCs in flight per peer context (default 256; 0: no limit)"},
         {"HM_BULK_RCACHE", "idle bulk registrations kept for reuse (default 256; 0: off)"},
         {"HM_TOPO_XML", "hwloc XML file to read the topology from (default: this machine)"},
+        {"HM_CMA", "0: no process_vm_readv/writev for shm bulk RMA (default: on)"},
     };
 
     printf("environment:\n");
