@@ -36,7 +36,10 @@ static const struct hm_na_tunable ucx_tunables[] = {
      .def = "tcp",
      .help = "UCX transports (UCX_TLS syntax) behind ucx+tcp."},
     {.env = "HM_UCX_SHM_TLS",
-     .def = "posix,sysv,cma,self",
+     /* No "cma": UCX's cma transport reads a rendezvous message's payload
+      * from the pid the sender's own UCX address names, so a peer forging
+      * it could make us read another process into our receive buffer. */
+     .def = "posix,sysv,self",
      .help = "UCX transports (UCX_TLS syntax) behind ucx+shm."},
     {.env = NULL, .def = NULL, .help = NULL},
 };
