@@ -466,7 +466,9 @@ static bool na_rma_pieces_ok(const struct hm_na_rma_piece *pieces, unsigned int 
  * Owner-checked pieces: every key came from `peer` (a descriptor reaches
  * only the memory of the peer that sent it), and the remote range and the
  * access fit what the key says. The owner checks again; this refuses early
- * what cannot succeed. Sets *all_cma when every key offers CMA.
+ * what cannot succeed: HM_INVALID_ARG for a range outside the key, as the
+ * rma slot's contract says for every class, HM_PERMISSION for an access the
+ * key does not grant. Sets *all_cma when every key offers CMA.
  */
 static hm_return_t na_rma_keys_ok(enum hm_na_rma_dir dir, hm_na_addr_t *peer,
                                   const struct hm_na_rma_piece *pieces, unsigned int count,
@@ -479,7 +481,9 @@ static hm_return_t na_rma_keys_ok(enum hm_na_rma_dir dir, hm_na_addr_t *peer,
         if (k->k_peer != peer)
             return HM_INVALID_ARG;
         if (pieces[i].rp_remote_off > k->k_len ||
-            pieces[i].rp_len > k->k_len - pieces[i].rp_remote_off || !(k->k_access & need))
+            pieces[i].rp_len > k->k_len - pieces[i].rp_remote_off)
+            return HM_INVALID_ARG;
+        if (!(k->k_access & need))
             return HM_PERMISSION;
         cma = cma && k->k_cma;
     }
