@@ -223,6 +223,8 @@ static int na_dispatch(hm_na_context_t *ctx)
 void hm_na_context_close(hm_na_context_t *ctx)
 {
     hm_na_class_t *cls = ctx->x_class;
+    if (ctx->x_rma != NULL)
+        hmi_swrma_context_stop(ctx); /* releases peers while the plugin context lives */
     cls->c_ops.context_close(ctx);
     if (cls->c_rma_kind == HM_NA_RMA_OWNER_CHECKED)
         hmi_swrma_context_fini(ctx);

@@ -88,9 +88,15 @@ hm_return_t hmi_na_key_decode(const void *buf, size_t len, struct hmi_na_rkey *o
 /* Per-context state: made at context open, freed at close. */
 hm_return_t hmi_swrma_context_init(hm_na_context_t *ctx);
 /*
+ * Context close, before the plugin's context_close: ops still waiting
+ * complete with HM_CANCELED; owner-side work still queued is dropped (its
+ * peer references released while the plugin's context is still open).
+ */
+void hmi_swrma_context_stop(hm_na_context_t *ctx);
+/*
  * Context close, after the plugin's context_close (no message arrives any
- * more, every send of the engine has completed): ops still waiting complete
- * with HM_CANCELED; owner-side work still queued is dropped.
+ * more, every send of the engine has completed): frees the engine's
+ * buffers and state.
  */
 void hmi_swrma_context_fini(hm_na_context_t *ctx);
 /* Progress part: the owner's queued replies, the requester's queued pieces. */

@@ -48,12 +48,19 @@ static void swrma_buf_destroy(struct hmi_swrma_ctx *s, struct swrma_buf *b)
     hm_na_op_destroy(b->sb_op);
 }
 
+void hmi_swrma_context_stop(hm_na_context_t *ctx)
+{
+    struct hmi_swrma_ctx *s = swrma_of(ctx);
+    hmi_swrma_req_fini(s);
+    hmi_swrma_owner_fini(s);
+}
+
 void hmi_swrma_context_fini(hm_na_context_t *ctx)
 {
     struct hmi_swrma_ctx *s = swrma_of(ctx);
     if (s == NULL)
         return;
-    hmi_swrma_req_fini(s);
+    hmi_swrma_req_fini(s);   /* nothing left after stop; kept for a close without it */
     hmi_swrma_owner_fini(s);
     for (unsigned int i = 0; i < s->s_bufs_made; i++)
         swrma_buf_destroy(s, &s->s_bufs[i]);
