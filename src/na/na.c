@@ -228,6 +228,8 @@ static int na_dispatch(hm_na_context_t *ctx)
 void hm_na_context_close(hm_na_context_t *ctx)
 {
     hm_na_class_t *cls = ctx->x_class;
+    if (ctx->x_rma != NULL)
+        hmi_swrma_context_stop(ctx); /* releases peers while the plugin context lives */
     cls->c_ops.context_close(ctx);
     if (cls->c_rma_kind == HM_NA_RMA_OWNER_CHECKED)
         hmi_swrma_context_fini(ctx);
@@ -472,7 +474,9 @@ static bool na_rma_pieces_ok(const struct hm_na_rma_piece *pieces, unsigned int 
  * Owner-checked pieces: every key came from `peer` (a descriptor reaches
  * only the memory of the peer that sent it), and the remote range and the
  * access fit what the key says. The owner checks again; this refuses early
- * what cannot succeed. Sets *all_cma when every key offers CMA.
+ * what cannot succeed: HM_INVALID_ARG for a range outside the key, as the
+ * rma slot's contract says for every class, HM_PERMISSION for an access the
+ * key does not grant. Sets *all_cma when every key offers CMA.
  */
 static hm_return_t na_rma_keys_ok(enum hm_na_rma_dir dir, hm_na_addr_t *peer,
                                   const struct hm_na_rma_piece *pieces, unsigned int count,

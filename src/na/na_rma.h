@@ -88,9 +88,15 @@ hm_return_t hmi_na_key_decode(const void *buf, size_t len, struct hmi_na_rkey *o
 /* Per-context state: made at context open, freed at close. */
 hm_return_t hmi_swrma_context_init(hm_na_context_t *ctx);
 /*
+ * Context close, before the plugin's context_close: ops still waiting
+ * complete with HM_CANCELED; owner-side work still queued is dropped (its
+ * peer references released while the plugin's context is still open).
+ */
+void hmi_swrma_context_stop(hm_na_context_t *ctx);
+/*
  * Context close, after the plugin's context_close (no message arrives any
- * more, every send of the engine has completed): ops still waiting complete
- * with HM_CANCELED; owner-side work still queued is dropped.
+ * more, every send of the engine has completed): frees the engine's
+ * buffers and state.
  */
 void hmi_swrma_context_fini(hm_na_context_t *ctx);
 /* Progress part: the owner's queued replies, the requester's queued pieces. */
@@ -108,6 +114,33 @@ hm_return_t hmi_swrma_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_d
                           unsigned int count);
 /* hm_na_cancel for an op of this engine. */
 hm_return_t hmi_swrma_cancel(hm_na_context_t *ctx, hm_na_op_t *op);
+
+/*
+ * Counters of one context, since it opened (monotonic). The owner's side:
+ *   ss_refused    requests the key table refused (ERR HM_PERMISSION sent):
+ *                 unknown slot, wrong or revoked key, range or access
+ *   ss_busy       GET_REQs refused over the job cap (ERR HM_BUSY sent)
+ *   ss_dropped    replies dropped: no send buffer and no job record left
+ * either side:
+ *   ss_malformed  messages dropped because they do not parse (size, version,
+ *                 type, reserved fields, a length that disagrees with the
+ *                 message), or a reply that disagrees with its op (its op
+ *                 then fails with HM_PROTOCOL_ERROR)
+ * the requester's side:
+ *   ss_late       replies for no live op: late, after cancel, or forged
+ * and gauges: ss_bufs (send buffers made, <= 32), ss_jobs (jobs queued).
+ */
+struct hmi_swrma_stats {
+    uint64_t ss_refused;
+    uint64_t ss_busy;
+    uint64_t ss_dropped;
+    uint64_t ss_malformed;
+    uint64_t ss_late;
+    uint64_t ss_bufs;
+    uint64_t ss_jobs;
+};
+/* Copy the counters of `ctx` (all zero for a class without the engine). */
+void hmi_swrma_stats(hm_na_context_t *ctx, struct hmi_swrma_stats *out);
 
 /* ---- CMA (na_cma.c) ---------------------------------------------------------- */
 
