@@ -73,12 +73,15 @@ static int info_probe(const char *proto)
         return 0;
     }
     hm_class_info_t info;
-    if (hm_class_get_info(cls, &info) == HM_SUCCESS && info.inject_limit > 0)
+    bool have_info = hm_class_get_info(cls, &info) == HM_SUCCESS;
+    if (have_info && info.inject_limit > 0)
         printf("  %-12s yes  %s (eager limit %zu bytes, inject %zu bytes)\n", proto, uri,
                info.eager_limit, info.inject_limit);
     else
         printf("  %-12s yes  %s (eager limit %zu bytes)\n", proto, uri,
                hm_class_eager_limit(cls));
+    if (have_info)
+        printf("  %-12s      bulk access by peers: %s\n", "", info.rma);
     info_print_placement(cls);
     ret = hm_class_destroy(cls);
     if (ret != HM_SUCCESS)
@@ -106,6 +109,7 @@ static void info_print_env(void)
         {"HM_CREDITS", "RPCs in flight per peer context (default 256; 0: no limit)"},
         {"HM_BULK_RCACHE", "idle bulk registrations kept for reuse (default 256; 0: off)"},
         {"HM_TOPO_XML", "hwloc XML file to read the topology from (default: this machine)"},
+        {"HM_CMA", "0: no process_vm_readv/writev for shm bulk RMA (default: on)"},
     };
 
     printf("environment:\n");

@@ -92,9 +92,12 @@ typedef struct hm_bulk_cache_stats {
 /*
  * hm_bulk_cache_stats: counters of `cls`'s registration cache. Handles
  * created over exactly the same (address, length, permission) as an
- * earlier one reuse its registration. On by default (256 idle entries)
- * where registering only names virtual addresses (tcp, shared memory), off
- * where it pins pages; HM_BULK_RCACHE=N sets the idle entries kept (0: off).
+ * earlier one, while one of them lives, share its registration. Idle
+ * registrations (of freed handles) are kept only where the transport's NIC
+ * checks remote access (verbs): there it is off by default and
+ * HM_BULK_RCACHE=N keeps N. On every other protocol (tcp, shared memory)
+ * a registration is the key a peer holds, so it dies with the last handle:
+ * max_idle is 0 whatever HM_BULK_RCACHE says.
  * Memory given back to the OS must not be reused through a cached
  * registration on a page-pinning transport: only set HM_BULK_RCACHE there
  * when buffers live as long as the class.

@@ -74,6 +74,8 @@ typedef struct hm_class_info {
     const char *protocol; /* "ucx+tcp", ... (valid while the class is) */
     size_t eager_limit;   /* as hm_class_eager_limit */
     size_t inject_limit;  /* largest message sent without waiting (0: n/a), header included */
+    const char *rma;      /* who checks a peer's bulk access to this class's memory, in
+                             words (static): the owner's key table, or the NIC */
 } hm_class_info_t;
 
 HM_EXPORT hm_return_t hm_class_get_info(const hm_class_t *cls, hm_class_info_t *info);

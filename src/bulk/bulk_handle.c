@@ -91,7 +91,7 @@ static hm_return_t bulk_key_sizes(hm_na_class_t *na, hm_na_mem_t **mems, uint32_
     size_t total = 0;
     for (uint32_t i = 0; i < count; i++) {
         size_t size = 0;
-        hm_return_t ret = na->c_ops.mem_key_pack(na, mems[i], NULL, &size);
+        hm_return_t ret = hm_na_mem_key_pack(mems[i], NULL, &size);
         if (ret != HM_MSGSIZE && ret != HM_SUCCESS)
             return ret;
         if (size == 0 || size > HMI_BULK_MAX_KEY)
@@ -108,8 +108,7 @@ static hm_return_t bulk_pack_keys(hm_bulk_t *bulk, const uint32_t *lens)
     uint8_t *p = bulk->b_key_store;
     for (uint32_t i = 0; i < bulk->b_count; i++) {
         size_t size = lens[i];
-        hm_return_t ret =
-            bulk->b_class->c_ops.mem_key_pack(bulk->b_class, bulk->b_mems[i], p, &size);
+        hm_return_t ret = hm_na_mem_key_pack(bulk->b_mems[i], p, &size);
         if (ret != HM_SUCCESS || size != lens[i])
             return ret != HM_SUCCESS ? ret : HM_FAULT;
         bulk->b_keys[i] = p;
@@ -216,7 +215,7 @@ static void bulk_rkeys_release(hm_bulk_t *bulk)
         struct hmi_bulk_rkeys *next = entry->r_next;
         hm_na_class_t *na = entry->r_ctx->x_class;
         for (uint32_t i = 0; i < bulk->b_count; i++)
-            na->c_ops.rkey_release(entry->r_ctx, entry->r_keys[i]);
+            hm_na_rkey_release(entry->r_ctx, entry->r_keys[i]);
         na->c_ops.addr_unref(entry->r_peer);
         free(entry);
         entry = next;
@@ -246,13 +245,13 @@ static hm_return_t bulk_rkeys_unpack(hm_bulk_t *bulk, hm_na_context_t *ctx, hm_n
         return HM_NOMEM;
     for (uint32_t i = 0; i < bulk->b_count; i++) {
         hm_return_t ret =
-            na->c_ops.rkey_unpack(ctx, peer, bulk->b_keys[i], bulk->b_key_lens[i],
-                                  &entry->r_keys[i]);
+            hm_na_rkey_unpack(ctx, peer, bulk->b_keys[i], bulk->b_key_lens[i],
+                              &entry->r_keys[i]);
         if (ret != HM_SUCCESS) {
             hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR, "key of segment %u does not unpack: %s",
                     i, hm_strerror(ret));
             while (i-- > 0)
-                na->c_ops.rkey_release(ctx, entry->r_keys[i]);
+                hm_na_rkey_release(ctx, entry->r_keys[i]);
             free(entry);
             return ret;
         }

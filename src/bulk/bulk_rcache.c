@@ -9,7 +9,8 @@
  * base, so a sub-range of a larger registration would need an offset on the
  * wire that the handle format does not carry.
  *
- * Why it is safe here, and when it is off: the cache keeps a registration
+ * Why it is safe here, and when it is off: never with owner-checked RMA
+ * (rcache_max_idle says why). Elsewhere the cache keeps a registration
  * past the user's handle, so if the user frees the buffer and later gets the
  * same addresses back with other pages, a transport that pinned the old
  * pages would move the wrong bytes. Transports whose registration only
@@ -39,9 +40,19 @@ static uint64_t rcache_key(const void *base, size_t len, unsigned int access)
     return hmi_hash64(h ^ access) | 1u; /* never 0 */
 }
 
-/* Idle entries kept: HM_BULK_RCACHE if set, else 0 when registration pins pages. */
+/*
+ * Idle entries kept: none for owner-checked RMA, else HM_BULK_RCACHE if set,
+ * else 0 when registration pins pages.
+ *
+ * Owner-checked RMA (na.h): an NA registration *is* the key a peer holds,
+ * so an idle entry would keep a freed handle's key live, and a peer could
+ * still write into memory the user has freed. Registering there is one
+ * key-table insert, cheaper than a cache lookup, so nothing is lost.
+ */
 static uint32_t rcache_max_idle(const hm_na_class_t *na)
 {
+    if (na->c_rma_kind == HM_NA_RMA_OWNER_CHECKED)
+        return 0;
     const char *env = getenv("HM_BULK_RCACHE");
     if (env != NULL && *env != '\0') {
         char *end = NULL;

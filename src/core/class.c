@@ -125,6 +125,14 @@ hm_return_t hm_class_get_info(const hm_class_t *cls, hm_class_info_t *info)
     info->protocol = cls->k_na->c_protocol;
     info->eager_limit = hm_class_eager_limit(cls);
     info->inject_limit = cls->k_na->c_inject_limit;
+    if (cls->k_na->c_rma_kind == HM_NA_RMA_NATIVE)
+        info->rma = "native: the NIC checks every access against its memory regions";
+    else if (cls->k_na->c_cma)
+        info->rma = "owner-checked: copies with process_vm_readv/writev after reading the "
+                    "owner's key table, else messages the owner checks";
+    else
+        info->rma = "owner-checked: messages; the owner checks its key table before any byte "
+                    "moves";
     return HM_SUCCESS;
 }
 

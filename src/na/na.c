@@ -4,6 +4,7 @@
  * once) and runs op callbacks after plugin progress.
  */
 #include "na/na.h"
+#include "na/na_rma.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +39,34 @@ static bool na_ops_complete(const struct hm_na_ops *ops)
     return ops->name && ops->protocols && ops->class_open && ops->class_close &&
            ops->context_open && ops->context_close && ops->addr_lookup && ops->addr_self &&
            ops->addr_to_string && ops->addr_ref && ops->addr_unref && ops->msg_buf_alloc &&
-           ops->msg_buf_free && ops->msg_send && ops->msg_release && ops->mem_register &&
-           ops->mem_deregister && ops->mem_key_pack && ops->rkey_unpack &&
-           ops->rkey_release && ops->rma && ops->progress && ops->poll_fd &&
-           ops->poll_arm && ops->cancel;
+           ops->msg_buf_free && ops->msg_send && ops->msg_release && ops->progress &&
+           ops->poll_fd && ops->poll_arm && ops->cancel;
+}
+
+/* The memory slots a class with native RMA needs. */
+static bool na_ops_native_rma(const struct hm_na_ops *ops)
+{
+    return ops->mem_register && ops->mem_deregister && ops->mem_key_pack &&
+           ops->rkey_unpack && ops->rkey_release && ops->rma;
+}
+
+/* After class_open: native RMA has its slots, owner-checked RMA its key table. */
+static hm_return_t na_class_rma_init(hm_na_class_t *cls)
+{
+    if (cls->c_rma_kind == HM_NA_RMA_NATIVE) {
+        if (na_ops_native_rma(&cls->c_ops))
+            return HM_SUCCESS;
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "%s: native RMA without the memory slots",
+                cls->c_protocol);
+        return HM_FAULT;
+    }
+    cls->c_rma_iov_limit = HM_NA_RMA_IOV_MAX; /* the engines take any count */
+    if (cls->c_cma && !hmi_cma_enabled()) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_INFO, "%s: HM_CMA=0: RMA over messages only",
+                cls->c_protocol);
+        cls->c_cma = false; /* our keys do not offer it either */
+    }
+    return hmi_keytab_acquire();
 }
 
 static bool na_has_protocol(const struct hm_na_ops *ops, const char *proto, size_t len)
@@ -111,6 +136,12 @@ hm_return_t hm_na_class_open(const char *uri, hm_na_class_t **cls_out)
         free(cls);
         return ret;
     }
+    ret = na_class_rma_init(cls);
+    if (ret != HM_SUCCESS) {
+        ops->class_close(cls);
+        free(cls);
+        return ret;
+    }
     if (cls->c_rma_iov_limit == 0)
         cls->c_rma_iov_limit = 1;
     if (cls->c_rma_iov_limit > HM_NA_RMA_IOV_MAX)
@@ -127,6 +158,8 @@ hm_return_t hm_na_class_close(hm_na_class_t *cls)
         return HM_BUSY;
     }
     cls->c_ops.class_close(cls);
+    if (cls->c_rma_kind == HM_NA_RMA_OWNER_CHECKED)
+        hmi_keytab_release();
     free(cls);
     return HM_SUCCESS;
 }
@@ -158,11 +191,20 @@ hm_return_t hm_na_context_open_on(hm_na_class_t *cls, unsigned int index, const 
     ctx->x_fail_arg = fail_arg;
     ctx->x_priv = priv;
     hmi_list_init(&ctx->x_done);
+    hmi_list_init(&ctx->x_deferred);
     hm_return_t ret = cls->c_ops.context_open(ctx);
     ctx->x_device = NULL; /* the caller's string */
     if (ret != HM_SUCCESS) {
         free(ctx);
         return ret;
+    }
+    if (cls->c_rma_kind == HM_NA_RMA_OWNER_CHECKED) {
+        ret = hmi_swrma_context_init(ctx);
+        if (ret != HM_SUCCESS) {
+            cls->c_ops.context_close(ctx);
+            free(ctx);
+            return ret;
+        }
     }
     cls->c_nctx++;
     *ctx_out = ctx;
@@ -186,7 +228,13 @@ static int na_dispatch(hm_na_context_t *ctx)
 void hm_na_context_close(hm_na_context_t *ctx)
 {
     hm_na_class_t *cls = ctx->x_class;
+    if (ctx->x_rma != NULL)
+        hmi_swrma_context_stop(ctx); /* releases peers while the plugin context lives */
     cls->c_ops.context_close(ctx);
+    if (cls->c_rma_kind == HM_NA_RMA_OWNER_CHECKED)
+        hmi_swrma_context_fini(ctx);
+    hmi_cma_context_fini(ctx);
+    hmi_list_splice_back(&ctx->x_done, &ctx->x_deferred);
     na_dispatch(ctx);
     cls->c_nctx--;
     free(ctx);
@@ -205,7 +253,21 @@ hm_na_op_t *hm_na_op_create(hm_na_class_t *cls)
 
 void hm_na_op_destroy(hm_na_op_t *op)
 {
+    if (op == NULL)
+        return;
+    hmi_swrma_op_free(op);
     free(op);
+}
+
+/* Owner-checked: a region that grants peers any access goes into the key table. */
+static hm_return_t na_mem_expose(hm_na_mem_t *mem)
+{
+    if ((mem->m_access & (HM_NA_ACCESS_READ | HM_NA_ACCESS_WRITE)) == 0)
+        return HM_SUCCESS; /* local only: no key */
+    hm_return_t ret =
+        hmi_keytab_add(mem->m_base, mem->m_len, mem->m_access, &mem->m_slot, &mem->m_key);
+    mem->m_exposed = ret == HM_SUCCESS;
+    return ret;
 }
 
 hm_return_t hm_na_mem_register(hm_na_class_t *cls, void *base, size_t len,
@@ -220,7 +282,8 @@ hm_return_t hm_na_mem_register(hm_na_class_t *cls, void *base, size_t len,
     mem->m_len = len;
     mem->m_access = access;
     mem->m_priv = priv;
-    hm_return_t ret = cls->c_ops.mem_register(cls, mem);
+    hm_return_t ret = cls->c_rma_kind == HM_NA_RMA_NATIVE ? cls->c_ops.mem_register(cls, mem)
+                                                          : na_mem_expose(mem);
     if (ret != HM_SUCCESS) {
         free(mem);
         return ret;
@@ -231,18 +294,125 @@ hm_return_t hm_na_mem_register(hm_na_class_t *cls, void *base, size_t len,
 
 void hm_na_mem_deregister(hm_na_mem_t *mem)
 {
-    mem->m_class->c_ops.mem_deregister(mem->m_class, mem);
+    hm_na_class_t *cls = mem->m_class;
+    if (cls->c_rma_kind == HM_NA_RMA_NATIVE)
+        cls->c_ops.mem_deregister(cls, mem);
+    else if (mem->m_exposed)
+        hmi_keytab_remove(mem->m_slot);
     free(mem);
+}
+
+hm_return_t hm_na_mem_key_pack(hm_na_mem_t *mem, void *buf, size_t *size)
+{
+    hm_na_class_t *cls = mem->m_class;
+    if (cls->c_rma_kind == HM_NA_RMA_NATIVE)
+        return cls->c_ops.mem_key_pack(cls, mem, buf, size);
+    if (!mem->m_exposed)
+        return HM_INVALID_ARG; /* grants no access: nothing for a peer to hold */
+    bool fits = buf != NULL && *size >= HMI_NA_KEY_SIZE;
+    *size = HMI_NA_KEY_SIZE;
+    if (!fits)
+        return HM_MSGSIZE;
+    hmi_na_key_encode(mem, cls->c_cma, buf);
+    return HM_SUCCESS;
+}
+
+hm_return_t hm_na_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
+                              size_t key_len, void **rkey_out)
+{
+    hm_na_class_t *cls = ctx->x_class;
+    struct hmi_na_rkey *k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return HM_NOMEM;
+    k->k_peer = peer;
+    hm_return_t ret;
+    const char *why = "";
+    if (cls->c_rma_kind == HM_NA_RMA_NATIVE) {
+        ret = cls->c_ops.rkey_unpack(ctx, peer, key, key_len, &k->k_native);
+    } else {
+        ret = hmi_na_key_decode(key, key_len, k, &why);
+        k->k_peer = peer;
+        k->k_cma = k->k_cma && cls->c_cma; /* CMA only between processes of one host */
+        if (ret != HM_SUCCESS)
+            hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "%s: malformed remote key (%zu bytes): %s",
+                    cls->c_protocol, key_len, why);
+    }
+    if (ret != HM_SUCCESS) {
+        free(k);
+        return ret;
+    }
+    *rkey_out = k;
+    return HM_SUCCESS;
+}
+
+void hm_na_rkey_release(hm_na_context_t *ctx, void *rkey)
+{
+    struct hmi_na_rkey *k = rkey;
+    if (k == NULL)
+        return;
+    if (k->k_native != NULL)
+        ctx->x_class->c_ops.rkey_release(ctx, k->k_native);
+    free(k);
 }
 
 int hm_na_progress(hm_na_context_t *ctx)
 {
     /* Ops completed since the last call (e.g. sends that left inside their
-     * post) are dispatched first, so their buffers and handles are back in
-     * the pools before the transport delivers new work. */
+     * post, copies made at their post) are dispatched first, so their
+     * buffers and handles are back in the pools before the transport
+     * delivers new work. */
+    hmi_list_splice_back(&ctx->x_done, &ctx->x_deferred);
     int events = na_dispatch(ctx);
     events += ctx->x_class->c_ops.progress(ctx);
+    if (ctx->x_rma != NULL)
+        events += hmi_swrma_progress(ctx);
     return events + na_dispatch(ctx);
+}
+
+int hm_na_poll_fd(hm_na_context_t *ctx)
+{
+    return ctx->x_class->c_ops.poll_fd(ctx);
+}
+
+hm_return_t hm_na_poll_arm(hm_na_context_t *ctx)
+{
+    if (!hmi_list_empty(&ctx->x_deferred) || !hmi_list_empty(&ctx->x_done) ||
+        (ctx->x_rma != NULL && hmi_swrma_pending(ctx)))
+        return HM_AGAIN;
+    return ctx->x_class->c_ops.poll_arm(ctx);
+}
+
+void hm_na_deliver(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf, size_t len,
+                   uintptr_t token)
+{
+    uint32_t magic = 0;
+    if (len >= sizeof(magic))
+        memcpy(&magic, buf, sizeof(magic));
+    if (hmi_unlikely(magic == HMI_SWRMA_MAGIC) && ctx->x_rma != NULL) {
+        hmi_swrma_recv(ctx, source, buf, len, token);
+        return;
+    }
+    ctx->x_recv_cb(ctx->x_recv_arg, source, buf, len, token);
+}
+
+void hm_na_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer)
+{
+    if (ctx->x_rma != NULL)
+        hmi_swrma_peer_failed(ctx, peer);
+    if (ctx->x_fail_cb)
+        ctx->x_fail_cb(ctx->x_fail_arg, peer);
+}
+
+void hmi_na_op_complete_deferred(hm_na_op_t *op, hm_return_t status)
+{
+    if (hmi_unlikely(op->o_state != HM_NA_OP_POSTED)) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "op %p completed twice (state %u), ignored",
+                (void *)op, op->o_state);
+        return;
+    }
+    op->o_state = HM_NA_OP_COMPLETED;
+    op->o_status = status;
+    hmi_list_push_back(&op->o_ctx->x_deferred, &op->o_link);
 }
 
 void hm_na_op_complete(hm_na_op_t *op, hm_return_t status)
@@ -263,6 +433,7 @@ static hm_return_t na_op_begin(hm_na_context_t *ctx, hm_na_op_t *op)
     if (hmi_unlikely(op->o_state != HM_NA_OP_IDLE || op->o_cb == NULL))
         return HM_BUSY;
     op->o_ctx = ctx;
+    op->o_engine = HMI_NA_ENGINE_NONE;
     op->o_state = HM_NA_OP_POSTED;
     return HM_SUCCESS;
 }
@@ -299,12 +470,80 @@ static bool na_rma_pieces_ok(const struct hm_na_rma_piece *pieces, unsigned int 
     return true;
 }
 
+/*
+ * Owner-checked pieces: every key came from `peer` (a descriptor reaches
+ * only the memory of the peer that sent it), and the remote range and the
+ * access fit what the key says. The owner checks again; this refuses early
+ * what cannot succeed: HM_INVALID_ARG for a range outside the key, as the
+ * rma slot's contract says for every class, HM_PERMISSION for an access the
+ * key does not grant. Sets *all_cma when every key offers CMA.
+ */
+static hm_return_t na_rma_keys_ok(enum hm_na_rma_dir dir, hm_na_addr_t *peer,
+                                  const struct hm_na_rma_piece *pieces, unsigned int count,
+                                  bool *all_cma)
+{
+    unsigned int need = dir == HM_NA_RMA_PUT ? HM_NA_ACCESS_WRITE : HM_NA_ACCESS_READ;
+    bool cma = true;
+    for (unsigned int i = 0; i < count; i++) {
+        const struct hmi_na_rkey *k = pieces[i].rp_rkey;
+        if (k->k_peer != peer)
+            return HM_INVALID_ARG;
+        if (pieces[i].rp_remote_off > k->k_len ||
+            pieces[i].rp_len > k->k_len - pieces[i].rp_remote_off)
+            return HM_INVALID_ARG; /* past what the key itself says (na.h) */
+        if (!(k->k_access & need))
+            return HM_PERMISSION;
+        cma = cma && k->k_cma;
+    }
+    *all_cma = cma;
+    return HM_SUCCESS;
+}
+
+/* Native RMA: the same pieces with the plugin's own key handles. */
+static hm_return_t na_rma_native(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
+                                 hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+                                 unsigned int count)
+{
+    struct hm_na_rma_piece native[HM_NA_RMA_IOV_MAX];
+    for (unsigned int i = 0; i < count; i++) {
+        native[i] = pieces[i];
+        native[i].rp_rkey = ((const struct hmi_na_rkey *)pieces[i].rp_rkey)->k_native;
+    }
+    op->o_engine = HMI_NA_ENGINE_PLUGIN;
+    return ctx->x_class->c_ops.rma(ctx, op, dir, peer, native, count);
+}
+
+/* Owner-checked RMA: CMA where every key offers it and it works, else messages. */
+static hm_return_t na_rma_owner_checked(hm_na_context_t *ctx, hm_na_op_t *op,
+                                        enum hm_na_rma_dir dir, hm_na_addr_t *peer,
+                                        const struct hm_na_rma_piece *pieces,
+                                        unsigned int count)
+{
+    bool all_cma;
+    hm_return_t ret = na_rma_keys_ok(dir, peer, pieces, count, &all_cma);
+    if (ret != HM_SUCCESS) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
+                "%s: %s refused before asking the owner: a key from another peer, a range "
+                "past the region, or access not granted",
+                ctx->x_class->c_protocol, dir == HM_NA_RMA_PUT ? "put" : "get");
+        return ret;
+    }
+    if (all_cma && ctx->x_class->c_cma) {
+        op->o_engine = HMI_NA_ENGINE_CMA;
+        ret = hmi_cma_rma(ctx, op, dir, peer, pieces, count);
+        if (ret != HM_AGAIN)
+            return ret;
+    }
+    op->o_engine = HMI_NA_ENGINE_SWRMA;
+    return hmi_swrma_rma(ctx, op, dir, peer, pieces, count);
+}
+
 hm_return_t hm_na_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
                       hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
                       unsigned int count)
 {
     if (hmi_unlikely(count == 0 || count > ctx->x_class->c_rma_iov_limit || pieces == NULL ||
-                     (dir != HM_NA_RMA_PUT && dir != HM_NA_RMA_GET) ||
+                     peer == NULL || (dir != HM_NA_RMA_PUT && dir != HM_NA_RMA_GET) ||
                      !na_rma_pieces_ok(pieces, count))) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
                 "%s: rma refused: %u pieces (limit %u), direction %d, or a piece "
@@ -315,12 +554,23 @@ hm_return_t hm_na_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir d
     hm_return_t ret = na_op_begin(ctx, op);
     if (ret != HM_SUCCESS)
         return ret;
-    return na_op_end(op, ctx->x_class->c_ops.rma(ctx, op, dir, peer, pieces, count));
+    if (ctx->x_class->c_rma_kind == HM_NA_RMA_NATIVE)
+        ret = na_rma_native(ctx, op, dir, peer, pieces, count);
+    else
+        ret = na_rma_owner_checked(ctx, op, dir, peer, pieces, count);
+    return na_op_end(op, ret);
 }
 
 hm_return_t hm_na_cancel(hm_na_op_t *op)
 {
     if (op->o_state != HM_NA_OP_POSTED)
         return HM_NOENTRY;
-    return op->o_ctx->x_class->c_ops.cancel(op->o_ctx, op);
+    switch (op->o_engine) {
+    case HMI_NA_ENGINE_SWRMA:
+        return hmi_swrma_cancel(op->o_ctx, op);
+    case HMI_NA_ENGINE_CMA:
+        return HM_NOENTRY; /* moved at its post: its status stands */
+    default:
+        return op->o_ctx->x_class->c_ops.cancel(op->o_ctx, op);
+    }
 }

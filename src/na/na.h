@@ -47,6 +47,7 @@
 
 #include <hermod/types.h>
 
+#include "na/na_keytab.h"
 #include "util/list.h"
 
 typedef struct hm_na_class hm_na_class_t;
@@ -54,6 +55,28 @@ typedef struct hm_na_context hm_na_context_t;
 typedef struct hm_na_addr hm_na_addr_t; /* defined by each plugin */
 typedef struct hm_na_op hm_na_op_t;
 typedef struct hm_na_mem hm_na_mem_t;
+
+/*
+ * Who moves RMA for a class and who checks it (DESIGN §8, "Trust").
+ *
+ * HM_NA_RMA_OWNER_CHECKED (the default): the NA layer itself moves RMA, and
+ * the side that owns the memory checks every access against its key table
+ * (na_keytab.h) before a byte moves: over messages (na_swrma.c) on every
+ * protocol, and with process_vm_readv/writev (na_cma.c) between processes of
+ * one host when the class sets c_cma. The plugin's memory and rma slots are
+ * not used; it only carries messages. This is how a transport whose RMA is
+ * emulated in software (UCX over tcp or shared memory, libfabric's tcp and
+ * shm providers) is used: their emulation serves whatever address a request
+ * names, or hangs on a bad key, so Hermod never exposes it to peers.
+ *
+ * HM_NA_RMA_NATIVE: the plugin's mem_register ... rma slots are used and the
+ * transport enforces every access in hardware (an RDMA NIC checks the memory
+ * region of each request). Only a plugin that can say so may set it.
+ */
+enum hm_na_rma_kind {
+    HM_NA_RMA_OWNER_CHECKED = 0,
+    HM_NA_RMA_NATIVE = 1,
+};
 
 /* Access a memory region grants to remote peers. */
 enum hm_na_access {
@@ -112,6 +135,8 @@ struct hm_na_op {
     hm_na_op_cb_t o_cb;      /* set by the caller before posting */
     void *o_arg;             /* caller's, untouched by NA */
     hm_na_context_t *o_ctx;  /* set at post */
+    void *o_rma;             /* the NA's RMA engines' state (na_rma.h), or NULL */
+    uint8_t o_engine;        /* which engine has it posted (enum hmi_na_engine) */
     hm_return_t o_status;    /* set by hm_na_op_complete */
     uint32_t o_state;        /* HM_NA_OP_IDLE / POSTED / COMPLETED */
     struct hmi_list o_link;  /* queue of completed ops; plugin may not use it */
@@ -130,7 +155,10 @@ struct hm_na_mem {
     void *m_base;
     size_t m_len;
     unsigned int m_access; /* hm_na_access bits */
-    void *m_priv;          /* ops->mem_size bytes for the plugin */
+    bool m_exposed;        /* owner-checked: in the key table at m_slot */
+    uint32_t m_slot;
+    struct hmi_keytab_key m_key;
+    void *m_priv;          /* ops->mem_size bytes for the plugin (native RMA only) */
 };
 
 struct hm_na_ops {
@@ -199,6 +227,19 @@ struct hm_na_ops {
     void (*addr_ref)(hm_na_addr_t *addr);
     /* addr_unref: may run from the thread progressing the address's context only. */
     void (*addr_unref)(hm_na_addr_t *addr);
+    /*
+     * addr_pid (optional; NULL: the plugin cannot tell): the pid of the
+     * process behind `addr` as the transport knows it, for a peer on this
+     * host; 0 when unknown. Owner-checked CMA (na_cma.c) requires every key
+     * of an op to name this pid, so a descriptor can direct a transfer only
+     * at the process that sent it; without it the owner's key table, read
+     * out of the pid the key names, is the only check (it still refuses a
+     * pid that does not hold the key). Never blocks; the caller holds the
+     * address's context. Both shm plugins know the pid the peer announced
+     * (URI, message header) and watch with a pidfd: the peer's own claim,
+     * which is why the key-table check is done as well.
+     */
+    uint32_t (*addr_pid)(hm_na_addr_t *addr);
 
     /*
      * msg_buf_alloc / msg_buf_free: memory for messages, registered if the
@@ -218,7 +259,13 @@ struct hm_na_ops {
     /* msg_release: give back a received buffer (token from the receive callback). */
     void (*msg_release)(hm_na_context_t *ctx, uintptr_t token);
 
-    /* mem_register: register mem->m_base/m_len for m_access. Any thread. */
+    /*
+     * Memory and RMA slots, mem_register to rma: used only by a class that
+     * sets c_rma_kind = HM_NA_RMA_NATIVE (and then mandatory); a plugin whose
+     * classes are all owner-checked leaves them NULL.
+     *
+     * mem_register: register mem->m_base/m_len for m_access. Any thread.
+     */
     hm_return_t (*mem_register)(hm_na_class_t *cls, hm_na_mem_t *mem);
     void (*mem_deregister)(hm_na_class_t *cls, hm_na_mem_t *mem);
     /*
@@ -307,6 +354,10 @@ struct hm_na_class {
     bool c_mem_pins;          /* set by class_open: registering pins physical pages
                                  (RDMA NICs), so a cached registration of freed
                                  memory would move the wrong bytes */
+    enum hm_na_rma_kind c_rma_kind; /* set by class_open (default: owner-checked) */
+    bool c_cma;               /* set by class_open: peers are processes of this
+                                 host (shared memory), so owner-checked RMA may
+                                 use process_vm_readv/writev */
     unsigned int c_nctx;      /* contexts open */
     void *c_priv;             /* ops->class_size bytes */
 };
@@ -322,6 +373,11 @@ struct hm_na_context {
     hm_na_fail_cb_t x_fail_cb;
     void *x_fail_arg;
     struct hmi_list x_done;     /* completed ops whose callbacks have not run */
+    struct hmi_list x_deferred; /* ops completed at their post: moved to x_done by
+                                   the next progress, so a transfer whose pieces
+                                   complete at once still lets messages in */
+    void *x_rma;                /* the NA's RMA engines' state (na_rma.h) */
+    void *x_cma;                /* na_cma.c's state (pid -> key table cache), or NULL */
     void *x_priv;               /* ops->context_size bytes */
 };
 
@@ -347,13 +403,37 @@ void hm_na_context_close(hm_na_context_t *ctx);
 hm_na_op_t *hm_na_op_create(hm_na_class_t *cls);
 void hm_na_op_destroy(hm_na_op_t *op);
 
-/* Register / deregister memory: one hm_na_mem_t, freed by deregister. */
+/*
+ * Register / deregister memory: one hm_na_mem_t, freed by deregister. An
+ * owner-checked class puts a region that grants any access into the key
+ * table; deregister revokes it at once (a peer's later access is refused)
+ * and returns once the owner's own copies for peers in progress have ended.
+ */
 hm_return_t hm_na_mem_register(hm_na_class_t *cls, void *base, size_t len,
                                unsigned int access, hm_na_mem_t **mem_out);
 void hm_na_mem_deregister(hm_na_mem_t *mem);
+/*
+ * The packed key of `mem` a peer needs to reach it: `*size` in/out as for
+ * addr_to_string (HM_MSGSIZE and the size needed when `buf` is too small).
+ * Owner-checked keys carry no address of ours (na_rkey.c).
+ */
+hm_return_t hm_na_mem_key_pack(hm_na_mem_t *mem, void *buf, size_t *size);
+/*
+ * A packed key that `peer` sent us (hostile until checked), as a handle for
+ * hm_na_rma with `peer` on `ctx`. HM_PROTOCOL_ERROR for a key that does not
+ * parse; HM_NOMEM. The handle stays valid until hm_na_rkey_release, which the
+ * caller does while `peer` is still referenced.
+ */
+hm_return_t hm_na_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
+                              size_t key_len, void **rkey_out);
+void hm_na_rkey_release(hm_na_context_t *ctx, void *rkey);
 
 /* Progress once: plugin progress, then the callbacks of completed ops. */
 int hm_na_progress(hm_na_context_t *ctx);
+/* The context's fd to block on (-1: none), and arming it (poll_fd / poll_arm). */
+int hm_na_poll_fd(hm_na_context_t *ctx);
+/* HM_AGAIN also while the NA layer itself has work queued. */
+hm_return_t hm_na_poll_arm(hm_na_context_t *ctx);
 
 /* Thin wrappers that check and set op state, then call the plugin. */
 hm_return_t hm_na_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
@@ -383,19 +463,17 @@ static inline void *hm_na_mem_priv(const hm_na_mem_t *mem) { return mem->m_priv;
 /* Complete `op` with `status`: queue it for dispatch. Exactly once per post. */
 void hm_na_op_complete(hm_na_op_t *op, hm_return_t status);
 
-/* Hand a received message to the core (runs the receive callback). */
-static inline void hm_na_deliver(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf,
-                                 size_t len, uintptr_t token)
-{
-    ctx->x_recv_cb(ctx->x_recv_arg, source, buf, len, token);
-}
+/*
+ * Hand a received message to the NA layer: the messages of the NA's own RMA
+ * protocol (they start with HMI_SWRMA_MAGIC, which no core header does) go
+ * to na_swrma.c, every other one to the core's receive callback. Either
+ * way the message is released through hm_na_msg_release.
+ */
+void hm_na_deliver(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf, size_t len,
+                   uintptr_t token);
 
-/* Report a dead peer to the core. */
-static inline void hm_na_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer)
-{
-    if (ctx->x_fail_cb)
-        ctx->x_fail_cb(ctx->x_fail_arg, peer);
-}
+/* Report a dead peer: the NA's RMA ops with it end, then the core hears of it. */
+void hm_na_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer);
 
 /* ---- Registry ------------------------------------------------------------ */
 

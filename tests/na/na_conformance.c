@@ -255,10 +255,10 @@ static int nt_get_rkey(struct nt_peer *p, hm_na_addr_t *srv, void **rkey)
     NT_CHECK(nt_send_sync(p, srv, NT_CMD_KEYS, NT_CMD_LEN) == HM_SUCCESS);
     struct nt_msg *m = nt_wait_msg(p, 20000);
     NT_CHECK(m != NULL && m->src == srv);
-    NT_CHECK(p->cls->c_ops.rkey_unpack(p->ctx, srv, m->data, m->len, rkey) == HM_SUCCESS);
+    NT_CHECK(hm_na_rkey_unpack(p->ctx, srv, m->data, m->len, rkey) == HM_SUCCESS);
     /* A truncated key is refused, never crashes. */
     void *bad;
-    NT_CHECK(p->cls->c_ops.rkey_unpack(p->ctx, srv, m->data, 10, &bad) == HM_PROTOCOL_ERROR);
+    NT_CHECK(hm_na_rkey_unpack(p->ctx, srv, m->data, 10, &bad) == HM_PROTOCOL_ERROR);
     nt_msg_free(p, m);
     return 0;
 }
@@ -304,7 +304,7 @@ static int client_rma(void *arg)
     }
     /* Out of the remote region: refused, nothing posted. */
     NT_CHECK(nt_rma(&p, false, cmem, 0, srv, rkey, NT_RMA_SIZE - 1, 2) == HM_INVALID_ARG);
-    p.cls->c_ops.rkey_release(p.ctx, rkey);
+    hm_na_rkey_release(p.ctx, rkey);
     hm_na_mem_deregister(lmem);
     hm_na_mem_deregister(cmem);
     free(local);
@@ -465,7 +465,7 @@ static int client_rma_pieces(void *arg)
     NT_CHECK(nt_pieces_check_put(&p, srv, &l, rkey, cmem, check) == 0);
     fprintf(stderr, "%s: %u pieces per op at most, %u ops for %d pieces\n", g_uri, limit, ops,
             NT_PIECES);
-    p.cls->c_ops.rkey_release(p.ctx, rkey);
+    hm_na_rkey_release(p.ctx, rkey);
     for (int r = 0; r < 2; r++) {
         hm_na_mem_deregister(l.mems[r]);
         free(l.bufs[r]);

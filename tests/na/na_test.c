@@ -162,7 +162,7 @@ static int nt_server_cmd(struct nt_peer *p, struct nt_msg *m, hm_na_mem_t **mem,
         }
         unsigned char key[1024];
         size_t size = sizeof(key);
-        if (p->cls->c_ops.mem_key_pack(p->cls, *mem, key, &size) == HM_SUCCESS)
+        if (hm_na_mem_key_pack(*mem, key, &size) == HM_SUCCESS)
             nt_send_sync(p, m->src, key, size);
         return 0;
     }

@@ -348,6 +348,13 @@ hm_return_t hmi_ofi_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, cha
     return hmi_ofi_uri_format(q->q_addr, q->q_protocol, &addr->a_name, addr->a_pid, buf, size);
 }
 
+uint32_t hmi_ofi_addr_pid(hm_na_addr_t *addr)
+{
+    /* shm: the pid in the peer's URI and message headers (the one we watch). */
+    bool shm = addr->a_ctx != NULL && addr->a_ctx->x_cls->k_quirk->q_addr == OFI_ADDR_SHM;
+    return shm && addr->a_pid > 0 ? (uint32_t)addr->a_pid : 0;
+}
+
 void hmi_ofi_addr_ref(hm_na_addr_t *addr)
 {
     addr->a_refs++;

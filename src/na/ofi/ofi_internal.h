@@ -64,6 +64,8 @@ struct ofi_quirk {
     bool q_probe;                 /* peers die silently: probe quiet peers we wait on */
     bool q_doorbell;              /* no CQ wait fd: block on our own doorbell (ofi_bell.c) */
     bool q_mem_pins;              /* registration pins pages (an RDMA NIC) */
+    bool q_rma_native;            /* the NIC enforces RMA keys: the plugin's RMA is
+                                     used (HM_NA_RMA_NATIVE); else the NA's */
     bool q_rma_fails_named;       /* RMA parts a broken peer leaves in the provider come
                                      back as error completions naming their op (so an op
                                      to a dead peer waits for them; see ofi_addr.c) */
@@ -384,6 +386,8 @@ hm_return_t hmi_ofi_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_add
 hm_return_t hmi_ofi_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out);
 hm_return_t hmi_ofi_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
                                    size_t *size);
+/* addr_pid: shm peers' pid as they announce it (URI, header); else 0. */
+uint32_t hmi_ofi_addr_pid(hm_na_addr_t *addr);
 void hmi_ofi_addr_ref(hm_na_addr_t *addr);
 void hmi_ofi_addr_unref(hm_na_addr_t *addr);
 /* The canonical peer for `name`, inserted in the AV if new; NULL on failure. */

@@ -176,6 +176,8 @@ static hm_return_t plugin_check_info(hm_na_class_t *cls, struct ofi_class *k)
     k->k_inject_size = info->tx_attr->inject_size;
     cls->c_inject_limit = hmi_ofi_inject_size(cls);
     cls->c_mem_pins = k->k_quirk->q_mem_pins;
+    cls->c_rma_kind = k->k_quirk->q_rma_native ? HM_NA_RMA_NATIVE : HM_NA_RMA_OWNER_CHECKED;
+    cls->c_cma = strcmp(k->k_quirk->q_protocol, "shm") == 0;
     k->k_max_msg = info->ep_attr->max_msg_size;
     if (k->k_max_msg == 0 || k->k_max_msg > ((size_t)1 << 30))
         k->k_max_msg = (size_t)1 << 30;
@@ -318,6 +320,7 @@ const struct hm_na_ops hm_na_ofi_ops = {
     .addr_to_string = hmi_ofi_addr_to_string,
     .addr_ref = hmi_ofi_addr_ref,
     .addr_unref = hmi_ofi_addr_unref,
+    .addr_pid = hmi_ofi_addr_pid,
     .msg_buf_alloc = hmi_ofi_msg_buf_alloc,
     .msg_buf_free = hmi_ofi_msg_buf_free,
     .msg_send = hmi_ofi_msg_send,

@@ -15,8 +15,10 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_protocol = "tcp",
         .q_provider = "tcp;ofi_rxm",
         .q_ep_type = FI_EP_RDM,
-        .q_caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                  FI_MULTI_RECV,
+        /* No FI_RMA: the tcp provider serves a peer's read or write itself and,
+         * on a key it refuses, never completes it and stalls the connection;
+         * RMA is the NA layer's, checked by the owner (na_rma.h). */
+        .q_caps = FI_MSG | FI_MULTI_RECV,
         .q_addr = OFI_ADDR_SOCKADDR_IN,
         .q_addr_format = FI_SOCKADDR_IN,
         .q_multi_recv = true,
@@ -33,8 +35,11 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_protocol = "shm",
         .q_provider = "shm",
         .q_ep_type = FI_EP_RDM,
-        .q_caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                  FI_MULTI_RECV | FI_SOURCE,
+        /* No FI_RMA: shm copies a read or write with CMA into the pid the
+         * peer's own region names, without checking the range against the
+         * registration; RMA is the NA layer's (na_rma.h: CMA checked
+         * against the owner's key table, or messages). */
+        .q_caps = FI_MSG | FI_MULTI_RECV | FI_SOURCE,
         .q_addr = OFI_ADDR_SHM,
         .q_addr_format = FI_ADDR_STR,
         .q_multi_recv = true,
@@ -63,8 +68,10 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_watch_pid = false,
         .q_probe = true,
         .q_mem_pins = true,
+        .q_rma_native = true,
         .q_rma_fails_named = true,
-        .q_note = "as tcp (rxm on top); needs FI_MR_LOCAL and provider keys",
+        .q_note = "as tcp (rxm on top); needs FI_MR_LOCAL and provider keys; the NIC checks "
+                  "every RMA against its memory regions (native RMA)",
     },
 };
 

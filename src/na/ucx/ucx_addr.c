@@ -261,6 +261,12 @@ static void ucx_addr_free(hm_na_addr_t *a)
     free(a);
 }
 
+uint32_t hmi_ucx_addr_pid(hm_na_addr_t *addr)
+{
+    /* shm: the pid of the peer's URI (the one its pidfd watches); tcp: 0. */
+    return addr->a_pid > 0 ? (uint32_t)addr->a_pid : 0;
+}
+
 void hmi_ucx_addr_ref(hm_na_addr_t *addr)
 {
     addr->a_refs++;
@@ -442,18 +448,6 @@ ucp_ep_h hmi_ucx_addr_ep(hm_na_addr_t *addr)
 {
     struct ucx_ep *e = hmi_ucx_addr_uep(addr);
     return e != NULL ? e->e_ep : NULL;
-}
-
-ucp_ep_h hmi_ucx_addr_rma_ep(hm_na_addr_t *addr)
-{
-    struct ucx_ep *e = hmi_ucx_addr_uep(addr);
-    if (e == NULL || e->e_own)
-        return e != NULL ? e->e_ep : NULL;
-    if (addr->a_rma_ep != NULL && !addr->a_rma_ep->e_closed)
-        return addr->a_rma_ep->e_ep;
-    if (ucx_addr_connect(addr->a_ctx, addr, &addr->a_rma_ep) != HM_SUCCESS)
-        return NULL;
-    return addr->a_rma_ep->e_ep;
 }
 
 /* tcp listener: a peer connects; its first message will name it. */
@@ -844,7 +838,6 @@ void hmi_ucx_addr_fini(struct ucx_ctx *c)
         ucx_addr_unwatch(c, a);
         a->a_ctx = NULL; /* survivors are only freed by the core's unref */
         a->a_ep = NULL;
-        a->a_rma_ep = NULL;
         a->a_in_map = false;
         hmi_ucx_addr_unref(a);
     }

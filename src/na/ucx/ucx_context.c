@@ -48,25 +48,14 @@ static hm_return_t ucx_op_final_status(struct ucx_op *p, ucs_status_t status)
 void hmi_ucx_op_done(struct ucx_op *p, void *req, ucs_status_t status)
 {
     hm_na_op_t *op = p->p_op;
-    struct ucx_ctx *c = ucx_ctx(op->o_ctx);
     (void)req;
-    /* A put is complete once the peer has the data: flush, then report. */
-    if (p->p_kind == UCX_OP_PUT && status == UCS_OK && !p->p_canceled &&
-        p->p_force == HM_SUCCESS && !c->c_closing) {
-        p->p_kind = UCX_OP_FLUSH;
-        hm_return_t ret = hmi_ucx_rma_post(c, op);
-        if (ret == HM_SUCCESS)
-            return;
-        hm_na_op_complete(op, ret);
-        return;
-    }
     if (status != UCS_OK && status != UCS_ERR_CANCELED && p->p_force == HM_SUCCESS)
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: operation to %s failed: %s",
                 p->p_addr ? p->p_addr->a_uri : "?", ucs_status_string(status));
     hm_na_op_complete(op, ucx_op_final_status(p, status));
 }
 
-/* Request callback of every send, put, get and flush. */
+/* Request callback of every send. */
 static void ucx_req_cb(void *request, ucs_status_t status, void *user_data)
 {
     struct ucx_op *p = ((struct ucx_req *)request)->r_op;
@@ -115,28 +104,6 @@ void hmi_ucx_op_queue(struct ucx_ctx *c, hm_na_op_t *op)
     hmi_list_push_back(&c->c_retry, &p->p_link);
 }
 
-void hmi_ucx_op_copied(struct ucx_ctx *c, hm_na_op_t *op, hm_return_t status)
-{
-    struct ucx_op *p = ucx_op(op);
-    p->p_copied = true;
-    p->p_force = status;
-    hmi_list_push_back(&c->c_copied, &p->p_link);
-}
-
-/* Complete the ops CMA moved since the last progress, with their status. */
-static int ucx_complete_copied(struct ucx_ctx *c)
-{
-    int n = 0;
-    struct hmi_list *link;
-    while ((link = hmi_list_pop_front(&c->c_copied)) != NULL) {
-        struct ucx_op *p = hmi_container_of(link, struct ucx_op, p_link);
-        p->p_copied = false;
-        hm_na_op_complete(p->p_op, p->p_force);
-        n++;
-    }
-    return n;
-}
-
 ucp_request_param_t hmi_ucx_req_param(struct ucx_op *p)
 {
     ucp_request_param_t param = {
@@ -158,8 +125,7 @@ static int ucx_retry(struct ucx_ctx *c)
     while ((link = hmi_list_pop_front(&todo)) != NULL) {
         struct ucx_op *p = hmi_container_of(link, struct ucx_op, p_link);
         p->p_queued = false;
-        hm_return_t ret = p->p_kind == UCX_OP_SEND ? hmi_ucx_msg_post(c, p->p_op)
-                                                   : hmi_ucx_rma_post(c, p->p_op);
+        hm_return_t ret = hmi_ucx_msg_post(c, p->p_op);
         if (ret != HM_SUCCESS)
             hm_na_op_complete(p->p_op, ret);
         n++;
@@ -171,12 +137,6 @@ hm_return_t hmi_ucx_cancel(hm_na_context_t *ctx, hm_na_op_t *op)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     struct ucx_op *p = ucx_op(op);
-    if (p->p_copied) { /* its bytes have moved: its status stands */
-        p->p_copied = false;
-        hmi_list_remove(&p->p_link);
-        hm_na_op_complete(op, p->p_force);
-        return HM_NOENTRY;
-    }
     if (p->p_queued) {
         p->p_queued = false;
         hmi_list_remove(&p->p_link);
@@ -250,7 +210,6 @@ hm_return_t hmi_ucx_context_open(hm_na_context_t *ctx)
     hmi_list_init(&c->c_eps);
     hmi_list_init(&c->c_posted);
     hmi_list_init(&c->c_retry);
-    hmi_list_init(&c->c_copied);
     hmi_list_init(&c->c_failed);
     hmi_list_init(&c->c_pool);
     hmi_list_init(&c->c_rbufs_used);
@@ -338,8 +297,6 @@ void hmi_ucx_context_close(hm_na_context_t *ctx)
         ucp_listener_destroy(c->c_listener);
         c->c_listener = NULL;
     }
-    /* Ops CMA has moved keep their status, as for a cancel. */
-    ucx_complete_copied(c);
     /* Queued ops never reached UCX: they complete now. */
     struct hmi_list *link;
     while ((link = hmi_list_pop_front(&c->c_retry)) != NULL) {
@@ -397,8 +354,6 @@ int hmi_ucx_progress(hm_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     int n = 0;
-    if (!hmi_list_empty(&c->c_copied))
-        n += ucx_complete_copied(c);
     if (hmi_unlikely(!hmi_list_empty(&c->c_retry)))
         n += ucx_retry(c);
     for (int i = 0; i < UCX_PROGRESS_SPINS; i++) {
@@ -428,7 +383,7 @@ hm_return_t hmi_ucx_poll_arm(hm_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     if (!hmi_list_empty(&ctx->x_done) || !hmi_list_empty(&c->c_retry) ||
-        !hmi_list_empty(&c->c_copied) || !hmi_list_empty(&c->c_failed))
+        !hmi_list_empty(&c->c_failed))
         return HM_AGAIN;
     if (c->c_npidfds > 0 && hmi_ucx_addr_pids_pending(c)) {
         c->c_pid_check_ns = 0; /* progress scans (drains, then reports) at once */

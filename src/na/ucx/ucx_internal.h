@@ -2,8 +2,7 @@
  * UCX plugin: state shared by the plugin's files (one file per object:
  * ucx_plugin.c class and ops table, ucx_context.c worker and progress,
  * ucx_addr.c addresses, endpoints and URIs, ucx_msg.c active messages,
- * ucx_rma.c memory and the rma slot (put/get), ucx_lanes.c endpoint
- * description).
+ * ucx_lanes.c endpoint description).
  *
  * Design notes (the reasons behind the less obvious choices):
  *
@@ -43,32 +42,11 @@
  * cannot be force-closed in error mode NONE, so what is posted to a dead shm
  * peer is completed by the plugin with its requests orphaned. New posts fail
  * with HM_UNREACHABLE and the core hears of it through hm_na_peer_failed.
- * RMA and rendezvous receives are never started with a peer known to have
+ * Rendezvous receives are never started with a peer known to have
  * exited (cma on a dead pid with error mode NONE is fatal to UCX).
  *
- * RMA over shm. UCX 1.13 does not use cma for ucp_get_nbx / ucp_put_nbx
- * between workers: it emulates them with active messages through the
- * shared-memory FIFOs, which needs the target's progress and stops our
- * receive FIFO for good when the target is killed while writing a get reply
- * into it (a reserved slot never marked written). So the plugin moves shm
- * RMA itself, one-sidedly, with process_vm_readv / process_vm_writev (Linux
- * CMA): a packed key carries the owner's pid next to UCX's rkey
- * (ucx_rma.c), the pid must be the pid of the peer the key is unpacked for
- * (a peer cannot point us at a third process), and the copy is done inside
- * the rma call. Its completion waits for the next progress (ctx->c_copied),
- * although the contract would let the post complete it: the bulk layer
- * posts the next piece from a piece's callback, so a piece completed inside
- * its post would be dispatched by the same dispatch loop, and a whole
- * transfer would run inside one progress call, with no message delivered
- * and no cancel seen until it ended. Deferred, each progress moves one
- * round of pieces (the transfer's depth). UCX's rkey stays in the key and
- * is unpacked too: when the kernel refuses CMA (EPERM: Yama ptrace_scope, a
- * seccomp profile; ENOSYS) the class falls back to UCX's path for good.
- * Rejected: UCX's cma transport as the RMA lane (UCX 1.13 does not use it
- * for our worker-to-worker get/put, whatever UCX_TLS says: strace shows no
- * process_vm_readv); copying from progress instead of the post (a cancel
- * could then skip a copy, but the op would need a third queue and state,
- * for pieces of one chunk, 1 MiB by default, that take ~70 us to copy).
+ * RMA. None here: the ucp_context has no UCP_FEATURE_RMA (ucx_plugin.c says
+ * why); the NA layer moves RMA for this plugin's classes (na_rma.h).
  *
  * Close. Every ucp_ep_close_nbx request is kept on its struct ucx_ep, which
  * lives until after ucp_worker_destroy. A context close flushes (gracefully
@@ -153,9 +131,6 @@ size_t hmi_ucx_uri_format(const struct ucx_uri *u, char *buf, size_t size);
 struct ucx_class {
     ucp_context_h k_ucp;
     enum ucx_proto k_proto;
-    bool k_cma_keys;         /* shm: our keys offer CMA (HM_UCX_SHM_CMA) */
-    atomic_bool k_cma_off;   /* shm: our RMA goes through UCX, not process_vm_*
-                                (HM_UCX_SHM_CMA=0, or the kernel refused) */
     struct ucx_uri k_listen; /* tcp: where context 0 listens */
     size_t k_eager_limit;
     size_t k_pool_keep; /* receive buffers kept per context */
@@ -185,7 +160,6 @@ struct hm_na_addr {
     size_t a_uri_len;
     uint64_t a_hash;
     struct ucx_ep *a_ep;     /* endpoint used for sends; NULL until needed */
-    struct ucx_ep *a_rma_ep; /* our own endpoint for RMA when a_ep is a reply ep */
     pid_t a_pid;             /* shm: the peer's pid; 0 if unknown */
     int a_pidfd;             /* shm: -1 if none */
     bool a_self;
@@ -209,13 +183,10 @@ struct ucx_rbuf {
 /* Kinds of operation, for retries of back-pressured posts. */
 enum ucx_op_kind {
     UCX_OP_SEND = 1,
-    UCX_OP_PUT,
-    UCX_OP_GET,
-    UCX_OP_FLUSH, /* second stage of a put: remote completion */
 };
 
 /*
- * The plugin's part of every UCX send/RMA request (ucp_params.request_size):
+ * The plugin's part of every UCX send request (ucp_params.request_size):
  * a back pointer to the op, set right after the post returns the request.
  * Orphaning a request (r_op = NULL) lets an op complete while UCX still holds
  * the request; the callback then only frees it.
@@ -233,15 +204,10 @@ struct ucx_op {
     hm_return_t p_force;     /* HM_SUCCESS, or the status to report */
     bool p_canceled;
     bool p_queued;           /* in ctx->c_retry */
-    bool p_copied;           /* moved by CMA at post, in ctx->c_copied; p_force
-                                holds its status */
-    struct hmi_list p_link;  /* ctx->c_posted, ctx->c_retry or ctx->c_copied */
+    struct hmi_list p_link;  /* ctx->c_posted or ctx->c_retry */
     /* arguments kept for a retry */
     const void *p_buf;
     size_t p_len;
-    uint64_t p_raddr;
-    void *p_rkey;
-    ucp_mem_h p_memh;
 };
 
 struct ucx_ctx {
@@ -273,45 +239,10 @@ struct ucx_ctx {
     struct hmi_list c_eps;
     struct hmi_list c_posted;      /* ops with a UCX request */
     struct hmi_list c_retry;       /* ops the transport could not take yet */
-    struct hmi_list c_copied;      /* ops CMA moved at post; the next progress
-                                      completes them */
     struct hmi_list c_failed;      /* dead addresses not yet reported */
     struct hmi_list c_pool;        /* free receive buffers */
     unsigned int c_pool_len;
     struct hmi_list c_rbufs_used;  /* buffers in flight or held by the core */
-};
-
-struct ucx_mem {
-    ucp_mem_h m_memh;
-    void *m_rkey_buf;   /* packed rkey, from ucp_rkey_pack */
-    size_t m_rkey_len;
-    pid_t m_pid;        /* shm: getpid() at registration (the key's owner); 0 on tcp */
-};
-
-/* An unpacked remote key. */
-struct ucx_rkey {
-    ucp_rkey_h k_rkey;
-    uint64_t k_base;
-    uint64_t k_len;
-    hm_na_addr_t *k_peer;
-    pid_t k_pid;             /* shm: the owner, for process_vm_*; 0: UCX's path */
-    unsigned int k_access;   /* hm_na_access bits the owner granted */
-};
-
-/*
- * The fixed header of a packed key (layout in ucx_rma.c), UCX's rkey bytes
- * follow it. Decoded from the network by hmi_ucx_key_decode.
- */
-#define UCX_KEY_HDR 32
-#define UCX_KEY_F_CMA 0x01u /* y_pid is the owner's pid: process_vm_* may reach it */
-
-struct ucx_key {
-    unsigned int y_flags;  /* UCX_KEY_F_* */
-    unsigned int y_access; /* hm_na_access bits */
-    uint32_t y_pid;        /* owner's pid with UCX_KEY_F_CMA, else 0 */
-    uint32_t y_rkey_len;   /* bytes of UCX rkey after the header */
-    uint64_t y_base;
-    uint64_t y_len;
 };
 
 static inline struct ucx_class *ucx_cls(const hm_na_class_t *cls)
@@ -344,14 +275,12 @@ hm_return_t hmi_ucx_poll_arm(hm_na_context_t *ctx);
 hm_return_t hmi_ucx_cancel(hm_na_context_t *ctx, hm_na_op_t *op);
 /* Track `op` as posted with UCX request `req` (NULL: completed at once). */
 void hmi_ucx_op_posted(struct ucx_ctx *c, hm_na_op_t *op, void *req, ucs_status_t imm);
-/* The request callback shared by sends and RMA: status of a finished request. */
+/* The request callback of sends: status of a finished request. */
 void hmi_ucx_op_done(struct ucx_op *p, void *req, ucs_status_t status);
 /* Complete the ops posted to dead `addr` that UCX kept after a forced close. */
 void hmi_ucx_op_orphan_addr(struct ucx_ctx *c, hm_na_addr_t *addr);
 /* Queue a post the transport refused with UCS_ERR_NO_RESOURCE. */
 void hmi_ucx_op_queue(struct ucx_ctx *c, hm_na_op_t *op);
-/* An op CMA has moved (or failed to) at post: complete it from progress. */
-void hmi_ucx_op_copied(struct ucx_ctx *c, hm_na_op_t *op, hm_return_t status);
 /* Request parameters for a post of `p`: the shared callback, `p` as user data. */
 ucp_request_param_t hmi_ucx_req_param(struct ucx_op *p);
 
@@ -360,15 +289,14 @@ hm_return_t hmi_ucx_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_add
 hm_return_t hmi_ucx_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out);
 hm_return_t hmi_ucx_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
                                    size_t *size);
+/* addr_pid: a shm peer's pid as its URI says; 0 for tcp. */
+uint32_t hmi_ucx_addr_pid(hm_na_addr_t *addr);
 void hmi_ucx_addr_ref(hm_na_addr_t *addr);
 void hmi_ucx_addr_unref(hm_na_addr_t *addr);
 /* Create the context's self address and listener / worker address. */
 hm_return_t hmi_ucx_addr_init(struct ucx_ctx *c);
 /* The endpoint to send to `addr` on, connecting if needed; NULL if dead. */
 ucp_ep_h hmi_ucx_addr_ep(hm_na_addr_t *addr);
-/* The endpoint for RMA to `addr`: one we created (UCX 1.13 asserts in
- * ucp_get_nbx on the reply endpoints it makes for worker-address peers). */
-ucp_ep_h hmi_ucx_addr_rma_ep(hm_na_addr_t *addr);
 /* The same, as the plugin's endpoint record. */
 struct ucx_ep *hmi_ucx_addr_uep(hm_na_addr_t *addr);
 /* The address an incoming message came from (reply_ep + header). */
@@ -412,39 +340,5 @@ void hmi_ucx_msg_fini(struct ucx_ctx *c);
 void hmi_ucx_msg_fini_late(struct ucx_ctx *c);
 /* Post (or re-post) a send op; used by msg_send and the retry queue. */
 hm_return_t hmi_ucx_msg_post(struct ucx_ctx *c, hm_na_op_t *op);
-
-/* ucx_rma.c */
-/* Write the UCX_KEY_HDR bytes of `y` at `out` (little-endian). */
-void hmi_ucx_key_encode(const struct ucx_key *y, unsigned char *out);
-/*
- * Parse and check the header of a packed key of `key_len` bytes (from the
- * network): magic, version, known flags and access bits, zero reserved
- * bytes, the rkey length matching the size, a range that does not wrap, a
- * pid with the CMA flag and only with it. HM_PROTOCOL_ERROR with *why set
- * (a static string for the caller's log line); never reads past key_len.
- */
-hm_return_t hmi_ucx_key_decode(const void *key, size_t key_len, struct ucx_key *out,
-                               const char **why);
-/*
- * The pid process_vm_* may use for key `y` unpacked for `peer` on a class of
- * `proto`: 0 for UCX's path (tcp, no CMA flag, a peer whose pid is not
- * watched by a pidfd). HM_PROTOCOL_ERROR, with *why set, when the key's pid
- * is not the peer's: a peer must not make us reach a third process.
- */
-hm_return_t hmi_ucx_key_cma_pid(const struct ucx_key *y, enum ucx_proto proto,
-                                const hm_na_addr_t *peer, pid_t *pid_out, const char **why);
-hm_return_t hmi_ucx_mem_register(hm_na_class_t *cls, hm_na_mem_t *mem);
-void hmi_ucx_mem_deregister(hm_na_class_t *cls, hm_na_mem_t *mem);
-hm_return_t hmi_ucx_mem_key_pack(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf,
-                                 size_t *size);
-hm_return_t hmi_ucx_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
-                                size_t key_len, void **rkey_out);
-void hmi_ucx_rkey_release(hm_na_context_t *ctx, void *rkey);
-/* rma slot: one piece per op (c_rma_iov_limit is 1). */
-hm_return_t hmi_ucx_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
-                        hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
-                        unsigned int count);
-/* Post (or re-post) an RMA op; used by rma, the flush stage and retries. */
-hm_return_t hmi_ucx_rma_post(struct ucx_ctx *c, hm_na_op_t *op);
 
 #endif /* HM_NA_UCX_INTERNAL_H */

@@ -311,7 +311,6 @@ hm_return_t hmi_ucx_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const voi
     p->p_force = HM_SUCCESS;
     p->p_canceled = false;
     p->p_queued = false;
-    p->p_copied = false;
     p->p_buf = buf;
     p->p_len = len;
     hmi_list_init(&p->p_link);

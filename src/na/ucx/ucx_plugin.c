@@ -4,12 +4,15 @@
  * Transports are chosen here, programmatically, with ucp_config_modify, so a
  * user never has to set UCX_* variables: ucx+tcp uses the "tcp" transport
  * (sockaddr connections through a listener), ucx+shm uses posix/sysv shared
- * memory for messages, plus "self" for loopback. RMA over shm does not go
- * through UCX: UCX 1.13 emulates ucp_get_nbx / ucp_put_nbx between workers
- * with active messages through the shared-memory FIFO (its cma transport is
- * listed but never copies our RMA), so the plugin copies with
- * process_vm_readv / process_vm_writev itself and keeps UCX's path as the
- * fallback (ucx_rma.c; the reasons in ucx_internal.h, "RMA over shm").
+ * memory for messages, plus "self" for loopback.
+ *
+ * No RMA: the ucp_context is opened without UCP_FEATURE_RMA. UCX 1.13 moves
+ * ucp_get_nbx / ucp_put_nbx over tcp and between shared-memory workers by
+ * emulating them with active messages that the *target* serves from its
+ * progress, copying whatever address the request names: with the feature on,
+ * any peer could read and write any byte of a Hermod process. Without it the
+ * handlers are not installed. RMA for this plugin's classes is the NA layer's
+ * owner-checked RMA (na_rma.h): messages, or CMA between shm peers.
  */
 #include "na/ucx/ucx_internal.h"
 
@@ -33,12 +36,11 @@ static const struct hm_na_tunable ucx_tunables[] = {
      .def = "tcp",
      .help = "UCX transports (UCX_TLS syntax) behind ucx+tcp."},
     {.env = "HM_UCX_SHM_TLS",
-     .def = "posix,sysv,cma,self",
+     /* No "cma": UCX's cma transport reads a rendezvous message's payload
+      * from the pid the sender's own UCX address names, so a peer forging
+      * it could make us read another process into our receive buffer. */
+     .def = "posix,sysv,self",
      .help = "UCX transports (UCX_TLS syntax) behind ucx+shm."},
-    {.env = "HM_UCX_SHM_CMA",
-     .def = "1",
-     .help = "ucx+shm: 1 moves RMA with process_vm_readv/writev (and offers it to peers), "
-             "0 through UCX's emulated get/put."},
     {.env = NULL, .def = NULL, .help = NULL},
 };
 
@@ -136,6 +138,16 @@ static hm_return_t ucx_config(enum ucx_proto proto, ucp_config_t **config_out)
     hm_return_t ret = ucx_config_set(config, "TLS", tls);
     if (ret == HM_SUCCESS)
         ret = ucx_config_set(config, "WARN_UNUSED_ENV_VARS", "n");
+    /*
+     * Every message is at most the eager limit (64 KiB by default), so
+     * rendezvous buys nothing: it adds a round trip (measured on the 2-core
+     * VM, 32 KiB no-op RPC: tcp 135 -> 42 us, shm 25 -> 13 us median) and, on
+     * tcp, UCX 1.13's put-zcopy path asserts when the peer dies mid-transfer
+     * (tcp_ep.c: PUT_TX_WAITING_ACK). A peer may still send rendezvous
+     * messages; ucx_msg.c receives them.
+     */
+    if (ret == HM_SUCCESS)
+        ret = ucx_config_set(config, "RNDV_THRESH", "inf");
     if (ret != HM_SUCCESS) {
         ucp_config_release(config);
         return ret;
@@ -168,8 +180,6 @@ static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, cons
     }
     k->k_eager_limit &= ~(size_t)7;
     k->k_pool_keep = hmi_ucx_tunable_size("HM_UCX_POOL_KEEP", 64);
-    k->k_cma_keys = k->k_proto == UCX_PROTO_SHM && hmi_ucx_tunable_size("HM_UCX_SHM_CMA", 1);
-    atomic_init(&k->k_cma_off, !k->k_cma_keys);
 
     ucp_config_t *config;
     hm_return_t ret = ucx_config(k->k_proto, &config);
@@ -178,8 +188,8 @@ static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, cons
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                       UCP_PARAM_FIELD_NAME | UCP_PARAM_FIELD_REQUEST_SIZE,
-        .features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
-        .mt_workers_shared = 1, /* mem_register may come from any thread */
+        .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP, /* never RMA: see the top */
+        .mt_workers_shared = 1, /* msg_buf_alloc may come from any thread */
         .name = "hermod",
         .request_size = sizeof(struct ucx_req),
     };
@@ -192,9 +202,8 @@ static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, cons
     }
     cls->c_eager_limit = k->k_eager_limit;
     cls->c_mem_pins = false; /* tcp and shared-memory lanes only: virtual addresses */
-    /* ucp_put_nbx / ucp_get_nbx: one contiguous range. CMA could take several,
-     * but UCX's path is its fallback and a class's limit cannot shrink. */
-    cls->c_rma_iov_limit = 1;
+    cls->c_rma_kind = HM_NA_RMA_OWNER_CHECKED;
+    cls->c_cma = k->k_proto == UCX_PROTO_SHM;
     return HM_SUCCESS;
 }
 
@@ -215,7 +224,6 @@ const struct hm_na_ops hm_na_ucx_ops = {
     .class_size = sizeof(struct ucx_class),
     .context_size = sizeof(struct ucx_ctx),
     .op_size = sizeof(struct ucx_op),
-    .mem_size = sizeof(struct ucx_mem),
     .class_open = ucx_class_open,
     .class_close = ucx_class_close,
     /* .devices stays NULL: UCX 1.13 chooses devices per ucp_context
@@ -231,16 +239,12 @@ const struct hm_na_ops hm_na_ucx_ops = {
     .addr_to_string = hmi_ucx_addr_to_string,
     .addr_ref = hmi_ucx_addr_ref,
     .addr_unref = hmi_ucx_addr_unref,
+    .addr_pid = hmi_ucx_addr_pid,
     .msg_buf_alloc = hmi_ucx_msg_buf_alloc,
     .msg_buf_free = hmi_ucx_msg_buf_free,
     .msg_send = hmi_ucx_msg_send,
     .msg_release = hmi_ucx_msg_release,
-    .mem_register = hmi_ucx_mem_register,
-    .mem_deregister = hmi_ucx_mem_deregister,
-    .mem_key_pack = hmi_ucx_mem_key_pack,
-    .rkey_unpack = hmi_ucx_rkey_unpack,
-    .rkey_release = hmi_ucx_rkey_release,
-    .rma = hmi_ucx_rma,
+ /* memory and rma slots: none, RMA is the NA's (see the top) */
     .progress = hmi_ucx_progress,
     .poll_fd = hmi_ucx_poll_fd,
     .poll_arm = hmi_ucx_poll_arm,

@@ -100,12 +100,20 @@ static void test_send_queue_full(void **state)
     assert_int_equal(hm_na_class_close(cls), HM_SUCCESS);
 }
 
-/* c_rma_iov_limit is what fi_getinfo granted on both sides, capped by what an op holds. */
+/*
+ * c_rma_iov_limit: with native RMA what fi_getinfo granted on both sides,
+ * capped by what an op holds; owner-checked RMA (the NA's) takes the most.
+ */
 static void test_rma_iov_limit(void **state)
 {
     (void)state;
     hm_na_class_t *cls;
     assert_int_equal(hm_na_class_open(g_uri, &cls), HM_SUCCESS);
+    if (cls->c_rma_kind == HM_NA_RMA_OWNER_CHECKED) {
+        assert_int_equal(cls->c_rma_iov_limit, HM_NA_RMA_IOV_MAX);
+        hm_na_class_close(cls);
+        return;
+    }
     const struct fi_tx_attr *tx = ofi_class(cls)->k_info->tx_attr;
     size_t want = OFI_RMA_IOV_MAX;
     if (tx->iov_limit < want)
@@ -205,8 +213,8 @@ static void ea_rma_open(struct ea_rma *t)
     assert_int_equal(hm_na_mem_register(t->cls, t->remote, t->size, rw, &t->rmem), HM_SUCCESS);
     assert_int_equal(hm_na_mem_register(t->cls, t->out, t->size, 0, &t->omem), HM_SUCCESS);
     assert_int_equal(hm_na_mem_register(t->cls, t->in, t->size, 0, &t->imem), HM_SUCCESS);
-    assert_int_equal(t->cls->c_ops.mem_key_pack(t->cls, t->rmem, key, &key_len), HM_SUCCESS);
-    assert_int_equal(t->cls->c_ops.rkey_unpack(t->cli, t->dest, key, key_len, &t->rkey),
+    assert_int_equal(hm_na_mem_key_pack(t->rmem, key, &key_len), HM_SUCCESS);
+    assert_int_equal(hm_na_rkey_unpack(t->cli, t->dest, key, key_len, &t->rkey),
                      HM_SUCCESS);
     for (unsigned int o = 0; o < EA_RMAS; o++) {
         t->ops[o] = hm_na_op_create(t->cls);
@@ -218,7 +226,7 @@ static void ea_rma_close(struct ea_rma *t)
 {
     for (unsigned int o = 0; o < EA_RMAS; o++)
         hm_na_op_destroy(t->ops[o]);
-    t->cls->c_ops.rkey_release(t->cli, t->rkey);
+    hm_na_rkey_release(t->cli, t->rkey);
     hm_na_mem_deregister(t->imem);
     hm_na_mem_deregister(t->omem);
     hm_na_mem_deregister(t->rmem);
@@ -263,7 +271,10 @@ static void test_rma_queue_full(void **state)
         fail_msg("put: remote byte %zu differs", bad);
     pushed_back |= ea_rma_round(&t, HM_NA_RMA_GET, t.imem);
     assert_memory_equal(t.in, t.out, t.size); /* swapped back */
-    assert_true(pushed_back); /* the retry queue was exercised */
+    /* The retry queue was exercised; CMA (owner-checked ofi+shm) moves each
+     * op at its post and has no queue to fill. */
+    if (!t.cls->c_cma)
+        assert_true(pushed_back);
     assert_int_equal(t.rx.received, 0);
     ea_rma_close(&t);
 }

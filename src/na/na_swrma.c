@@ -1,0 +1,229 @@
+/*
+ * RMA over messages (na_rma.h): the per-context part. Send buffers and the
+ * owner's job records are pooled here, made on first need up to their caps
+ * and freed at context close, so nothing is allocated per transfer once
+ * warm. Receipt decodes each message once and hands it to the owner's side
+ * (requests) or the requester's (replies).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "na/na_swrma_int.h"
+#include "util/compiler.h"
+#include "util/log.h"
+
+hm_return_t hmi_swrma_context_init(hm_na_context_t *ctx)
+{
+    struct hmi_swrma_ctx *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return HM_NOMEM;
+    s->s_ctx = ctx;
+    s->s_buf_size = ctx->x_class->c_eager_limit;
+    hmi_list_init(&s->s_free_jobs);
+    hmi_list_init(&s->s_jobs);
+    hmi_list_init(&s->s_sendq);
+    s->s_table_free = UINT32_MAX;
+    ctx->x_rma = s;
+    return HM_SUCCESS;
+}
+
+/*
+ * A buffer whose send the plugin completed at context_close sits on x_done
+ * or x_deferred, to be dispatched after this engine is gone: take it off.
+ */
+static void swrma_buf_destroy(struct hmi_swrma_ctx *s, struct swrma_buf *b)
+{
+    hm_na_class_t *cls = s->s_ctx->x_class;
+    if (b->sb_op->o_state == HM_NA_OP_COMPLETED) {
+        hmi_list_remove(&b->sb_op->o_link);
+        b->sb_op->o_state = HM_NA_OP_IDLE;
+    }
+    if (b->sb_op->o_state != HM_NA_OP_IDLE) {
+        /* The plugin broke its close contract: leak rather than free under it. */
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "%s: swrma send still posted at close",
+                cls->c_protocol);
+        return;
+    }
+    cls->c_ops.msg_buf_free(cls, b->sb_data, b->sb_desc);
+    hm_na_op_destroy(b->sb_op);
+}
+
+void hmi_swrma_context_stop(hm_na_context_t *ctx)
+{
+    struct hmi_swrma_ctx *s = swrma_of(ctx);
+    hmi_swrma_req_fini(s);
+    hmi_swrma_owner_fini(s);
+}
+
+void hmi_swrma_context_fini(hm_na_context_t *ctx)
+{
+    struct hmi_swrma_ctx *s = swrma_of(ctx);
+    if (s == NULL)
+        return;
+    hmi_swrma_req_fini(s);   /* nothing left after stop; kept for a close without it */
+    hmi_swrma_owner_fini(s);
+    for (unsigned int i = 0; i < s->s_bufs_made; i++)
+        swrma_buf_destroy(s, &s->s_bufs[i]);
+    free(s->s_jobs_mem);
+    free(s->s_table);
+    free(s);
+    ctx->x_rma = NULL;
+}
+
+void hmi_swrma_stats(hm_na_context_t *ctx, struct hmi_swrma_stats *out)
+{
+    struct hmi_swrma_ctx *s = swrma_of(ctx);
+    memset(out, 0, sizeof(*out));
+    if (s == NULL)
+        return;
+    *out = s->s_stats;
+    out->ss_bufs = s->s_bufs_made;
+    out->ss_jobs = s->s_jobs_queued;
+}
+
+/* ---- send buffers ------------------------------------------------------------- */
+
+/* `b` is free again. */
+static void swrma_buf_put(struct hmi_swrma_ctx *s, struct swrma_buf *b)
+{
+    s->s_bufs_busy--;
+    if (b->sb_req != 0)
+        s->s_req_busy--;
+    b->sb_next = s->s_free_bufs;
+    s->s_free_bufs = b;
+}
+
+/* A send completed (or was canceled at close): the buffer is free again. */
+static void swrma_buf_sent(hm_na_op_t *op, hm_return_t status)
+{
+    struct swrma_buf *b = op->o_arg;
+    struct hmi_swrma_ctx *s = b->sb_ctx;
+    uint64_t req = b->sb_req;
+    swrma_buf_put(s, b);
+    if (status != HM_SUCCESS && req != 0)
+        hmi_swrma_req_send_failed(s, req, status);
+}
+
+/* Make one more buffer (below the cap); false when it cannot. */
+static bool swrma_buf_make(struct hmi_swrma_ctx *s)
+{
+    hm_na_class_t *cls = s->s_ctx->x_class;
+    if (s->s_bufs_made == SWRMA_BUFS)
+        return false;
+    struct swrma_buf *b = &s->s_bufs[s->s_bufs_made];
+    b->sb_op = hm_na_op_create(cls);
+    if (b->sb_op == NULL)
+        return false;
+    b->sb_data = cls->c_ops.msg_buf_alloc(cls, s->s_buf_size, &b->sb_desc);
+    if (b->sb_data == NULL) {
+        hm_na_op_destroy(b->sb_op);
+        return false;
+    }
+    b->sb_ctx = s;
+    b->sb_op->o_cb = swrma_buf_sent;
+    b->sb_op->o_arg = b;
+    b->sb_next = s->s_free_bufs;
+    s->s_free_bufs = b;
+    s->s_bufs_made++;
+    return true;
+}
+
+struct swrma_buf *hmi_swrma_buf_get(struct hmi_swrma_ctx *s, bool req)
+{
+    if (req && s->s_req_busy >= SWRMA_REQ_BUFS)
+        return NULL;
+    if (s->s_free_bufs == NULL && !swrma_buf_make(s))
+        return NULL;
+    struct swrma_buf *b = s->s_free_bufs;
+    s->s_free_bufs = b->sb_next;
+    b->sb_req = req ? UINT64_MAX : 0; /* the requester sets its request id */
+    s->s_bufs_busy++;
+    if (req)
+        s->s_req_busy++;
+    return b;
+}
+
+hm_return_t hmi_swrma_buf_send(struct hmi_swrma_ctx *s, struct swrma_buf *b,
+                               hm_na_addr_t *peer, size_t len)
+{
+    hm_return_t ret = hm_na_msg_send(s->s_ctx, peer, b->sb_data, len, b->sb_desc, b->sb_op);
+    if (ret != HM_SUCCESS)
+        swrma_buf_put(s, b); /* never posted: its callback will not run */
+    return ret;
+}
+
+/* Is there a buffer the requester (`req`) or the owner could take now? */
+static bool swrma_buf_ready(const struct hmi_swrma_ctx *s, bool req)
+{
+    if (req && s->s_req_busy >= SWRMA_REQ_BUFS)
+        return false;
+    return s->s_free_bufs != NULL || s->s_bufs_made < SWRMA_BUFS;
+}
+
+/* ---- job records ---------------------------------------------------------------- */
+
+struct swrma_job *hmi_swrma_job_get(struct hmi_swrma_ctx *s)
+{
+    if (s->s_jobs_mem == NULL) {
+        s->s_jobs_mem = calloc(SWRMA_JOBS, sizeof(*s->s_jobs_mem));
+        if (s->s_jobs_mem == NULL)
+            return NULL;
+        for (unsigned int i = 0; i < SWRMA_JOBS; i++)
+            hmi_list_push_back(&s->s_free_jobs, &s->s_jobs_mem[i].j_link);
+    }
+    struct hmi_list *link = hmi_list_pop_front(&s->s_free_jobs);
+    if (link == NULL)
+        return NULL;
+    s->s_jobs_queued++;
+    return hmi_container_of(link, struct swrma_job, j_link);
+}
+
+void hmi_swrma_job_put(struct hmi_swrma_ctx *s, struct swrma_job *job)
+{
+    if (job->j_peer != NULL)
+        s->s_ctx->x_class->c_ops.addr_unref(job->j_peer);
+    job->j_peer = NULL;
+    s->s_jobs_queued--;
+    hmi_list_push_front(&s->s_free_jobs, &job->j_link);
+}
+
+/* ---- the engine's entry points ---------------------------------------------------- */
+
+void hmi_swrma_recv(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf, size_t len,
+                    uintptr_t token)
+{
+    struct hmi_swrma_ctx *s = swrma_of(ctx);
+    struct swrma_msg m;
+    if (hmi_unlikely(!hmi_swrma_decode(buf, len, &m))) {
+        s->s_stats.ss_malformed++;
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG, "%s: malformed swrma message (%zu bytes) dropped",
+                ctx->x_class->c_protocol, len);
+    } else if (m.m_type == SWRMA_GET_REQ || m.m_type == SWRMA_PUT_DATA) {
+        hmi_swrma_owner_recv(s, source, &m);
+    } else {
+        hmi_swrma_req_recv(s, &m);
+    }
+    hm_na_msg_release(ctx, token);
+}
+
+int hmi_swrma_progress(hm_na_context_t *ctx)
+{
+    struct hmi_swrma_ctx *s = swrma_of(ctx);
+    return hmi_swrma_owner_progress(s) + hmi_swrma_req_progress(s);
+}
+
+bool hmi_swrma_pending(hm_na_context_t *ctx)
+{
+    /* Work with no buffer to take waits for a send to complete, which is a
+     * transport event: the context may sleep until then. */
+    struct hmi_swrma_ctx *s = swrma_of(ctx);
+    return (!hmi_list_empty(&s->s_jobs) && swrma_buf_ready(s, false)) ||
+           (!hmi_list_empty(&s->s_sendq) && swrma_buf_ready(s, true));
+}
+
+void hmi_swrma_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer)
+{
+    struct hmi_swrma_ctx *s = swrma_of(ctx);
+    hmi_swrma_req_peer_failed(s, peer);
+    hmi_swrma_owner_peer_failed(s, peer);
+}

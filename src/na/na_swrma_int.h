@@ -1,0 +1,153 @@
+/*
+ * RMA over messages: state shared by the engine's files (internal).
+ *
+ *   na_swrma.c        per-context state, send buffers, job records, receive
+ *                     dispatch, progress, stats
+ *   na_swrma_req.c    the requester: ops by request id, pieces cut into
+ *                     messages, a window per op, replies checked and placed
+ *   na_swrma_owner.c  the owner: every request checked against the key table
+ *                     (hmi_keytab_pin) at the moment it copies
+ *   na_swrma_wire.c   the wire format (na_swrma_wire.h)
+ *
+ * Everything here runs with the context serialized (na.h, "Threads").
+ */
+#ifndef HM_NA_SWRMA_INT_H
+#define HM_NA_SWRMA_INT_H
+
+#include "na/na_rma.h"
+#include "na/na_swrma_wire.h"
+
+/*
+ * Bounds, per context. Send buffers are c_eager_limit bytes each, made on
+ * first need and pooled; the requester may hold SWRMA_REQ_BUFS of them so
+ * the owner's replies always find one. Owner jobs (a get being streamed, or
+ * a reply waiting for a buffer) are pooled records, at most SWRMA_JOBS.
+ */
+#define SWRMA_BUFS 32u
+#define SWRMA_REQ_BUFS 24u
+#define SWRMA_JOBS 1024u
+#define SWRMA_WINDOW 8u          /* PUT_DATA messages unacknowledged per op */
+#define SWRMA_TABLE_MIN 64u      /* requester table's first size (doubles) */
+#define SWRMA_TABLE_MAX (1u << 24)
+
+/* A send buffer and the NA op that sends it. */
+struct swrma_buf {
+    struct hmi_swrma_ctx *sb_ctx;
+    hm_na_op_t *sb_op;           /* o_arg = this buffer */
+    unsigned char *sb_data;      /* msg_buf_alloc'ed, c_eager_limit bytes */
+    void *sb_desc;
+    uint64_t sb_req;             /* requester message: its request id (a failed send
+                                    fails that op); 0 for the owner's */
+    struct swrma_buf *sb_next;   /* free list */
+};
+
+enum swrma_job_kind {
+    SWRMA_JOB_GET = 1,           /* stream a region to the requester */
+    SWRMA_JOB_REPLY = 2,         /* PUT_ACK or ERR waiting for a buffer */
+};
+
+/* An owner's queued work for one request. */
+struct swrma_job {
+    struct hmi_list j_link;      /* s_jobs, or the free list */
+    hm_na_addr_t *j_peer;        /* one reference (addr_ref) while queued */
+    uint64_t j_id;
+    uint8_t j_kind;
+    uint8_t j_reply_type;        /* REPLY: SWRMA_PUT_ACK or SWRMA_ERR */
+    uint64_t j_value;            /* REPLY: bytes placed or status */
+    uint32_t j_slot;             /* GET: the request as asked */
+    struct hmi_keytab_key j_key;
+    uint64_t j_off;
+    uint64_t j_len;
+    uint64_t j_sent;             /* GET: bytes sent so far */
+};
+
+/* One entry of the requester's table; the request id names it. */
+struct swrma_entry {
+    struct swrma_op *e_op;       /* NULL: free */
+    uint32_t e_gen;              /* bumped at every use; ids of older uses fail */
+    uint32_t e_next_free;
+};
+
+/* One piece of a requester's op, as posted. */
+struct swrma_piece {
+    unsigned char *p_local;      /* the local bytes (region base + local offset) */
+    uint32_t p_slot;
+    struct hmi_keytab_key p_key;
+    uint64_t p_remote_off;
+    uint64_t p_len;
+    uint64_t p_next;             /* PUT: bytes sent; GET: 0, or p_len once asked */
+    uint64_t p_done;             /* bytes acknowledged (PUT) or placed (GET) */
+};
+
+/* A requester's op (hm_na_op_t.o_rma). */
+struct swrma_op {
+    hm_na_op_t *q_op;
+    struct hmi_list q_sendq;     /* on s_sendq while it has a message to send */
+    hm_na_addr_t *q_peer;        /* borrowed: the caller keeps it (na.h) */
+    enum hm_na_rma_dir q_dir;
+    unsigned int q_count;
+    uint32_t q_index;            /* entry in the table, while posted */
+    uint32_t q_gen;
+    unsigned int q_inflight;     /* PUT_DATA unacknowledged / GET_REQ unanswered */
+    uint64_t q_left;             /* bytes not yet acknowledged or placed */
+    bool q_posted;               /* in the table */
+    struct swrma_piece q_pieces[HM_NA_RMA_IOV_MAX];
+};
+
+/* Per-context state (hm_na_context_t.x_rma). */
+struct hmi_swrma_ctx {
+    hm_na_context_t *s_ctx;
+    size_t s_buf_size;           /* c_eager_limit */
+    struct swrma_buf s_bufs[SWRMA_BUFS];
+    unsigned int s_bufs_made;
+    unsigned int s_bufs_busy;    /* sending */
+    unsigned int s_req_busy;     /* of which the requester's */
+    struct swrma_buf *s_free_bufs;
+    struct swrma_job *s_jobs_mem; /* SWRMA_JOBS records, made on first need */
+    struct hmi_list s_free_jobs;
+    struct hmi_list s_jobs;      /* owner: queued, served round-robin */
+    unsigned int s_jobs_queued;
+    struct hmi_list s_sendq;     /* requester: ops with a message to send */
+    struct swrma_entry *s_table;
+    uint32_t s_table_size;
+    uint32_t s_table_free;       /* first free entry, or UINT32_MAX */
+    uint32_t s_live_ops;
+    bool s_in_post;              /* completions go to x_deferred */
+    struct hmi_swrma_stats s_stats;
+};
+
+static inline struct hmi_swrma_ctx *swrma_of(hm_na_context_t *ctx)
+{
+    return ctx->x_rma;
+}
+
+/* na_swrma.c */
+/* A free send buffer, for the requester (`req`) or the owner; NULL when none. */
+struct swrma_buf *hmi_swrma_buf_get(struct hmi_swrma_ctx *s, bool req);
+/*
+ * Send `len` bytes of `b` to `peer`; on an error the buffer is back in the
+ * pool and the error is returned (the message is lost).
+ */
+hm_return_t hmi_swrma_buf_send(struct hmi_swrma_ctx *s, struct swrma_buf *b,
+                               hm_na_addr_t *peer, size_t len);
+/* A free job record, or NULL at the cap. */
+struct swrma_job *hmi_swrma_job_get(struct hmi_swrma_ctx *s);
+/* Give back a job that is no longer queued; drops its peer reference. */
+void hmi_swrma_job_put(struct hmi_swrma_ctx *s, struct swrma_job *job);
+
+/* na_swrma_owner.c */
+void hmi_swrma_owner_recv(struct hmi_swrma_ctx *s, hm_na_addr_t *source,
+                          const struct swrma_msg *m);
+int hmi_swrma_owner_progress(struct hmi_swrma_ctx *s);
+void hmi_swrma_owner_peer_failed(struct hmi_swrma_ctx *s, hm_na_addr_t *peer);
+void hmi_swrma_owner_fini(struct hmi_swrma_ctx *s);
+
+/* na_swrma_req.c */
+void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, const struct swrma_msg *m);
+int hmi_swrma_req_progress(struct hmi_swrma_ctx *s);
+/* A requester message for request `id` could not be sent: fail its op. */
+void hmi_swrma_req_send_failed(struct hmi_swrma_ctx *s, uint64_t id, hm_return_t status);
+void hmi_swrma_req_peer_failed(struct hmi_swrma_ctx *s, hm_na_addr_t *peer);
+void hmi_swrma_req_fini(struct hmi_swrma_ctx *s);
+
+#endif /* HM_NA_SWRMA_INT_H */

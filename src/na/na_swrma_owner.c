@@ -1,0 +1,184 @@
+/*
+ * RMA over messages: the owner's side. Every byte a peer reaches goes
+ * through hmi_keytab_pin at the moment it is copied, on this side:
+ *
+ *  - PUT_DATA is handled statelessly: pin the range it names, copy from the
+ *    receive buffer, unpin, acknowledge. Nothing is kept per request.
+ *  - GET_REQ is checked whole at once (so a refusal is immediate), then
+ *    queued as a job that streams the region a message at a time; each
+ *    chunk is pinned again as it is copied, so a region freed mid-get stops
+ *    the get with ERR HM_PERMISSION and its memory is never read after.
+ *
+ * Memory is bounded whatever peers send: at most SWRMA_JOBS queued jobs and
+ * SWRMA_BUFS send buffers per context. A get over the job cap is refused
+ * with ERR HM_BUSY; a reply that finds neither a buffer nor a job record is
+ * dropped and counted (ss_dropped).
+ *
+ * Design note: no per-peer cap on jobs. It would need a map from address
+ * to count on this path; the per-context cap already bounds memory, and a
+ * peer that fills it only slows the others' gets (they see HM_BUSY and
+ * retry), it cannot make the owner allocate or touch anything.
+ */
+#include <string.h>
+
+#include "na/na_swrma_int.h"
+#include "util/log.h"
+
+/* Send PUT_ACK or ERR now, or queue it, or drop it (counted). */
+static void owner_reply(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, enum swrma_type type,
+                        uint64_t id, uint64_t value)
+{
+    struct swrma_buf *b = hmi_swrma_buf_get(s, false);
+    if (b != NULL) {
+        hmi_swrma_encode_reply(b->sb_data, type, id, value);
+        (void)hmi_swrma_buf_send(s, b, peer, SWRMA_ACK_SIZE); /* a dead peer: nobody waits */
+        return;
+    }
+    struct swrma_job *job = hmi_swrma_job_get(s);
+    if (job == NULL) {
+        s->s_stats.ss_dropped++;
+        return;
+    }
+    s->s_ctx->x_class->c_ops.addr_ref(peer);
+    job->j_peer = peer;
+    job->j_id = id;
+    job->j_kind = SWRMA_JOB_REPLY;
+    job->j_reply_type = (uint8_t)type;
+    job->j_value = value;
+    hmi_list_push_back(&s->s_jobs, &job->j_link);
+}
+
+static void owner_refuse(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, uint64_t id,
+                         hm_return_t status)
+{
+    if (status == HM_PERMISSION)
+        s->s_stats.ss_refused++;
+    else if (status == HM_BUSY)
+        s->s_stats.ss_busy++;
+    owner_reply(s, peer, SWRMA_ERR, id, (uint64_t)status);
+}
+
+static void owner_put(struct hmi_swrma_ctx *s, hm_na_addr_t *source, const struct swrma_msg *m)
+{
+    void *dst;
+    hm_return_t ret =
+        hmi_keytab_pin(m->m_slot, &m->m_key, m->m_off, m->m_len, HM_NA_ACCESS_WRITE, &dst);
+    if (ret != HM_SUCCESS) {
+        owner_refuse(s, source, m->m_id, ret);
+        return;
+    }
+    memcpy(dst, m->m_data, (size_t)m->m_len);
+    hmi_keytab_unpin(m->m_slot);
+    owner_reply(s, source, SWRMA_PUT_ACK, m->m_id, m->m_len);
+}
+
+static void owner_get(struct hmi_swrma_ctx *s, hm_na_addr_t *source, const struct swrma_msg *m)
+{
+    void *src;
+    hm_return_t ret =
+        hmi_keytab_pin(m->m_slot, &m->m_key, m->m_off, m->m_len, HM_NA_ACCESS_READ, &src);
+    if (ret != HM_SUCCESS) {
+        owner_refuse(s, source, m->m_id, ret);
+        return;
+    }
+    hmi_keytab_unpin(m->m_slot); /* checked whole now; each chunk is pinned again */
+    struct swrma_job *job = hmi_swrma_job_get(s);
+    if (job == NULL) {
+        owner_refuse(s, source, m->m_id, HM_BUSY);
+        return;
+    }
+    s->s_ctx->x_class->c_ops.addr_ref(source);
+    job->j_peer = source;
+    job->j_id = m->m_id;
+    job->j_kind = SWRMA_JOB_GET;
+    job->j_slot = m->m_slot;
+    job->j_key = m->m_key;
+    job->j_off = m->m_off;
+    job->j_len = m->m_len;
+    job->j_sent = 0;
+    hmi_list_push_back(&s->s_jobs, &job->j_link);
+}
+
+void hmi_swrma_owner_recv(struct hmi_swrma_ctx *s, hm_na_addr_t *source,
+                          const struct swrma_msg *m)
+{
+    if (m->m_type == SWRMA_PUT_DATA)
+        owner_put(s, source, m);
+    else
+        owner_get(s, source, m);
+}
+
+/*
+ * Send the next chunk of a get into `b`; true when the job is over (last
+ * chunk sent, refused, or the peer unreachable).
+ */
+static bool owner_get_chunk(struct hmi_swrma_ctx *s, struct swrma_job *job, struct swrma_buf *b)
+{
+    uint64_t room = s->s_buf_size - SWRMA_DATA_SIZE;
+    uint64_t chunk = job->j_len - job->j_sent < room ? job->j_len - job->j_sent : room;
+    void *src;
+    hm_return_t ret = hmi_keytab_pin(job->j_slot, &job->j_key, job->j_off + job->j_sent, chunk,
+                                     HM_NA_ACCESS_READ, &src);
+    if (ret != HM_SUCCESS) {
+        /* Revoked since the request was checked: the get stops here. */
+        s->s_stats.ss_refused++;
+        hmi_swrma_encode_reply(b->sb_data, SWRMA_ERR, job->j_id, (uint64_t)ret);
+        (void)hmi_swrma_buf_send(s, b, job->j_peer, SWRMA_ACK_SIZE);
+        return true;
+    }
+    hmi_swrma_encode_data(b->sb_data, job->j_id, job->j_sent, chunk);
+    memcpy(b->sb_data + SWRMA_DATA_SIZE, src, (size_t)chunk);
+    hmi_keytab_unpin(job->j_slot);
+    if (hmi_swrma_buf_send(s, b, job->j_peer, SWRMA_DATA_SIZE + (size_t)chunk) != HM_SUCCESS)
+        return true;
+    job->j_sent += chunk;
+    return job->j_sent == job->j_len;
+}
+
+int hmi_swrma_owner_progress(struct hmi_swrma_ctx *s)
+{
+    int sent = 0;
+    struct swrma_buf *b;
+    while (!hmi_list_empty(&s->s_jobs) && (b = hmi_swrma_buf_get(s, false)) != NULL) {
+        struct swrma_job *job =
+            hmi_container_of(hmi_list_pop_front(&s->s_jobs), struct swrma_job, j_link);
+        bool over = true;
+        if (job->j_kind == SWRMA_JOB_GET) {
+            over = owner_get_chunk(s, job, b);
+        } else {
+            hmi_swrma_encode_reply(b->sb_data, job->j_reply_type, job->j_id, job->j_value);
+            (void)hmi_swrma_buf_send(s, b, job->j_peer, SWRMA_ACK_SIZE);
+        }
+        if (over)
+            hmi_swrma_job_put(s, job);
+        else
+            hmi_list_push_back(&s->s_jobs, &job->j_link); /* round-robin among gets */
+        sent++;
+    }
+    return sent;
+}
+
+/* Drop the queued jobs of `peer`, or every job when `peer` is NULL. */
+static void owner_drop(struct hmi_swrma_ctx *s, hm_na_addr_t *peer)
+{
+    struct hmi_list *link = s->s_jobs.next;
+    while (link != &s->s_jobs) {
+        struct hmi_list *next = link->next;
+        struct swrma_job *job = hmi_container_of(link, struct swrma_job, j_link);
+        if (peer == NULL || job->j_peer == peer) {
+            hmi_list_remove(link);
+            hmi_swrma_job_put(s, job);
+        }
+        link = next;
+    }
+}
+
+void hmi_swrma_owner_peer_failed(struct hmi_swrma_ctx *s, hm_na_addr_t *peer)
+{
+    owner_drop(s, peer);
+}
+
+void hmi_swrma_owner_fini(struct hmi_swrma_ctx *s)
+{
+    owner_drop(s, NULL);
+}

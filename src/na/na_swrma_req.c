@@ -1,0 +1,329 @@
+/*
+ * RMA over messages: the requester's side.
+ *
+ * A posted op takes an entry of the context's table; the request id of its
+ * piece p is (entry generation << 32 | entry index << 8 | p), so a reply
+ * names its op and piece, and a reply for an entry's older use (late, after
+ * cancel, forged) fails the generation check and is dropped (ss_late).
+ *
+ * A get sends one GET_REQ per piece; the owner streams the piece back in
+ * GET_DATA messages, each checked against the piece's own range before the
+ * one copy into local memory. A put cuts each piece into PUT_DATA messages
+ * of what fits in one, at most SWRMA_WINDOW unacknowledged per op. Ops with
+ * a message to send wait on s_sendq and take send buffers in turn (at most
+ * SWRMA_REQ_BUFS); progress continues them. An op completes once, when
+ * every byte is placed or acknowledged, or at its first error.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "na/na_swrma_int.h"
+#include "util/log.h"
+
+#define REQ_PIECE_BITS 8u
+#define REQ_INDEX_MASK 0xffffffu
+
+_Static_assert(HM_NA_RMA_IOV_MAX <= (1u << REQ_PIECE_BITS), "piece index fits the id");
+
+static uint64_t req_id(const struct swrma_op *q, unsigned int piece)
+{
+    return (uint64_t)q->q_gen << 32 | (uint64_t)q->q_index << REQ_PIECE_BITS | piece;
+}
+
+/* The live op `id` names and its piece, or NULL. */
+static struct swrma_op *req_lookup(struct hmi_swrma_ctx *s, uint64_t id, unsigned int *piece)
+{
+    uint32_t index = (uint32_t)(id >> REQ_PIECE_BITS) & REQ_INDEX_MASK;
+    if (index >= s->s_table_size)
+        return NULL;
+    struct swrma_entry *e = &s->s_table[index];
+    if (e->e_op == NULL || e->e_gen != (uint32_t)(id >> 32))
+        return NULL;
+    *piece = (unsigned int)(id & ((1u << REQ_PIECE_BITS) - 1));
+    return *piece < e->e_op->q_count ? e->e_op : NULL;
+}
+
+/* Double the table (warm-up only); false at the cap or without memory. */
+static bool req_table_grow(struct hmi_swrma_ctx *s)
+{
+    uint32_t old = s->s_table_size;
+    uint32_t size = old ? old * 2 : SWRMA_TABLE_MIN;
+    if (size > SWRMA_TABLE_MAX)
+        return false;
+    struct swrma_entry *table = realloc(s->s_table, size * sizeof(*table));
+    if (table == NULL)
+        return false;
+    for (uint32_t i = old; i < size; i++)
+        table[i] = (struct swrma_entry){
+            .e_next_free = i + 1 < size ? i + 1 : s->s_table_free};
+    s->s_table = table;
+    s->s_table_size = size;
+    s->s_table_free = old;
+    return true;
+}
+
+static hm_return_t req_table_take(struct hmi_swrma_ctx *s, struct swrma_op *q)
+{
+    if (s->s_table_free == UINT32_MAX && !req_table_grow(s))
+        return HM_NOMEM;
+    uint32_t index = s->s_table_free;
+    struct swrma_entry *e = &s->s_table[index];
+    s->s_table_free = e->e_next_free;
+    e->e_gen = e->e_gen + 1 ? e->e_gen + 1 : 1; /* never 0: no id is 0 */
+    e->e_op = q;
+    q->q_index = index;
+    q->q_gen = e->e_gen;
+    q->q_posted = true;
+    s->s_live_ops++;
+    return HM_SUCCESS;
+}
+
+/* Complete `q` with `status`: its entry is freed, its local bytes no longer touched. */
+static void req_finish(struct hmi_swrma_ctx *s, struct swrma_op *q, hm_return_t status)
+{
+    struct swrma_entry *e = &s->s_table[q->q_index];
+    e->e_op = NULL;
+    e->e_next_free = s->s_table_free;
+    s->s_table_free = q->q_index;
+    s->s_live_ops--;
+    q->q_posted = false;
+    hmi_list_remove(&q->q_sendq);
+    if (s->s_in_post)
+        hmi_na_op_complete_deferred(q->q_op, status);
+    else
+        hm_na_op_complete(q->q_op, status);
+}
+
+/* Has `q` a message it may send now? */
+static bool req_can_send(const struct swrma_op *q)
+{
+    for (unsigned int i = 0; i < q->q_count; i++) {
+        const struct swrma_piece *p = &q->q_pieces[i];
+        if (p->p_next < p->p_len)
+            return q->q_dir == HM_NA_RMA_GET || q->q_inflight < SWRMA_WINDOW;
+    }
+    return false;
+}
+
+static void req_enqueue(struct hmi_swrma_ctx *s, struct swrma_op *q)
+{
+    if (!hmi_list_linked(&q->q_sendq) && req_can_send(q))
+        hmi_list_push_back(&s->s_sendq, &q->q_sendq);
+}
+
+/* Fill `b` with the next message of `q`; its length. */
+static size_t req_fill(struct hmi_swrma_ctx *s, struct swrma_op *q, struct swrma_buf *b)
+{
+    unsigned int i = 0;
+    while (q->q_pieces[i].p_next == q->q_pieces[i].p_len)
+        i++; /* req_can_send said one is left */
+    struct swrma_piece *p = &q->q_pieces[i];
+    b->sb_req = req_id(q, i);
+    if (q->q_dir == HM_NA_RMA_GET) {
+        hmi_swrma_encode_req(b->sb_data, SWRMA_GET_REQ, b->sb_req, p->p_slot, &p->p_key,
+                             p->p_remote_off, p->p_len);
+        p->p_next = p->p_len;
+        return SWRMA_REQ_SIZE;
+    }
+    uint64_t room = s->s_buf_size - SWRMA_REQ_SIZE;
+    uint64_t chunk = p->p_len - p->p_next < room ? p->p_len - p->p_next : room;
+    hmi_swrma_encode_req(b->sb_data, SWRMA_PUT_DATA, b->sb_req, p->p_slot, &p->p_key,
+                         p->p_remote_off + p->p_next, chunk);
+    memcpy(b->sb_data + SWRMA_REQ_SIZE, p->p_local + p->p_next, (size_t)chunk);
+    p->p_next += chunk;
+    return SWRMA_REQ_SIZE + (size_t)chunk;
+}
+
+int hmi_swrma_req_progress(struct hmi_swrma_ctx *s)
+{
+    int sent = 0;
+    struct swrma_buf *b;
+    while (!hmi_list_empty(&s->s_sendq) && (b = hmi_swrma_buf_get(s, true)) != NULL) {
+        struct swrma_op *q =
+            hmi_container_of(hmi_list_pop_front(&s->s_sendq), struct swrma_op, q_sendq);
+        size_t len = req_fill(s, q, b);
+        hm_return_t ret = hmi_swrma_buf_send(s, b, q->q_peer, len);
+        if (ret != HM_SUCCESS) {
+            req_finish(s, q, ret);
+            continue;
+        }
+        q->q_inflight++;
+        req_enqueue(s, q); /* to the back: ops take turns */
+        sent++;
+    }
+    return sent;
+}
+
+/* First use of `op` with this engine: its state, kept until hm_na_op_destroy. */
+static struct swrma_op *req_op_state(hm_na_op_t *op)
+{
+    if (op->o_rma == NULL) {
+        struct swrma_op *q = calloc(1, sizeof(*q));
+        if (q == NULL)
+            return NULL;
+        q->q_op = op;
+        hmi_list_init(&q->q_sendq);
+        op->o_rma = q;
+    }
+    return op->o_rma;
+}
+
+/* Copy the caller's pieces; zero-length ones count as done. */
+static void req_copy_pieces(struct swrma_op *q, const struct hm_na_rma_piece *pieces,
+                            unsigned int count)
+{
+    q->q_count = count;
+    q->q_left = 0;
+    q->q_inflight = 0;
+    for (unsigned int i = 0; i < count; i++) {
+        const struct hmi_na_rkey *k = pieces[i].rp_rkey;
+        q->q_pieces[i] = (struct swrma_piece){
+            .p_local = (unsigned char *)pieces[i].rp_local->m_base + pieces[i].rp_local_off,
+            .p_slot = k->k_slot,
+            .p_key = k->k_key,
+            .p_remote_off = pieces[i].rp_remote_off,
+            .p_len = pieces[i].rp_len,
+        };
+        q->q_left += pieces[i].rp_len;
+    }
+}
+
+hm_return_t hmi_swrma_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
+                          hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+                          unsigned int count)
+{
+    struct hmi_swrma_ctx *s = swrma_of(ctx);
+    struct swrma_op *q = req_op_state(op);
+    if (q == NULL)
+        return HM_NOMEM;
+    hm_return_t ret = req_table_take(s, q);
+    if (ret != HM_SUCCESS)
+        return ret;
+    q->q_peer = peer;
+    q->q_dir = dir;
+    req_copy_pieces(q, pieces, count);
+    s->s_in_post = true;
+    if (q->q_left == 0)
+        req_finish(s, q, HM_SUCCESS);
+    else
+        req_enqueue(s, q);
+    hmi_swrma_req_progress(s); /* the first messages leave now */
+    s->s_in_post = false;
+    return HM_SUCCESS;
+}
+
+hm_return_t hmi_swrma_cancel(hm_na_context_t *ctx, hm_na_op_t *op)
+{
+    struct swrma_op *q = op->o_rma;
+    if (q == NULL || !q->q_posted)
+        return HM_NOENTRY;
+    req_finish(swrma_of(ctx), q, HM_CANCELED);
+    return HM_SUCCESS;
+}
+
+void hmi_swrma_op_free(hm_na_op_t *op)
+{
+    free(op->o_rma);
+    op->o_rma = NULL;
+}
+
+/* A reply that contradicts its op: the op fails, the message is counted. */
+static void req_bad_reply(struct hmi_swrma_ctx *s, struct swrma_op *q)
+{
+    s->s_stats.ss_malformed++;
+    req_finish(s, q, HM_PROTOCOL_ERROR);
+}
+
+static void req_get_data(struct hmi_swrma_ctx *s, struct swrma_op *q, unsigned int piece,
+                         const struct swrma_msg *m)
+{
+    struct swrma_piece *p = &q->q_pieces[piece];
+    if (q->q_dir != HM_NA_RMA_GET || p->p_next != p->p_len || m->m_off > p->p_len ||
+        m->m_len > p->p_len - m->m_off || m->m_len > p->p_len - p->p_done) {
+        req_bad_reply(s, q);
+        return;
+    }
+    memcpy(p->p_local + m->m_off, m->m_data, (size_t)m->m_len);
+    p->p_done += m->m_len;
+    q->q_left -= m->m_len;
+    if (p->p_done == p->p_len)
+        q->q_inflight--;
+    if (q->q_left == 0)
+        req_finish(s, q, HM_SUCCESS);
+}
+
+static void req_put_ack(struct hmi_swrma_ctx *s, struct swrma_op *q, unsigned int piece,
+                        const struct swrma_msg *m)
+{
+    struct swrma_piece *p = &q->q_pieces[piece];
+    if (q->q_dir != HM_NA_RMA_PUT || m->m_len > p->p_next - p->p_done || q->q_inflight == 0) {
+        req_bad_reply(s, q);
+        return;
+    }
+    p->p_done += m->m_len;
+    q->q_left -= m->m_len;
+    q->q_inflight--;
+    if (q->q_left == 0)
+        req_finish(s, q, HM_SUCCESS);
+    else
+        req_enqueue(s, q);
+}
+
+/* ERR: a get refused for being busy is asked again; anything else ends the op. */
+static void req_err(struct hmi_swrma_ctx *s, struct swrma_op *q, unsigned int piece,
+                    const struct swrma_msg *m)
+{
+    struct swrma_piece *p = &q->q_pieces[piece];
+    if (m->m_status == HM_BUSY && q->q_dir == HM_NA_RMA_GET && p->p_done == 0 &&
+        p->p_next == p->p_len) {
+        p->p_next = 0;
+        q->q_inflight--;
+        req_enqueue(s, q);
+        return;
+    }
+    req_finish(s, q, (hm_return_t)m->m_status);
+}
+
+void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, const struct swrma_msg *m)
+{
+    unsigned int piece;
+    struct swrma_op *q = req_lookup(s, m->m_id, &piece);
+    if (q == NULL) {
+        s->s_stats.ss_late++;
+        return;
+    }
+    if (m->m_type == SWRMA_GET_DATA)
+        req_get_data(s, q, piece, m);
+    else if (m->m_type == SWRMA_PUT_ACK)
+        req_put_ack(s, q, piece, m);
+    else
+        req_err(s, q, piece, m);
+}
+
+void hmi_swrma_req_send_failed(struct hmi_swrma_ctx *s, uint64_t id, hm_return_t status)
+{
+    unsigned int piece;
+    struct swrma_op *q = req_lookup(s, id, &piece);
+    if (q != NULL)
+        req_finish(s, q, status);
+}
+
+/* Complete every live op with `peer` (NULL: every op) with `status`. */
+static void req_end_all(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, hm_return_t status)
+{
+    for (uint32_t i = 0; i < s->s_table_size && s->s_live_ops > 0; i++) {
+        struct swrma_op *q = s->s_table[i].e_op;
+        if (q != NULL && (peer == NULL || q->q_peer == peer))
+            req_finish(s, q, status);
+    }
+}
+
+void hmi_swrma_req_peer_failed(struct hmi_swrma_ctx *s, hm_na_addr_t *peer)
+{
+    req_end_all(s, peer, HM_UNREACHABLE);
+}
+
+void hmi_swrma_req_fini(struct hmi_swrma_ctx *s)
+{
+    req_end_all(s, NULL, HM_CANCELED);
+}
