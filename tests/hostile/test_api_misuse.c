@@ -722,6 +722,60 @@ static void test_bulk_transfer(void **state)
     hm_bulk_free(remote);
 }
 
+/* Encode a one-segment handle whose key is one byte of garbage. */
+static hm_return_t wire_bad_key_bulk(hm_proc_t *p, void *data)
+{
+    (void)data;
+    uint32_t count = 1;
+    uint8_t perm = HM_BULK_READ_ONLY, key = 0xde;
+    uint64_t total = EXPOSE_SIZE;
+    hm_bytes_t k = {.data = &key, .len = 1};
+    hm_return_t ret = hm_proc_uint32(p, &count);
+    if (ret == HM_SUCCESS)
+        ret = hm_proc_uint8(p, &perm);
+    if (ret == HM_SUCCESS)
+        ret = hm_proc_uint64(p, &total);
+    if (ret == HM_SUCCESS)
+        ret = hm_proc_uint64(p, &total);
+    if (ret == HM_SUCCESS)
+        ret = hm_proc_bytes(p, &k);
+    return ret;
+}
+
+/*
+ * A zero-length transfer never reaches the transport: not even the keys of
+ * the origin are unpacked, so a handle whose key is garbage still completes
+ * it with HM_SUCCESS, while one byte from it fails at once.
+ */
+static void test_bulk_zero_length_above_na(void **state)
+{
+    (void)state;
+    need_fixture();
+    uint8_t wire[128] __attribute__((aligned(8)));
+    char mem[EXPOSE_SIZE];
+    void *buf = mem;
+    size_t len = sizeof(mem), used;
+    hm_proc_t proc;
+    hm_bulk_t *forged = NULL, *local;
+    struct bulk_done d = {0};
+    assert_int_equal(hmi_proc_run(wire_bad_key_bulk, HM_PROC_ENCODE, wire, sizeof(wire), NULL,
+                                  NULL, &used), HM_SUCCESS);
+    hmi_proc_init(&proc, HM_PROC_DECODE, wire, used, NULL);
+    assert_int_equal(hm_proc_bulk(&proc, &forged), HM_SUCCESS);
+    assert_int_equal(hm_bulk_create(fx.cls, 1, &buf, &len, HM_BULK_READ_WRITE, &local),
+                     HM_SUCCESS);
+    hm_bulk_xfer_t x = {.op = HM_BULK_PULL, .origin_addr = fx.srv_addr, .origin = forged,
+                        .local = local, .size = 0};
+    assert_int_equal(xfer(&x, &d), HM_SUCCESS);
+    pump(&d.count, 1);
+    assert_int_equal(d.ret, HM_SUCCESS);
+    x.size = 1;
+    assert_int_equal(xfer(&x, &d), HM_PROTOCOL_ERROR);
+    assert_int_equal(d.count, 1);
+    hm_bulk_free(local);
+    hm_bulk_free(forged);
+}
+
 /* ---- proc.h (and hm_proc_bulk) ------------------------------------------------------------------------- */
 
 /* Encode a bulk handle's wire form with lengths that wrap (sum 2^64 + 1). */
@@ -844,6 +898,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_failed_rpc_output),
         cmocka_unit_test(test_bulk_create),
         cmocka_unit_test(test_bulk_transfer),
+        cmocka_unit_test(test_bulk_zero_length_above_na),
         cmocka_unit_test(test_proc_null),
         cmocka_unit_test(test_proc_range),
         cmocka_unit_test(test_topo),
