@@ -8,8 +8,14 @@
  * One process, one class, two contexts driven by the test's own thread: a
  * client context `cli` and a server context `srv`, so an RPC can be held in
  * flight (srv is simply not progressed) and server handles are reached from
- * inside handlers. The checks are grouped by header, in header order; the
- * list at the end of the file maps each public function to its test.
+ * inside handlers. The checks are grouped by header. The CTest
+ * api_misuse_coverage (check_misuse_coverage.sh) fails when a function
+ * exported by a public header is not named here.
+ *
+ * Not checkable: use of a handle, address, bulk handle or transfer op after
+ * its last reference (freed memory; not looked up, see ARCHITECTURE "API
+ * misuse"), hm_proc_get_op(NULL) (documented as not checked), and a stale
+ * class or context pointer whose memory now holds a new one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
