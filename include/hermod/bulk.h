@@ -52,18 +52,19 @@ typedef enum hm_bulk_op {
  * hm_bulk_create: describe and register `count` segments (`bufs[i]`,
  * `sizes[i]` bytes, none empty) for `perm`. Blocks while registering. The
  * memory must stay allocated until the handle's last reference is gone.
- * Returns one reference in `*bulk_out`. Errors: HM_INVALID_ARG (count 0 or
- * above HM_BULK_MAX_SEGMENTS, NULL or empty segment, unknown perm),
+ * Returns one reference in `*bulk_out`. Errors: HM_INVALID_ARG (NULL cls,
+ * bufs, sizes or bulk_out, count 0 or above HM_BULK_MAX_SEGMENTS, NULL or
+ * empty segment, sizes whose sum exceeds SIZE_MAX, unknown perm),
  * HM_NOMEM, or the transport's registration error.
  */
 HM_EXPORT hm_return_t hm_bulk_create(hm_class_t *cls, uint32_t count, void *const *bufs,
                                      const size_t *sizes, hm_bulk_perm_t perm,
                                      hm_bulk_t **bulk_out);
-/* hm_bulk_size: total bytes over all segments. */
+/* hm_bulk_size: total bytes over all segments (0 for NULL). */
 HM_EXPORT size_t hm_bulk_size(const hm_bulk_t *bulk);
-/* hm_bulk_segment_count: number of segments. */
+/* hm_bulk_segment_count: number of segments (0 for NULL). */
 HM_EXPORT uint32_t hm_bulk_segment_count(const hm_bulk_t *bulk);
-/* hm_bulk_ref: take another reference. */
+/* hm_bulk_ref: take another reference (NULL is ignored). */
 HM_EXPORT void hm_bulk_ref(hm_bulk_t *bulk);
 /*
  * hm_bulk_free: drop a reference (NULL is ignored). With the last one the
@@ -77,6 +78,11 @@ HM_EXPORT void hm_bulk_free(hm_bulk_t *bulk);
  * (NULL encodes as "no handle"). Decode: a new remote handle (one
  * reference, owned by the decoded struct; hm_bulk_ref it to keep it past
  * hm_free_input), or NULL. Free: drops that reference.
+ * Errors: HM_INVALID_ARG (NULL proc or data), HM_PROTOCOL_ERROR (decode:
+ * count above HM_BULK_MAX_SEGMENTS or beyond the message, unknown perm,
+ * empty segments, lengths that wrap or do not add up to the total, bad key
+ * lengths), HM_NOMEM, HM_NOT_SUPPORTED (encode: more than 8 handles in one
+ * request).
  */
 HM_EXPORT hm_return_t hm_proc_bulk(hm_proc_t *proc, void *data);
 
@@ -101,6 +107,7 @@ typedef struct hm_bulk_cache_stats {
  * Memory given back to the OS must not be reused through a cached
  * registration on a page-pinning transport: only set HM_BULK_RCACHE there
  * when buffers live as long as the class.
+ * Errors: HM_INVALID_ARG (NULL).
  */
 HM_EXPORT hm_return_t hm_bulk_cache_stats(hm_class_t *cls, hm_bulk_cache_stats_t *stats);
 
@@ -144,8 +151,17 @@ typedef void (*hm_bulk_cb_t)(const hm_bulk_cb_info_t *info);
  * (HM_INVALID_ARG), permission (HM_PERMISSION: a pull needs the origin
  * readable by peers and the local handle writable, a push the reverse),
  * keys that do not unpack (HM_PROTOCOL_ERROR), HM_NOMEM. Both handles are
- * referenced until the callback has run. `opts` may be NULL; `op_out` (may
- * be NULL) gets the transfer for hm_bulk_cancel, valid until cb returns.
+ * referenced until the callback has run. `opts` and `cb` may be NULL;
+ * `op_out` (may be NULL) gets the transfer for hm_bulk_cancel, valid until
+ * cb returns.
+ * A transfer of 0 bytes is valid: checked as any other (offsets up to the
+ * handles' sizes, permissions), then it completes with HM_SUCCESS through
+ * `cb`, from hm_trigger, without reaching the transport (the origin's keys
+ * are not even unpacked), on every protocol.
+ * Errors: HM_INVALID_ARG (NULL ctx, xfer, origin_addr, origin or local; a
+ * local handle not created here or of another class; an unknown op; a
+ * range outside either handle; an address of another context),
+ * HM_PERMISSION, HM_PROTOCOL_ERROR, HM_NOMEM; `cb` does not run then.
  */
 HM_EXPORT hm_return_t hm_bulk_transfer(hm_context_t *ctx, const hm_bulk_xfer_t *xfer,
                                        const hm_bulk_opts_t *opts, hm_bulk_cb_t cb, void *arg,
@@ -155,7 +171,9 @@ HM_EXPORT hm_return_t hm_bulk_transfer(hm_context_t *ctx, const hm_bulk_xfer_t *
  * then runs once, from hm_trigger, with HM_CANCELED (or the error met
  * before) when the last piece has let go. Does not block. HM_NOENTRY if the
  * transfer had already finished (its callback is queued; its status stands).
- * `op` must not be used after its callback has returned.
+ * `op` must not be used after its callback has returned (not checked: the
+ * transfer is freed then). Errors: HM_INVALID_ARG (NULL, a transfer the
+ * core started for itself), HM_NOENTRY.
  */
 HM_EXPORT hm_return_t hm_bulk_cancel(hm_bulk_op_id_t *op);
 

@@ -21,6 +21,16 @@
  * Callbacks (forward completion, respond completion, RPC handlers) run only
  * from hm_trigger, on the caller's thread (or the progress thread), never
  * from inside hm_progress.
+ *
+ * Errors. Each function says what it returns ("Errors:"); every function
+ * returns HM_INVALID_ARG for a NULL object or output pointer, and one that
+ * returns no status does nothing with NULL and returns NULL or 0. Classes
+ * and contexts are checked against the set of live ones (without reading
+ * them) by their destroy and by the calls marked "live-checked", which
+ * return HM_NOENTRY for one destroyed already; a pointer whose memory now
+ * holds a new object of the same kind cannot be told apart. Handles,
+ * addresses and bulk handles are not checked that way (it would cost every
+ * RPC): using one after its last reference is gone is undefined.
  */
 #ifndef HERMOD_CORE_H
 #define HERMOD_CORE_H
@@ -59,14 +69,23 @@ typedef struct hm_class_opts {
  * HM_NOT_SUPPORTED when the plugin is not built in or the protocol cannot
  * open on this machine (hm_error_detail() has the transport's reason),
  * HM_INVALID_ARG for a malformed URI.
+ * Listen addresses are strict, alike on every plugin: tcp takes nothing,
+ * "A.B.C.D" or "A.B.C.D:PORT" (numeric IPv4; decimal port 0..65535 with no
+ * sign, space or leading zero; nothing after it), shm takes nothing.
+ * Errors: HM_INVALID_ARG (NULL uri or class_out, malformed URI or listen
+ * address, opts.eager_limit 0 or above the transport's), HM_NOT_SUPPORTED,
+ * HM_NOMEM, the transport's error. *class_out is written only on success.
  */
 HM_EXPORT hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
                                       hm_class_t **class_out);
-/* hm_class_destroy: HM_BUSY while contexts of the class still exist. */
+/*
+ * hm_class_destroy: HM_BUSY while contexts of the class still exist.
+ * Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (destroyed already), HM_BUSY.
+ */
 HM_EXPORT hm_return_t hm_class_destroy(hm_class_t *cls);
-/* "ucx+tcp", "ucx+shm", ... */
+/* "ucx+tcp", "ucx+shm", ...; NULL for a NULL class. */
 HM_EXPORT const char *hm_class_protocol(const hm_class_t *cls);
-/* Largest RPC argument (encoded) that travels in one message. */
+/* Largest RPC argument (encoded) that travels in one message; 0 for NULL. */
 HM_EXPORT size_t hm_class_eager_limit(const hm_class_t *cls);
 
 /* What a class's transport offers, for tools and tuning. */
@@ -78,6 +97,7 @@ typedef struct hm_class_info {
                              words (static): the owner's key table, or the NIC */
 } hm_class_info_t;
 
+/* Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked). */
 HM_EXPORT hm_return_t hm_class_get_info(const hm_class_t *cls, hm_class_info_t *info);
 
 /*
@@ -101,17 +121,29 @@ typedef hm_return_t (*hm_rpc_handler_t)(hm_handle_t *handle);
  * no arguments) and handler (NULL on a pure client). The id is a stable hash
  * of the name, so peers agree without talking. Returns HM_EXISTS if the name
  * is already registered, HM_INVALID_ARG if another name has the same hash.
+ * `id_out` may be NULL: the id is hm_rpc_id(name) anyway. Register before
+ * the class's contexts are used from several threads.
+ * Errors: HM_INVALID_ARG (NULL class, NULL or empty name, hash taken),
+ * HM_EXISTS, HM_NOENTRY (live-checked), HM_NOMEM.
  */
 HM_EXPORT hm_return_t hm_register(hm_class_t *cls, const char *name, hm_proc_cb_t in_proc,
                                   hm_proc_cb_t out_proc, hm_rpc_handler_t handler,
                                   hm_id_t *id_out);
-/* hm_rpc_id: the id `name` has (or would have) once registered. */
+/* hm_rpc_id: the id `name` has (or would have) once registered; 0 (never an id) for NULL. */
 HM_EXPORT hm_id_t hm_rpc_id(const char *name);
-/* Attach user data to a registered RPC; `free_cb` runs at class destroy. */
+/*
+ * Attach user data to a registered RPC; `free_cb` runs at class destroy
+ * (and on data it replaces). Errors: HM_INVALID_ARG (NULL class),
+ * HM_NOENTRY (live-checked; `id` not registered).
+ */
 HM_EXPORT hm_return_t hm_register_data(hm_class_t *cls, hm_id_t id, void *data,
                                        void (*free_cb)(void *data));
+/* The data attached to `id`; NULL for none, a NULL class or an unknown id. */
 HM_EXPORT void *hm_registered_data(hm_class_t *cls, hm_id_t id);
-/* One-way RPC: the server sends no response; forward completes once sent. */
+/*
+ * One-way RPC: the server sends no response; forward completes once sent.
+ * Errors: as hm_register_data.
+ */
 HM_EXPORT hm_return_t hm_registered_disable_response(hm_class_t *cls, hm_id_t id,
                                                      bool disable);
 
@@ -160,7 +192,12 @@ typedef struct hm_context_opts {
     uint32_t credits_total;
 } hm_context_opts_t;
 
-/* hm_context_create: a progress context of `cls`; `opts` may be NULL. */
+/*
+ * hm_context_create: a progress context of `cls`; `opts` may be NULL.
+ * Errors: HM_INVALID_ARG (NULL cls or ctx_out, numa_node neither -1 nor a
+ * node), HM_NOENTRY (live-checked), HM_NOT_SUPPORTED (65535 contexts made
+ * already, no topology for numa_node), HM_NOMEM, the transport's error.
+ */
 HM_EXPORT hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
                                         hm_context_t **ctx_out);
 /*
@@ -169,11 +206,15 @@ HM_EXPORT hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t
  * called from one of the context's own callbacks (it would wait for
  * itself). Stops and joins the context's progress thread first; no other
  * thread may be using the context meanwhile.
+ * Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (destroyed already, or not a
+ * context: a second destroy is refused without reading the context),
+ * HM_BUSY (then the context is still alive and usable).
  */
 HM_EXPORT hm_return_t hm_context_destroy(hm_context_t *ctx);
+/* The class of `ctx`; NULL for NULL. */
 HM_EXPORT hm_class_t *hm_context_class(const hm_context_t *ctx);
 
-/* hm_class_node_count: NUMA nodes of this machine as Hermod places on them (>= 1). */
+/* hm_class_node_count: NUMA nodes of this machine as Hermod places on them (>= 1; 1 for NULL). */
 HM_EXPORT unsigned int hm_class_node_count(hm_class_t *cls);
 
 /*
@@ -181,6 +222,8 @@ HM_EXPORT unsigned int hm_class_node_count(hm_class_t *cls);
  * i, each with `opts` otherwise (its numa_node is ignored). Writes up to
  * `max` contexts and their number to *count_out; on error none is left.
  * Peers reach context i through the address of context 0 with "#i".
+ * Errors: HM_INVALID_ARG (NULL cls, ctxs or count_out, max 0), HM_NOENTRY
+ * (live-checked), or hm_context_create's.
  */
 HM_EXPORT hm_return_t hm_context_create_per_node(hm_class_t *cls, const hm_context_opts_t *opts,
                                                  hm_context_t **ctxs, unsigned int max,
@@ -197,17 +240,20 @@ typedef struct hm_context_info {
     char placement[192];     /* why, in words */
 } hm_context_info_t;
 
+/* Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked). */
 HM_EXPORT hm_return_t hm_context_get_info(hm_context_t *ctx, hm_context_info_t *info);
 
 /*
  * hm_progress: move data and queue completions. Returns HM_SUCCESS as soon
  * as there is something to trigger, HM_TIMEOUT if nothing came within
  * `timeout_ms` (0 = just poll). Handles deadlines of RPCs in flight.
+ * Errors: HM_INVALID_ARG (NULL), HM_TIMEOUT, the transport's error.
  */
 HM_EXPORT hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms);
 /*
  * hm_trigger: run up to `max` queued callbacks on this thread; `count_out`
- * (may be NULL) gets how many ran. HM_TIMEOUT when none were queued.
+ * (may be NULL) gets how many ran. HM_TIMEOUT when none ran (none were
+ * queued, or `max` is 0). Errors: HM_INVALID_ARG (NULL ctx), HM_TIMEOUT.
  */
 HM_EXPORT hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max,
                                  unsigned int *count_out);
@@ -241,8 +287,10 @@ typedef struct hm_stats {
     uint64_t wakeups;             /* sleeping progress calls woken by another thread */
 } hm_stats_t;
 
+/* Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked). */
 HM_EXPORT hm_return_t hm_context_stats(hm_context_t *ctx, hm_stats_t *stats);
-/* Print non-zero counters, one "name value" per line, each prefixed. */
+/* Print non-zero counters, one "name value" per line, each prefixed
+ * (`prefix` may be NULL); nothing when `stats` or `out` is NULL. */
 HM_EXPORT void hm_stats_print(const hm_stats_t *stats, const char *prefix, FILE *out);
 
 /* ---- Addresses ------------------------------------------------------------ */
@@ -251,16 +299,23 @@ HM_EXPORT void hm_stats_print(const hm_stats_t *stats, const char *prefix, FILE 
  * hm_addr_lookup: resolve `uri` (as printed by hm_addr_to_string, possibly
  * with "#N" for context N) for use on `ctx`. May block while connecting.
  * Returns a reference released with hm_addr_free.
+ * Errors: HM_INVALID_ARG (NULL, malformed URI or "#N" suffix: N decimal,
+ * below 65535), HM_NOENTRY (live-checked; no context N), HM_UNREACHABLE,
+ * HM_TIMEOUT (locating "#N"), HM_NOMEM, the transport's error.
  */
 HM_EXPORT hm_return_t hm_addr_lookup(hm_context_t *ctx, const char *uri, hm_addr_t **addr_out);
-/* hm_addr_self: the address peers use to reach `ctx`. */
+/* hm_addr_self: the address peers use to reach `ctx`.
+ * Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked), HM_NOMEM. */
 HM_EXPORT hm_return_t hm_addr_self(hm_context_t *ctx, hm_addr_t **addr_out);
-/* hm_addr_dup: take another reference. */
+/* hm_addr_dup: take another reference; returns `addr` (NULL for NULL). */
 HM_EXPORT hm_addr_t *hm_addr_dup(hm_addr_t *addr);
+/* hm_addr_free: drop a reference (NULL is ignored). */
 HM_EXPORT void hm_addr_free(hm_addr_t *addr);
 /*
  * hm_addr_to_string: write the URI to `buf`; `*size` is the buffer size in,
- * the length needed (with the NUL) out. HM_MSGSIZE if it did not fit.
+ * the length needed (with the NUL) out. HM_MSGSIZE if it did not fit (`buf`
+ * may be NULL with *size 0 to ask the length).
+ * Errors: HM_INVALID_ARG (NULL addr or size, NULL buf with *size > 0), HM_MSGSIZE.
  */
 HM_EXPORT hm_return_t hm_addr_to_string(const hm_addr_t *addr, char *buf, size_t *size);
 
@@ -274,19 +329,28 @@ typedef struct hm_cb_info {
 
 typedef void (*hm_cb_t)(const hm_cb_info_t *info);
 
-/* hm_handle_create: a handle to call RPC `id` at `addr`; reusable. */
+/*
+ * hm_handle_create: a handle to call RPC `id` at `addr`; reusable. `id`
+ * need not be registered yet (hm_forward checks it).
+ * Errors: HM_INVALID_ARG (NULL, `addr` of another context), HM_NOMEM.
+ */
 HM_EXPORT hm_return_t hm_handle_create(hm_context_t *ctx, hm_addr_t *addr, hm_id_t id,
                                        hm_handle_t **handle_out);
-/* hm_handle_reset: point an idle handle at another address and RPC. */
+/* hm_handle_reset: point an idle handle at another address and RPC.
+ * Errors: HM_INVALID_ARG (NULL, a server handle, `addr` of another
+ * context), HM_BUSY (an RPC in flight). */
 HM_EXPORT hm_return_t hm_handle_reset(hm_handle_t *handle, hm_addr_t *addr, hm_id_t id);
+/* hm_handle_ref: take another reference (NULL is ignored). */
 HM_EXPORT void hm_handle_ref(hm_handle_t *handle);
-/* hm_handle_destroy: drop a reference; the handle is freed with the last one. */
+/* hm_handle_destroy: drop a reference; the handle is freed with the last one.
+ * NULL is ignored; a destroy past the last reference is logged and ignored
+ * while the handle's context lives and nothing reused the handle. */
 HM_EXPORT void hm_handle_destroy(hm_handle_t *handle);
-/* The peer's address (borrowed: valid while the handle is). */
+/* The peer's address (borrowed: valid while the handle is). NULL for NULL. */
 HM_EXPORT hm_addr_t *hm_handle_get_addr(hm_handle_t *handle);
-HM_EXPORT hm_id_t hm_handle_get_id(const hm_handle_t *handle);
-HM_EXPORT hm_context_t *hm_handle_get_context(const hm_handle_t *handle);
-HM_EXPORT void *hm_handle_get_data(const hm_handle_t *handle); /* registered data */
+HM_EXPORT hm_id_t hm_handle_get_id(const hm_handle_t *handle);             /* 0 for NULL */
+HM_EXPORT hm_context_t *hm_handle_get_context(const hm_handle_t *handle); /* NULL for NULL */
+HM_EXPORT void *hm_handle_get_data(const hm_handle_t *handle); /* registered data, or NULL */
 
 enum hm_forward_opt_field {
     HM_FORWARD_OPT_TIMEOUT = 1u << 0, /* .timeout_ms */
@@ -304,27 +368,49 @@ typedef struct hm_forward_opts {
  * once with HM_BUSY if the handle already has an RPC in flight, HM_MSGSIZE if
  * `in` does not fit the eager limit, HM_UNREACHABLE for a dead peer; `cb`
  * does not run then.
+ * Errors: HM_INVALID_ARG (NULL handle or cb, NULL `in` for an RPC with an
+ * input proc, a server handle, encoding failed), HM_NOENTRY (RPC not
+ * registered on this class), HM_BUSY, HM_MSGSIZE, HM_UNREACHABLE, HM_NOMEM.
  */
 HM_EXPORT hm_return_t hm_forward(hm_handle_t *handle, const void *in, hm_cb_t cb, void *arg,
                                  const hm_forward_opts_t *opts);
-/* hm_get_output: decode the response in place into `out`. */
+/*
+ * hm_get_output: decode the response in place into `out`.
+ * Errors: HM_INVALID_ARG (NULL handle, NULL `out` for an RPC with an
+ * output proc, a server handle, RPC not registered), HM_NOENTRY (no
+ * response: never forwarded, in flight, failed, one-way, or freed),
+ * HM_PROTOCOL_ERROR (does not decode).
+ */
 HM_EXPORT hm_return_t hm_get_output(hm_handle_t *handle, void *out);
-/* hm_free_output: free what decoding allocated and release the receive buffer. */
+/*
+ * hm_free_output: free what decoding allocated and release the receive buffer.
+ * Errors: HM_INVALID_ARG (as hm_get_output; NULL `out` after a decode with
+ * an output proc), HM_NOENTRY (no response held: none came, or it was
+ * freed already), or the proc's error.
+ */
 HM_EXPORT hm_return_t hm_free_output(hm_handle_t *handle, void *out);
-/* hm_get_input / hm_free_input: the same for a request, on the server. */
+/* hm_get_input / hm_free_input: the same for a request, on the server.
+ * Errors: as hm_get_output / hm_free_output, for a server handle
+ * (HM_INVALID_ARG for a client handle); HM_NOENTRY once freed. */
 HM_EXPORT hm_return_t hm_get_input(hm_handle_t *handle, void *in);
 HM_EXPORT hm_return_t hm_free_input(hm_handle_t *handle, void *in);
 /*
  * hm_respond: encode `out` and send the response; `cb` (may be NULL) runs
  * once it has left or failed.
+ * Errors: HM_INVALID_ARG (NULL handle, NULL `out` for an RPC with an output
+ * proc, a client handle), HM_BUSY (responded already), HM_MSGSIZE, HM_NOMEM,
+ * the transport's error; `cb` does not run then.
  */
 HM_EXPORT hm_return_t hm_respond(hm_handle_t *handle, const void *out, hm_cb_t cb, void *arg);
-/* hm_respond_error: send an error response carrying `error` (not HM_SUCCESS). */
+/* hm_respond_error: send an error response carrying `error` (not HM_SUCCESS).
+ * Errors: HM_INVALID_ARG (`error` HM_SUCCESS or unknown), else as hm_respond. */
 HM_EXPORT hm_return_t hm_respond_error(hm_handle_t *handle, hm_return_t error, hm_cb_t cb,
                                        void *arg);
 /*
  * hm_cancel: complete the RPC in flight on `handle` with HM_CANCELED unless
  * it already completed. Either way its callback runs exactly once.
+ * Returns HM_SUCCESS also when nothing is in flight (idempotent).
+ * Errors: HM_INVALID_ARG (NULL, a server handle).
  */
 HM_EXPORT hm_return_t hm_cancel(hm_handle_t *handle);
 
@@ -332,7 +418,8 @@ HM_EXPORT hm_return_t hm_cancel(hm_handle_t *handle);
  * hm_call: forward and wait (progress + trigger on this thread) for the
  * response, which is decoded into `out` (release with hm_free_output).
  * `timeout_ms` 0 uses the context default. Other callbacks that come due
- * meanwhile run too.
+ * meanwhile run too. `out` may be NULL (the response is then not decoded).
+ * Errors: hm_forward's, the RPC's status, hm_get_output's.
  */
 HM_EXPORT hm_return_t hm_call(hm_handle_t *handle, const void *in, void *out,
                               unsigned int timeout_ms);

@@ -14,6 +14,13 @@
  * Encoding past the end of the buffer does not fail: the proc keeps counting
  * the size it would need (hm_proc_get_size) and reports the overflow, so the
  * caller can retry with a larger buffer.
+ *
+ * Errors, for every proc below that returns a status: HM_INVALID_ARG for a
+ * NULL proc or object (or a NULL buffer with a length), and on encode for a
+ * value that cannot be encoded (a string of 4 GiB or more, an array whose
+ * byte size wraps, zero-size array elements); HM_PROTOCOL_ERROR on decode
+ * for input that is truncated, oversized or inconsistent; a struct proc
+ * returns its first field's error.
  */
 #ifndef HERMOD_PROC_H
 #define HERMOD_PROC_H
@@ -54,10 +61,12 @@ typedef struct hm_array {
     uint64_t count;
 } hm_array_t;
 
+/* The proc's operation. `proc` must not be NULL: not checked, since no
+ * value of the enum can report it (procs only get the core's procs). */
 HM_EXPORT hm_proc_op_t hm_proc_get_op(const hm_proc_t *proc);
-/* Bytes encoded or decoded so far (on encode: needed, even past overflow). */
+/* Bytes encoded or decoded so far (on encode: needed, even past overflow); 0 for NULL. */
 HM_EXPORT size_t hm_proc_get_size(const hm_proc_t *proc);
-/* Opaque pointer the core attaches (its class); procs of addresses use it. */
+/* Opaque pointer the core attaches (its class), NULL for NULL; procs of addresses use it. */
 HM_EXPORT void *hm_proc_get_user(const hm_proc_t *proc);
 
 /* Primitives. `data` points to a value of the named C type. */

@@ -48,7 +48,7 @@ extern "C" {
 typedef enum hm_return { HM_RETURN_LIST(HM_RETURN_ENUM_ENTRY) HM_RETURN_MAX } hm_return_t;
 #undef HM_RETURN_ENUM_ENTRY
 
-/* hm_strerror: a static string describing `ret`; never NULL. */
+/* hm_strerror: a static string describing `ret`; never NULL ("unknown error" out of range). */
 HM_EXPORT const char *hm_strerror(hm_return_t ret);
 
 /*

@@ -44,9 +44,14 @@ static hm_return_t bulk_check_args(uint32_t count, void *const *bufs, const size
     if (count == 0 || count > HM_BULK_MAX_SEGMENTS || bufs == NULL || sizes == NULL ||
         !bulk_perm_valid(perm))
         return HM_INVALID_ARG;
-    for (uint32_t i = 0; i < count; i++)
+    size_t total = 0;
+    for (uint32_t i = 0; i < count; i++) {
         if (bufs[i] == NULL || sizes[i] == 0)
             return HM_INVALID_ARG;
+        if (sizes[i] > SIZE_MAX - total) /* the handle's size would wrap */
+            return HM_INVALID_ARG;
+        total += sizes[i];
+    }
     return HM_SUCCESS;
 }
 

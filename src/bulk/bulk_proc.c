@@ -135,6 +135,8 @@ static hm_return_t bulk_decode(hm_proc_t *proc, hm_bulk_t **bulk_out)
 hm_return_t hm_proc_bulk(hm_proc_t *proc, void *data)
 {
     hm_bulk_t **bulkp = data;
+    if (proc == NULL || bulkp == NULL)
+        return HM_INVALID_ARG;
     switch (hm_proc_get_op(proc)) {
     case HM_PROC_ENCODE:
         return bulk_encode(proc, *bulkp);

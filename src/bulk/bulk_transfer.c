@@ -207,10 +207,17 @@ hm_return_t hmi_bulk_transfer_start(hm_na_context_t *ctx, hm_na_addr_t *peer,
                 "transfer: the local handle belongs to another class");
         return HM_INVALID_ARG;
     }
-    ret = hmi_bulk_rkeys_get(xfer->origin, ctx, peer, &rkeys);
-    if (ret != HM_SUCCESS)
-        return ret;
+    /* Zero bytes: checked as any transfer, then done without the transport
+     * (no keys unpacked, no NA op), so every plugin behaves the same. */
+    rkeys = NULL;
+    if (xfer->size != 0) {
+        ret = hmi_bulk_rkeys_get(xfer->origin, ctx, peer, &rkeys);
+        if (ret != HM_SUCCESS)
+            return ret;
+    }
     xfer_apply_opts(opts, &chunk, &depth);
+    if (xfer->size == 0)
+        depth = 0;
     hm_bulk_op_id_t *op = xfer_create(ctx->x_class, depth);
     if (op == NULL) {
         hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR, "out of memory for a transfer");

@@ -104,8 +104,10 @@ static hm_return_t addr_split_index(const char *uri, char *na_uri, size_t size,
     if (hash == NULL)
         return HM_SUCCESS;
     char *end;
+    if (hash[1] < '0' || hash[1] > '9') /* strtoul would take a sign or spaces */
+        return HM_INVALID_ARG;
     unsigned long value = strtoul(hash + 1, &end, 10);
-    if (hash[1] == '\0' || *end != '\0' || value >= HMI_CTX_MAX)
+    if (*end != '\0' || value >= HMI_CTX_MAX)
         return HM_INVALID_ARG;
     *index = (uint16_t)value;
     return HM_SUCCESS;
@@ -135,6 +137,9 @@ hm_return_t hm_addr_lookup(hm_context_t *ctx, const char *uri, hm_addr_t **addr_
 {
     if (ctx == NULL || uri == NULL || addr_out == NULL)
         return HM_INVALID_ARG;
+    hm_return_t ret = hmi_live_check(ctx, HMI_LIVE_CONTEXT);
+    if (ret != HM_SUCCESS)
+        return ret;
     char na_uri[1024];
     uint16_t index;
     if (addr_split_index(uri, na_uri, sizeof(na_uri), &index) != HM_SUCCESS) {
@@ -143,7 +148,7 @@ hm_return_t hm_addr_lookup(hm_context_t *ctx, const char *uri, hm_addr_t **addr_
     }
     hm_na_addr_t *na;
     bool took = hmi_ctx_enter(ctx);
-    hm_return_t ret = ctx->c_class->k_na->c_ops.addr_lookup(ctx->c_na, na_uri, &na);
+    ret = ctx->c_class->k_na->c_ops.addr_lookup(ctx->c_na, na_uri, &na);
     hm_addr_t *addr = NULL;
     if (ret == HM_SUCCESS) {
         addr = hmi_addr_create(ctx, na, index);
@@ -165,9 +170,12 @@ hm_return_t hm_addr_self(hm_context_t *ctx, hm_addr_t **addr_out)
 {
     if (ctx == NULL || addr_out == NULL)
         return HM_INVALID_ARG;
+    hm_return_t ret = hmi_live_check(ctx, HMI_LIVE_CONTEXT);
+    if (ret != HM_SUCCESS)
+        return ret;
     hm_na_addr_t *na;
     bool took = hmi_ctx_enter(ctx);
-    hm_return_t ret = ctx->c_class->k_na->c_ops.addr_self(ctx->c_na, &na);
+    ret = ctx->c_class->k_na->c_ops.addr_self(ctx->c_na, &na);
     hm_addr_t *addr = NULL;
     if (ret == HM_SUCCESS) {
         addr = hmi_addr_create(ctx, na, ctx->c_index);

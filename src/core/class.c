@@ -58,9 +58,14 @@ hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
     ret = hmi_bulk_rcache_create(cls->k_na, &cls->k_rcache);
     if (ret != HM_SUCCESS)
         goto err_na;
+    ret = hmi_live_add(cls, HMI_LIVE_CLASS);
+    if (ret != HM_SUCCESS)
+        goto err_rcache;
     *class_out = cls;
     return HM_SUCCESS;
 
+err_rcache:
+    hmi_bulk_rcache_destroy(cls->k_rcache);
 err_na:
     hm_na_class_close(cls->k_na);
 err_registry:
@@ -73,8 +78,9 @@ err_free:
 
 hm_return_t hm_class_destroy(hm_class_t *cls)
 {
-    if (cls == NULL)
-        return HM_INVALID_ARG;
+    hm_return_t ret = hmi_live_claim(cls, HMI_LIVE_CLASS);
+    if (ret != HM_SUCCESS)
+        return ret;
     pthread_mutex_lock(&cls->k_lock);
     unsigned int alive = cls->k_nctx;
     pthread_mutex_unlock(&cls->k_lock);
@@ -82,13 +88,17 @@ hm_return_t hm_class_destroy(hm_class_t *cls)
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
                 "class %s destroyed while %u contexts are alive",
                 cls->k_na->c_protocol, alive);
+        hmi_live_restore(cls, HMI_LIVE_CLASS);
         return HM_BUSY;
     }
     hmi_bulk_rcache_destroy(cls->k_rcache);
     cls->k_rcache = NULL;
-    hm_return_t ret = hm_na_class_close(cls->k_na);
-    if (ret != HM_SUCCESS)
+    ret = hm_na_class_close(cls->k_na);
+    if (ret != HM_SUCCESS) {
+        hmi_live_restore(cls, HMI_LIVE_CLASS);
         return ret;
+    }
+    hmi_live_remove(cls);
     hmi_registry_destroy(cls);
     hmi_topo_destroy(cls->k_topo);
     free(cls->k_ctxs);
@@ -110,18 +120,21 @@ struct hmi_topo *hmi_class_topo(hm_class_t *cls)
 
 const char *hm_class_protocol(const hm_class_t *cls)
 {
-    return cls->k_na->c_protocol;
+    return cls ? cls->k_na->c_protocol : NULL;
 }
 
 size_t hm_class_eager_limit(const hm_class_t *cls)
 {
-    return cls->k_msg_limit - HMI_WIRE_HEADER_SIZE;
+    return cls ? cls->k_msg_limit - HMI_WIRE_HEADER_SIZE : 0;
 }
 
 hm_return_t hm_class_get_info(const hm_class_t *cls, hm_class_info_t *info)
 {
     if (cls == NULL || info == NULL)
         return HM_INVALID_ARG;
+    hm_return_t ret = hmi_live_check(cls, HMI_LIVE_CLASS);
+    if (ret != HM_SUCCESS)
+        return ret;
     info->protocol = cls->k_na->c_protocol;
     info->eager_limit = hm_class_eager_limit(cls);
     info->inject_limit = cls->k_na->c_inject_limit;

@@ -395,6 +395,9 @@ hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
 {
     if (cls == NULL || ctx_out == NULL)
         return HM_INVALID_ARG;
+    hm_return_t ret = hmi_live_check(cls, HMI_LIVE_CLASS);
+    if (ret != HM_SUCCESS)
+        return ret;
     unsigned int index = ctx_class_next_index(cls);
     if (index >= HMI_CTX_MAX)
         return HM_NOT_SUPPORTED;
@@ -405,7 +408,7 @@ hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
     ctx->c_class = cls;
     ctx->c_index = (uint16_t)index;
     ctx_apply_opts(ctx, opts, &pool_size);
-    hm_return_t ret = ctx_init_state(ctx, opts, pool_size);
+    ret = ctx_init_state(ctx, opts, pool_size);
     if (ret != HM_SUCCESS)
         goto err_free;
     ret = ctx_open(ctx, opts, pool_size);
@@ -414,14 +417,19 @@ hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
     ret = ctx_class_add(ctx);
     if (ret != HM_SUCCESS)
         goto err_close;
+    ret = hmi_live_add(ctx, HMI_LIVE_CONTEXT);
+    if (ret != HM_SUCCESS)
+        goto err_class;
     if (ctx_opt_thread(opts)) {
         ret = hmi_ctx_thread_start(ctx);
         if (ret != HM_SUCCESS)
-            goto err_class;
+            goto err_live;
     }
     *ctx_out = ctx;
     return HM_SUCCESS;
 
+err_live:
+    hmi_live_remove(ctx);
 err_class:
     ctx_class_remove(ctx);
 err_close:
@@ -488,24 +496,29 @@ static hm_return_t ctx_destroy_locked(hm_context_t *ctx)
 
 hm_return_t hm_context_destroy(hm_context_t *ctx)
 {
-    if (ctx == NULL)
-        return HM_INVALID_ARG;
+    /* Claimed first: a second destroy, even a concurrent one, gets HM_NOENTRY. */
+    hm_return_t ret = hmi_live_claim(ctx, HMI_LIVE_CONTEXT);
+    if (ret != HM_SUCCESS)
+        return ret;
     if (hmi_ctx_owned(ctx)) { /* from its own callback: the join would wait for itself */
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
                 "context %u destroyed from one of its own callbacks", ctx->c_index);
+        hmi_live_restore(ctx, HMI_LIVE_CONTEXT);
         return HM_BUSY;
     }
     bool had_thread = ctx->c_has_thread;
     hmi_ctx_thread_stop(ctx); /* its last trigger has run */
     bool took = hmi_ctx_enter(ctx);
     hmi_submit_drain(ctx);
-    hm_return_t ret = ctx_destroy_locked(ctx);
+    ret = ctx_destroy_locked(ctx);
     if (ret != HM_SUCCESS) {
         hmi_ctx_leave(ctx, took);
         if (had_thread) /* still alive: it keeps its progress thread */
             (void)hmi_ctx_thread_start(ctx);
+        hmi_live_restore(ctx, HMI_LIVE_CONTEXT);
         return ret;
     }
+    hmi_live_remove(ctx);
     ctx_class_remove(ctx);
     atomic_store_explicit(&ctx->c_owner, NULL, memory_order_relaxed);
     pthread_mutex_unlock(&ctx->c_lock);
@@ -516,13 +529,16 @@ hm_return_t hm_context_destroy(hm_context_t *ctx)
 
 hm_class_t *hm_context_class(const hm_context_t *ctx)
 {
-    return ctx->c_class;
+    return ctx ? ctx->c_class : NULL;
 }
 
 hm_return_t hm_context_stats(hm_context_t *ctx, hm_stats_t *stats)
 {
     if (ctx == NULL || stats == NULL)
         return HM_INVALID_ARG;
+    hm_return_t ret = hmi_live_check(ctx, HMI_LIVE_CONTEXT);
+    if (ret != HM_SUCCESS)
+        return ret;
     bool took = hmi_ctx_enter(ctx);
     *stats = ctx->c_stats;
     hmi_ctx_leave(ctx, took);

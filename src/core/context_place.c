@@ -219,6 +219,9 @@ hm_return_t hm_context_create_per_node(hm_class_t *cls, const hm_context_opts_t 
 
     if (cls == NULL || ctxs == NULL || count_out == NULL || max == 0)
         return HM_INVALID_ARG;
+    ret = hmi_live_check(cls, HMI_LIVE_CLASS);
+    if (ret != HM_SUCCESS)
+        return ret;
     if (opts != NULL)
         o = *opts;
     o.field_mask |= HM_CONTEXT_OPT_NUMA_NODE;
@@ -261,6 +264,9 @@ hm_return_t hm_context_get_info(hm_context_t *ctx, hm_context_info_t *info)
 {
     if (ctx == NULL || info == NULL)
         return HM_INVALID_ARG;
+    hm_return_t ret = hmi_live_check(ctx, HMI_LIVE_CONTEXT);
+    if (ret != HM_SUCCESS)
+        return ret;
     const struct hmi_ctx_place *cp = &ctx->c_place;
 
     memset(info, 0, sizeof(*info));

@@ -299,6 +299,22 @@ void hmi_ctx_thread_stop(hm_context_t *ctx);
 hm_return_t hmi_ctx_drive_init(hm_context_t *ctx);
 void hmi_ctx_drive_fini(hm_context_t *ctx);
 
+/* ---- live classes and contexts (live.c) ---------------------------------- */
+
+enum hmi_live_kind { HMI_LIVE_CLASS = 0, HMI_LIVE_CONTEXT = 1, HMI_LIVE_KINDS = 2 };
+
+/* hmi_live_add: record a new object (HM_NOMEM). */
+hm_return_t hmi_live_add(const void *obj, enum hmi_live_kind kind);
+/* hmi_live_check: HM_SUCCESS if `obj` is a live object of `kind`, HM_INVALID_ARG
+ * for NULL, HM_NOENTRY (logged) otherwise. Never dereferences `obj`. */
+hm_return_t hmi_live_check(const void *obj, enum hmi_live_kind kind);
+/* hmi_live_claim: as hmi_live_check, and mark it dying, so that of several
+ * destroys one at most proceeds; then hmi_live_restore (the destroy refused,
+ * never fails) or hmi_live_remove (it is gone). */
+hm_return_t hmi_live_claim(const void *obj, enum hmi_live_kind kind);
+void hmi_live_restore(const void *obj, enum hmi_live_kind kind);
+void hmi_live_remove(const void *obj);
+
 /* submit.c */
 void hmi_submit(hm_context_t *ctx, struct hmi_sub *sub, enum hmi_sub_kind kind);
 /* Driver: run every submission queued so far. */

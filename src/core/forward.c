@@ -292,7 +292,8 @@ static hm_return_t forward_check(hm_handle_t *handle)
 hm_return_t hm_forward(hm_handle_t *handle, const void *in, hm_cb_t cb, void *arg,
                        const hm_forward_opts_t *opts)
 {
-    if (handle == NULL || cb == NULL)
+    if (handle == NULL || cb == NULL ||
+        (in == NULL && handle->h_rpc != NULL && handle->h_rpc->r_in_proc != NULL))
         return HM_INVALID_ARG;
     hm_return_t ret = forward_check(handle);
     if (ret != HM_SUCCESS)

@@ -184,9 +184,18 @@ static void handle_release_msg_any_thread(hm_handle_t *handle)
     hmi_submit(ctx, &handle->h_msg_sub, HMI_SUB_FREE_MSG);
 }
 
-/* Free what decoding produced, then give the receive buffer back. */
+/*
+ * Free what decoding produced, then give the receive buffer back. HM_NOENTRY
+ * when the handle holds no message (none came, or it was freed already): the
+ * user's thread owns the handle between its callback and the next forward,
+ * so the driver does not change h_msg meanwhile.
+ */
 hm_return_t hmi_handle_free_decoded(hm_handle_t *handle, hm_proc_cb_t proc, void *data)
 {
+    if (!handle->h_msg.m_held)
+        return HM_NOENTRY;
+    if (handle->h_decoded && proc && data == NULL)
+        return HM_INVALID_ARG;
     hm_return_t ret = HM_SUCCESS;
     if (handle->h_decoded && proc)
         ret = hmi_proc_run(proc, HM_PROC_FREE, NULL, 0, data, handle->h_ctx->c_class, NULL);
@@ -196,7 +205,8 @@ hm_return_t hmi_handle_free_decoded(hm_handle_t *handle, hm_proc_cb_t proc, void
 
 hm_return_t hm_get_input(hm_handle_t *handle, void *in)
 {
-    if (handle == NULL || !handle->h_server || handle->h_rpc == NULL)
+    if (handle == NULL || !handle->h_server || handle->h_rpc == NULL ||
+        (in == NULL && handle->h_rpc->r_in_proc != NULL))
         return HM_INVALID_ARG;
     return hmi_handle_decode(handle, handle->h_rpc->r_in_proc, in);
 }
@@ -210,7 +220,8 @@ hm_return_t hm_free_input(hm_handle_t *handle, void *in)
 
 hm_return_t hm_get_output(hm_handle_t *handle, void *out)
 {
-    if (handle == NULL || handle->h_server || handle->h_rpc == NULL)
+    if (handle == NULL || handle->h_server || handle->h_rpc == NULL ||
+        (out == NULL && handle->h_rpc->r_out_proc != NULL))
         return HM_INVALID_ARG;
     if (handle->h_state != HMI_H_DONE || handle->h_ret != HM_SUCCESS)
         return HM_NOENTRY;

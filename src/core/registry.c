@@ -11,6 +11,8 @@
 
 hm_id_t hm_rpc_id(const char *name)
 {
+    if (name == NULL)
+        return 0;
     uint32_t hash = 2166136261u;
     for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
         hash ^= *p;
@@ -45,8 +47,11 @@ hm_return_t hm_register(hm_class_t *cls, const char *name, hm_proc_cb_t in_proc,
 {
     if (cls == NULL || name == NULL || *name == '\0')
         return HM_INVALID_ARG;
+    hm_return_t ret = hmi_live_check(cls, HMI_LIVE_CLASS);
+    if (ret != HM_SUCCESS)
+        return ret;
     hm_id_t id = hm_rpc_id(name);
-    hm_return_t ret = registry_check_new(cls, name, id);
+    ret = registry_check_new(cls, name, id);
     if (ret != HM_SUCCESS)
         return ret;
     struct hmi_rpc_info *info = calloc(1, sizeof(*info));
@@ -73,12 +78,27 @@ err_free_info:
     return ret != HM_SUCCESS ? ret : HM_NOMEM;
 }
 
+/* The registered RPC `id` of a live class; HM_INVALID_ARG, HM_NOENTRY. */
+static hm_return_t registry_lookup(hm_class_t *cls, hm_id_t id, struct hmi_rpc_info **info_out)
+{
+    hm_return_t ret = hmi_live_check(cls, HMI_LIVE_CLASS);
+    if (ret != HM_SUCCESS)
+        return ret;
+    *info_out = hmi_registry_find(cls, id);
+    if (*info_out == NULL) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "RPC 0x%08x is not registered", id);
+        return HM_NOENTRY;
+    }
+    return HM_SUCCESS;
+}
+
 hm_return_t hm_register_data(hm_class_t *cls, hm_id_t id, void *data,
                              void (*free_cb)(void *data))
 {
-    struct hmi_rpc_info *info = cls ? hmi_registry_find(cls, id) : NULL;
-    if (info == NULL)
-        return HM_NOENTRY;
+    struct hmi_rpc_info *info;
+    hm_return_t ret = registry_lookup(cls, id, &info);
+    if (ret != HM_SUCCESS)
+        return ret;
     if (info->r_data && info->r_data_free)
         info->r_data_free(info->r_data);
     info->r_data = data;
@@ -94,9 +114,10 @@ void *hm_registered_data(hm_class_t *cls, hm_id_t id)
 
 hm_return_t hm_registered_disable_response(hm_class_t *cls, hm_id_t id, bool disable)
 {
-    struct hmi_rpc_info *info = cls ? hmi_registry_find(cls, id) : NULL;
-    if (info == NULL)
-        return HM_NOENTRY;
+    struct hmi_rpc_info *info;
+    hm_return_t ret = registry_lookup(cls, id, &info);
+    if (ret != HM_SUCCESS)
+        return ret;
     info->r_no_response = disable;
     return HM_SUCCESS;
 }

@@ -289,6 +289,8 @@ static hm_return_t respond_any_thread(hm_handle_t *handle, const void *out, hm_r
 
 hm_return_t hm_respond(hm_handle_t *handle, const void *out, hm_cb_t cb, void *arg)
 {
+    if (handle != NULL && out == NULL && handle->h_rpc != NULL && handle->h_rpc->r_out_proc)
+        return HM_INVALID_ARG;
     return respond_any_thread(handle, out, HM_SUCCESS, cb, arg);
 }
 

@@ -22,6 +22,8 @@ static const struct stat_field stat_fields[] = {
 
 void hm_stats_print(const hm_stats_t *stats, const char *prefix, FILE *out)
 {
+    if (stats == NULL || out == NULL)
+        return;
     for (size_t i = 0; i < sizeof(stat_fields) / sizeof(stat_fields[0]); i++) {
         uint64_t value;
         memcpy(&value, (const char *)stats + stat_fields[i].offset, sizeof(value));

@@ -103,12 +103,12 @@ hm_proc_op_t hm_proc_get_op(const hm_proc_t *proc)
 
 size_t hm_proc_get_size(const hm_proc_t *proc)
 {
-    return proc->p_pos;
+    return proc ? proc->p_pos : 0;
 }
 
 void *hm_proc_get_user(const hm_proc_t *proc)
 {
-    return proc->p_user;
+    return proc ? proc->p_user : NULL;
 }
 
 /* ---- error paths (out of line, the only ones that log) -------------------- */
@@ -126,6 +126,13 @@ __attribute__((cold, noinline)) static hm_return_t proc_bad_arg(const hm_proc_t 
 {
     hmi_log(HMI_SUBSYS_PROC, HMI_LOG_ERROR, "proc: cannot encode at offset %zu: %s", p->p_pos,
             what);
+    return HM_INVALID_ARG;
+}
+
+/* A NULL proc or object: a caller's bug, refused rather than dereferenced. */
+__attribute__((cold, noinline)) static hm_return_t proc_null_arg(void)
+{
+    hmi_log(HMI_SUBSYS_PROC, HMI_LOG_ERROR, "proc: NULL proc or object");
     return HM_INVALID_ARG;
 }
 
@@ -204,6 +211,8 @@ static inline const uint8_t *proc_dec_take(hm_proc_t *p, size_t n)
 static inline __attribute__((always_inline)) hm_return_t proc_fixed(hm_proc_t *p, void *data,
                                                                    size_t n)
 {
+    if (hmi_unlikely(p == NULL || data == NULL))
+        return proc_null_arg();
     if (p->p_op == HM_PROC_ENCODE) {
         uint8_t *dst = proc_enc_room(p, n);
         if (hmi_unlikely(dst == NULL))
@@ -276,6 +285,8 @@ hm_return_t hm_proc_double(hm_proc_t *proc, void *data)
 
 hm_return_t hm_proc_bool(hm_proc_t *proc, void *data)
 {
+    if (hmi_unlikely(proc == NULL || data == NULL))
+        return proc_null_arg();
     if (proc->p_op == HM_PROC_ENCODE) {
         uint8_t *dst = proc_enc_room(proc, 1);
         if (hmi_unlikely(dst == NULL))
@@ -296,6 +307,8 @@ hm_return_t hm_proc_bool(hm_proc_t *proc, void *data)
 
 hm_return_t hm_proc_raw(hm_proc_t *proc, void *buf, size_t len)
 {
+    if (hmi_unlikely(proc == NULL || (buf == NULL && len != 0)))
+        return proc_null_arg();
     if (len == 0)
         return HM_SUCCESS;
     if (proc->p_op == HM_PROC_ENCODE) {
@@ -316,6 +329,8 @@ hm_return_t hm_proc_raw(hm_proc_t *proc, void *buf, size_t len)
 
 hm_return_t hm_proc_uuid(hm_proc_t *proc, void *data)
 {
+    if (hmi_unlikely(data == NULL))
+        return proc_null_arg();
     return hm_proc_raw(proc, ((hm_uuid_t *)data)->bytes, sizeof(hm_uuid_t));
 }
 
@@ -371,6 +386,8 @@ static hm_return_t proc_string_decode(hm_proc_t *p, hm_string_t *out)
 
 hm_return_t hm_proc_string(hm_proc_t *proc, void *data)
 {
+    if (hmi_unlikely(proc == NULL || data == NULL))
+        return proc_null_arg();
     if (proc->p_op == HM_PROC_ENCODE)
         return proc_string_encode(proc, *(const hm_string_t *)data);
     if (proc->p_op == HM_PROC_DECODE)
@@ -418,6 +435,8 @@ static hm_return_t proc_bytes_decode(hm_proc_t *p, hm_bytes_t *b)
 
 hm_return_t hm_proc_bytes(hm_proc_t *proc, void *data)
 {
+    if (hmi_unlikely(proc == NULL || data == NULL))
+        return proc_null_arg();
     if (proc->p_op == HM_PROC_ENCODE)
         return proc_bytes_encode(proc, (const hm_bytes_t *)data);
     if (proc->p_op == HM_PROC_DECODE)
@@ -502,6 +521,8 @@ static hm_return_t proc_array_decode(hm_proc_t *p, hm_array_t *a, size_t elem_si
 
 hm_return_t hm_proc_array(hm_proc_t *proc, hm_array_t *array, size_t elem_size)
 {
+    if (hmi_unlikely(proc == NULL || array == NULL))
+        return proc_null_arg();
     if (hmi_unlikely(elem_size == 0)) {
         if (proc->p_op == HM_PROC_FREE)
             return HM_SUCCESS;
@@ -565,6 +586,8 @@ hm_return_t hm_proc_struct(hm_proc_t *proc, void *data, const hm_proc_field_t *f
 {
     hm_return_t first = HM_SUCCESS;
 
+    if (hmi_unlikely(proc == NULL || data == NULL || (fields == NULL && count != 0)))
+        return proc_null_arg();
     for (size_t i = 0; i < count; i++) {
         hm_return_t ret = fields[i].proc(proc, (char *)data + fields[i].offset);
         if (hmi_likely(ret == HM_SUCCESS))

@@ -125,6 +125,14 @@ struct ofi_name {
  */
 hm_return_t hmi_ofi_uri_parse(enum ofi_addr_kind kind, const char *rest,
                               struct ofi_name *name, pid_t *pid_out);
+/*
+ * The listen part of a class URI, as strict as the UCX plugin's: tcp takes
+ * "", "A.B.C.D" or "A.B.C.D:PORT" (numeric IPv4, decimal port 0..65535, no
+ * sign or leading zero); shm takes "" only. *set_out: an address was given
+ * (else the provider chooses). HM_INVALID_ARG for anything else.
+ */
+hm_return_t hmi_ofi_listen_parse(enum ofi_addr_kind kind, const char *listen,
+                                 struct ofi_name *name, bool *set_out);
 /* Format `name` as a URI with the "ofi+<protocol>://" prefix; HM_MSGSIZE if too small. */
 hm_return_t hmi_ofi_uri_format(enum ofi_addr_kind kind, const char *protocol,
                                const struct ofi_name *name, pid_t pid, char *buf,

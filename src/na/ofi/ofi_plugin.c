@@ -252,14 +252,11 @@ static hm_return_t ofi_class_open(hm_na_class_t *cls, const char *protocol, cons
         return HM_NOT_SUPPORTED;
     atomic_init(&k->k_next_key, 1);
     atomic_init(&k->k_mr_ctx, NULL);
-    if (listen && *listen && k->k_quirk->q_addr == OFI_ADDR_SOCKADDR_IN) {
-        pid_t unused;
-        if (hmi_ofi_uri_parse(k->k_quirk->q_addr, listen, &k->k_listen, &unused) !=
-            HM_SUCCESS) {
-            hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: bad listen address \"%s\"", listen);
-            return HM_INVALID_ARG;
-        }
-        k->k_listen_set = true;
+    if (hmi_ofi_listen_parse(k->k_quirk->q_addr, listen, &k->k_listen, &k->k_listen_set) !=
+        HM_SUCCESS) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi+%s: bad listen address \"%s\"", protocol,
+                listen);
+        return HM_INVALID_ARG;
     }
     hm_return_t ret = plugin_getinfo(k);
     if (ret != HM_SUCCESS)

@@ -14,6 +14,22 @@
 
 /* ---- URIs ------------------------------------------------------------------ */
 
+/* A port: decimal digits only (no sign, space or leading zero), at most 65535. */
+static bool uri_parse_port(const char *s, uint16_t *port_out)
+{
+    unsigned long port = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        port = port * 10 + (unsigned long)(*p - '0');
+        if (port > 65535)
+            return false;
+    }
+    if (p == s || *p != '\0' || (p - s > 1 && *s == '0'))
+        return false;
+    *port_out = (uint16_t)port;
+    return true;
+}
+
 /* "host:port" (port optional, 0 = any) -> struct sockaddr_in. */
 static hm_return_t uri_parse_inet(const char *rest, struct ofi_name *name)
 {
@@ -24,14 +40,10 @@ static hm_return_t uri_parse_inet(const char *rest, struct ofi_name *name)
         return HM_INVALID_ARG;
     memcpy(host, rest, hlen);
     host[hlen] = '\0';
-    unsigned long port = 0;
-    if (colon) {
-        char *end;
-        port = strtoul(colon + 1, &end, 10);
-        if (colon[1] == '\0' || *end != '\0' || port > 65535)
-            return HM_INVALID_ARG;
-    }
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    uint16_t port = 0;
+    if (colon && !uri_parse_port(colon + 1, &port))
+        return HM_INVALID_ARG;
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
     if (inet_pton(AF_INET, host, &sin.sin_addr) != 1) {
         struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
         struct addrinfo *res;
@@ -92,6 +104,34 @@ hm_return_t hmi_ofi_uri_parse(enum ofi_addr_kind kind, const char *rest,
         return uri_parse_shm(rest, name, pid_out);
     }
     return HM_INVALID_ARG;
+}
+
+hm_return_t hmi_ofi_listen_parse(enum ofi_addr_kind kind, const char *listen,
+                               struct ofi_name *name, bool *set_out)
+{
+    memset(name, 0, sizeof(*name));
+    *set_out = false;
+    if (listen == NULL || listen[0] == '\0')
+        return HM_SUCCESS; /* the provider's choice */
+    if (kind != OFI_ADDR_SOCKADDR_IN)
+        return HM_INVALID_ARG; /* shm: its names are made per context */
+    char host[INET_ADDRSTRLEN];
+    const char *colon = strchr(listen, ':');
+    size_t hlen = colon ? (size_t)(colon - listen) : strlen(listen);
+    if (hlen == 0 || hlen >= sizeof(host))
+        return HM_INVALID_ARG;
+    memcpy(host, listen, hlen);
+    host[hlen] = '\0';
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    uint16_t port = 0;
+    if (inet_pton(AF_INET, host, &sin.sin_addr) != 1 ||
+        (colon != NULL && !uri_parse_port(colon + 1, &port)))
+        return HM_INVALID_ARG;
+    sin.sin_port = htons(port);
+    memcpy(name->n_bytes, &sin, sizeof(sin));
+    name->n_len = sizeof(sin);
+    *set_out = true;
+    return HM_SUCCESS;
 }
 
 hm_return_t hmi_ofi_uri_format(enum ofi_addr_kind kind, const char *protocol,
