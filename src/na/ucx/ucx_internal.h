@@ -95,6 +95,7 @@
 #include <ucp/api/ucp.h>
 
 #include "na/na.h"
+#include "na/na_hello.h"
 #include "util/compiler.h"
 #include "util/hmap.h"
 #include "util/list.h"
@@ -157,6 +158,8 @@ struct ucx_class {
     atomic_bool k_cma_off;   /* shm: our RMA goes through UCX, not process_vm_*
                                 (HM_UCX_SHM_CMA=0, or the kernel refused) */
     struct ucx_uri k_listen; /* tcp: where context 0 listens */
+    struct hm_na_hello_key k_job_key; /* tcp: HM_JOB_KEY, for our listeners and dials */
+    unsigned int k_connect_ms;        /* tcp: bound of one hello exchange */
     size_t k_eager_limit;
     size_t k_pool_keep; /* receive buffers kept per context */
 };
@@ -248,8 +251,8 @@ struct ucx_ctx {
     hm_na_context_t *c_na;
     struct ucx_class *c_cls;
     ucp_worker_h c_worker;
-    ucp_listener_h c_listener;     /* tcp */
-    ucp_address_t *c_waddr;        /* shm */
+    struct hm_na_listener *c_listener; /* tcp: answers hellos with c_waddr */
+    ucp_address_t *c_waddr;        /* our worker address */
     size_t c_waddr_len;
     hm_na_addr_t *c_self;
     unsigned char *c_hdr;          /* AM header: our URI and pid */

@@ -3,7 +3,8 @@
  *
  * Transports are chosen here, programmatically, with ucp_config_modify, so a
  * user never has to set UCX_* variables: ucx+tcp uses the "tcp" transport
- * (sockaddr connections through a listener), ucx+shm uses posix/sysv shared
+ * (worker-address connections, the address handed out by Hermod's own
+ * listener, ucx_addr.c), ucx+shm uses posix/sysv shared
  * memory for messages, plus "self" for loopback. RMA over shm does not go
  * through UCX: UCX 1.13 emulates ucp_get_nbx / ucp_put_nbx between workers
  * with active messages through the shared-memory FIFO (its cma transport is
@@ -35,6 +36,9 @@ static const struct hm_na_tunable ucx_tunables[] = {
     {.env = "HM_UCX_SHM_TLS",
      .def = "posix,sysv,cma,self",
      .help = "UCX transports (UCX_TLS syntax) behind ucx+shm."},
+    {.env = "HM_UCX_CONNECT_MS",
+     .def = "10000",
+     .help = "ucx+tcp: longest a connection's hello exchange may take (ms)."},
     {.env = "HM_UCX_SHM_CMA",
      .def = "1",
      .help = "ucx+shm: 1 moves RMA with process_vm_readv/writev (and offers it to peers), "
@@ -168,6 +172,8 @@ static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, cons
     }
     k->k_eager_limit &= ~(size_t)7;
     k->k_pool_keep = hmi_ucx_tunable_size("HM_UCX_POOL_KEEP", 64);
+    k->k_connect_ms = (unsigned int)hmi_ucx_tunable_size("HM_UCX_CONNECT_MS", 10000);
+    hm_na_hello_key_from_env(&k->k_job_key);
     k->k_cma_keys = k->k_proto == UCX_PROTO_SHM && hmi_ucx_tunable_size("HM_UCX_SHM_CMA", 1);
     atomic_init(&k->k_cma_off, !k->k_cma_keys);
 
