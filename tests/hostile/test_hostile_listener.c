@@ -183,6 +183,26 @@ static bool send_refused(uint16_t port, const void *bytes, size_t len, const cha
 
 /* ---- attacks (each runs in the attacker's process) --------------------------------- */
 
+/*
+ * Random bytes as a fuzzer sends them, one connection each: uniformly
+ * random, mostly zeros with a few random bytes (small length fields: what
+ * made UCX 1.13's sockaddr listener assert), and text.
+ */
+static size_t random_bytes(uint8_t *buf, size_t size, int kind)
+{
+    static const char text[] = "GET / HTTP/1.1\r\nHost: hermod\r\n\r\n";
+    size_t len = 1 + (size_t)rand() % size;
+    for (size_t k = 0; k < len; k++) {
+        if (kind == 0)
+            buf[k] = (uint8_t)rand();
+        else if (kind == 1)
+            buf[k] = rand() % 16 == 0 ? (uint8_t)rand() : 0;
+        else
+            buf[k] = (uint8_t)text[k % (sizeof(text) - 1)];
+    }
+    return len;
+}
+
 static void spray_random(uint16_t port, int conns)
 {
     uint8_t buf[4096];
@@ -190,9 +210,7 @@ static void spray_random(uint16_t port, int conns)
         int fd = hostile_connect(port);
         if (fd < 0)
             continue;
-        size_t len = 1 + (size_t)rand() % sizeof(buf);
-        for (size_t k = 0; k < len; k++)
-            buf[k] = (uint8_t)rand();
+        size_t len = random_bytes(buf, sizeof(buf), i % 3);
         (void)send(fd, buf, len, MSG_NOSIGNAL);
         close(fd);
     }
