@@ -31,6 +31,15 @@
  * against eager) never matters; after it, the peer's binding is permanent
  * for the life of its endpoint.
  *
+ * tcp connections. A peer learns our worker address from our listener
+ * (na_listen.h: a checked hello, answered with the address) and connects to
+ * it; the listener never hands a peer's bytes to UCX, which aborts on a
+ * malformed worker address. On tcp the naming header also carries the
+ * sender's worker address, and the receiver adopts the endpoint UCX made
+ * for the first message by creating one to that address (UCX returns the
+ * same endpoint, now a user endpoint with our error callback): left
+ * internal, UCX destroys it by itself when the peer goes (ucx_tcp_adopt).
+ *
  * Dead peers. tcp endpoints use UCP_ERR_HANDLING_MODE_PEER and the endpoint
  * error callback. shm endpoints must use error mode NONE (UCX 1.13 silently
  * keeps traffic on tcp otherwise), so the plugin watches the peer's pid with
