@@ -127,13 +127,15 @@ size_t hostile_listen_ports(pid_t pid, uint16_t except, uint16_t *ports, size_t 
         return 0;
     size_t n = 0;
     while (n < max && fgets(line, sizeof(line), f) != NULL) {
-        unsigned int port, state;
+        unsigned int addr, port, state;
         unsigned long ino;
         /* sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode */
-        if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &port,
-                   &state, &ino) != 3)
+        if (sscanf(line, " %*d: %x:%x %*x:%*x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &addr,
+                   &port, &state, &ino) != 4)
             continue;
-        if (state == 0x0a && port != except && pid_has_socket(pid, ino))
+        /* Listening, reachable on 127.0.0.1 (tests stay on loopback), ours. */
+        bool loopback = addr == 0x0100007fu || addr == 0;
+        if (state == 0x0a && loopback && port != except && pid_has_socket(pid, ino))
             ports[n++] = (uint16_t)port;
     }
     fclose(f);

@@ -39,7 +39,8 @@ int hostile_good_start(struct hostile_good *good, const char *protocol, const ch
 int hostile_good_stop(struct hostile_good *good, unsigned long *ok, unsigned long *failed);
 
 /*
- * TCP ports (host order) `pid` listens on, other than `except`; returns
+ * TCP ports (host order) `pid` listens on at 127.0.0.1 (or any address),
+ * other than `except`; returns
  * how many (at most max). From /proc/PID/fd and /proc/PID/net/tcp.
  */
 size_t hostile_listen_ports(pid_t pid, uint16_t except, uint16_t *ports, size_t max);
