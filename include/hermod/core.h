@@ -285,6 +285,13 @@ typedef struct hm_stats {
     uint64_t credit_queue_peak;   /* most RPCs waiting for credits at once */
     uint64_t submissions_queued;  /* posts handed over through the submission queue */
     uint64_t wakeups;             /* sleeping progress calls woken by another thread */
+    /* The context's own listener (ucx+tcp; 0 elsewhere): connections whose
+       hello it answered, and those it closed, by reason. */
+    uint64_t listen_accepted;
+    uint64_t listen_refused_frame; /* bad magic/version/flags/length, or cut short */
+    uint64_t listen_refused_key;   /* job key (HM_JOB_KEY) missing or different */
+    uint64_t listen_refused_slow;  /* no whole hello within its deadline */
+    uint64_t listen_refused_busy;  /* evicted: too many connections waiting */
 } hm_stats_t;
 
 /* Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked). */

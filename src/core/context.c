@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "core/core_internal.h"
+#include "core/stats.h"
 #include "util/log.h"
 
 #define CTX_DEFAULT_POOL 64u
@@ -541,6 +542,7 @@ hm_return_t hm_context_stats(hm_context_t *ctx, hm_stats_t *stats)
         return ret;
     bool took = hmi_ctx_enter(ctx);
     *stats = ctx->c_stats;
+    hmi_stats_read_na(ctx->c_na, stats);
     hmi_ctx_leave(ctx, took);
     return HM_SUCCESS;
 }

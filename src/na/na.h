@@ -41,6 +41,7 @@
 #define HM_NA_H
 
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -362,6 +363,19 @@ struct hm_na_class {
     void *c_priv;             /* ops->class_size bytes */
 };
 
+/*
+ * Connections a plugin's own listener (na_listen.h) accepted and refused,
+ * by reason. Written by the listener's thread, read by the core for
+ * hm_context_stats; zero for plugins without one.
+ */
+struct hm_na_listen_stats {
+    atomic_uint_least64_t ls_accepted;      /* good hellos answered */
+    atomic_uint_least64_t ls_refused_frame; /* bad magic/version/flags/length, or cut short */
+    atomic_uint_least64_t ls_refused_key;   /* job key missing or different */
+    atomic_uint_least64_t ls_refused_slow;  /* no whole hello before the deadline */
+    atomic_uint_least64_t ls_refused_busy;  /* evicted: too many waiting for their hello */
+};
+
 struct hm_na_context {
     hm_na_class_t *x_class;
     unsigned int x_index;       /* context index within the class */
@@ -378,6 +392,7 @@ struct hm_na_context {
                                    complete at once still lets messages in */
     void *x_rma;                /* the NA's RMA engines' state (na_rma.h) */
     void *x_cma;                /* na_cma.c's state (pid -> key table cache), or NULL */
+    struct hm_na_listen_stats x_listen; /* the plugin's listener, if it has one */
     void *x_priv;               /* ops->context_size bytes */
 };
 

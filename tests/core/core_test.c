@@ -40,6 +40,11 @@ static const hm_proc_field_t stats_fields[] = {
     HM_PROC_FIELD(struct core_server_stats, mallocs, hm_proc_uint64),
     HM_PROC_FIELD(struct core_server_stats, overflows_received, hm_proc_uint64),
     HM_PROC_FIELD(struct core_server_stats, dropped_overflow, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, listen_accepted, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, listen_refused_frame, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, listen_refused_key, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, listen_refused_slow, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, listen_refused_busy, hm_proc_uint64),
 };
 static hm_return_t stats_proc(hm_proc_t *p, void *d)
 {
@@ -156,6 +161,11 @@ static hm_return_t on_stats(hm_handle_t *handle)
         .mallocs = core_malloc_count ? core_malloc_count() : 0,
         .overflows_received = st.overflows_received,
         .dropped_overflow = st.dropped_overflow,
+        .listen_accepted = st.listen_accepted,
+        .listen_refused_frame = st.listen_refused_frame,
+        .listen_refused_key = st.listen_refused_key,
+        .listen_refused_slow = st.listen_refused_slow,
+        .listen_refused_busy = st.listen_refused_busy,
     };
     return respond_and_release(handle, &out);
 }

@@ -42,6 +42,11 @@ struct core_server_stats {
     uint64_t mallocs; /* allocations counted by the test binary, if it counts */
     uint64_t overflows_received;
     uint64_t dropped_overflow;
+    uint64_t listen_accepted; /* the listener's counters (hm_stats_t listen_*) */
+    uint64_t listen_refused_frame;
+    uint64_t listen_refused_key;
+    uint64_t listen_refused_slow;
+    uint64_t listen_refused_busy;
 };
 
 hm_return_t core_register(hm_class_t *cls, struct core_ids *ids, bool server);

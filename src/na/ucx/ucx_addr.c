@@ -1,8 +1,12 @@
 /*
  * UCX plugin: URIs, addresses and endpoints.
  *
- *   ucx+tcp://A.B.C.D:PORT   a listener (one per context); peers connect to
- *                            it by sockaddr, error mode PEER.
+ *   ucx+tcp://A.B.C.D:PORT   Hermod's own listener (one per context,
+ *                            na_listen.h): a peer sends a hello frame and gets
+ *                            our worker address back, then connects to that
+ *                            worker address, error mode PEER. No byte from
+ *                            the listening port ever reaches UCX: UCX 1.13's
+ *                            sockaddr listener aborted on random bytes.
  *   ucx+shm://PID/HEX        the context's UCP worker address in hex and the
  *                            pid of its process; peers connect to the worker
  *                            address, error mode NONE, and watch the pid.
@@ -26,12 +30,18 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "na/na_listen.h"
 #include "na/na_pidwatch.h"
 #include "util/log.h"
 #include "util/time.h"
 
-#define UCX_HDR_VERSION 1
-#define UCX_HDR_FIXED 8 /* version, flags, uri length (le16), pid (le32) */
+/*
+ * The AM header of a message that names its sender: version, flags (0),
+ * URI length (le16), pid (le32), worker address length (le16, tcp only;
+ * 0 on shm, whose URI holds it), then the URI and the worker address.
+ */
+#define UCX_HDR_VERSION 2
+#define UCX_HDR_FIXED 10
 /*
  * Longest a pidfd scan drains the worker before declaring the peers whose
  * pidfd fired dead: what they sent is already in our memory, so this is a
@@ -280,11 +290,17 @@ void hmi_ucx_addr_unref(hm_na_addr_t *addr)
 
 /* ---- Endpoints ------------------------------------------------------------ */
 
+/*
+ * Endpoint error callback; `arg` is the context. The endpoint is found by
+ * its handle: ucp_ep_create may hand back an endpoint UCX already had (then
+ * it takes our parameters, this callback included), so no record of ours
+ * can be the argument.
+ */
 static void ucx_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
-    struct ucx_ep *e = arg;
-    (void)ep;
-    if (e->e_closed)
+    struct ucx_ctx *c = arg;
+    struct ucx_ep *e = hmi_hmap_get(&c->c_by_ep, (uint64_t)(uintptr_t)ep);
+    if (e == NULL || e->e_closed)
         return;
     if (e->e_addr != NULL) {
         hmi_ucx_addr_fail(e->e_addr, ucs_status_string(status));
@@ -376,30 +392,55 @@ static void ucx_ep_close(struct ucx_ep *e)
     ucx_ep_close_mode(e, true);
 }
 
+/*
+ * tcp: the worker address of the peer at `u`, from its listener's answer to
+ * our hello (ours without asking when `a` is ourselves). Blocks up to
+ * k_connect_ms. The payload comes from the listener we chose to dial; UCX
+ * aborts on a malformed worker address, so a listener never passes on a
+ * dialer's bytes, but a dialer trusts the peer it dials.
+ */
+static hm_return_t ucx_tcp_resolve(struct ucx_ctx *c, const hm_na_addr_t *a,
+                                   struct ucx_uri *u)
+{
+    if (a->a_self && c->c_waddr != NULL && c->c_waddr_len <= sizeof(u->u_waddr)) {
+        memcpy(u->u_waddr, c->c_waddr, c->c_waddr_len);
+        u->u_waddr_len = c->c_waddr_len;
+        return HM_SUCCESS;
+    }
+    size_t len = sizeof(u->u_waddr);
+    hm_return_t ret = hm_na_hello_dial(u->u_host, u->u_port, &c->c_cls->k_job_key,
+                                       c->c_cls->k_connect_ms, u->u_waddr, &len);
+    if (ret == HM_SUCCESS && len == 0)
+        ret = HM_PROTOCOL_ERROR;
+    u->u_waddr_len = len;
+    return ret;
+}
+
 /* Connect a new endpoint to `a`. */
 static hm_return_t ucx_addr_connect(struct ucx_ctx *c, hm_na_addr_t *a, struct ucx_ep **out)
 {
     struct ucx_uri u;
     if (hmi_ucx_uri_parse(a->a_uri, &u) != HM_SUCCESS)
         return HM_INVALID_ARG;
+    if (u.u_proto == UCX_PROTO_TCP) {
+        hm_return_t ret = ucx_tcp_resolve(c, a, &u);
+        if (ret != HM_SUCCESS)
+            return ret;
+    }
     struct ucx_ep *e = calloc(1, sizeof(*e));
     if (e == NULL)
         return HM_NOMEM;
     e->e_ctx = c;
     e->e_addr = a;
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(u.u_port)};
     ucp_ep_params_t params = {.user_data = e};
     if (u.u_proto == UCX_PROTO_TCP) {
-        inet_pton(AF_INET, u.u_host, &sin.sin_addr);
-        params.field_mask = UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_FLAGS |
+        params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
                             UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                             UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-        params.sockaddr.addr = (const struct sockaddr *)&sin;
-        params.sockaddr.addrlen = sizeof(sin);
+        params.address = (const ucp_address_t *)u.u_waddr;
         params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
         params.err_handler.cb = ucx_ep_err_cb;
-        params.err_handler.arg = e;
+        params.err_handler.arg = c;
     } else {
         /* Error mode NONE keeps shm lanes (see ucx_internal.h); the pid is watched. */
         params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
@@ -450,35 +491,52 @@ ucp_ep_h hmi_ucx_addr_ep(hm_na_addr_t *addr)
     return e != NULL ? e->e_ep : NULL;
 }
 
-/* tcp listener: a peer connects; its first message will name it. */
-static void ucx_conn_cb(ucp_conn_request_h req, void *arg)
+/*
+ * tcp: make `e`, the endpoint UCX created for a peer's first message, ours
+ * by creating an endpoint to the worker address the message carried: UCX
+ * hands back the same endpoint, now a user endpoint with our error
+ * callback. Left internal, UCX 1.13 destroys it by itself when the peer
+ * goes (our record would then hold a stale handle) and no error callback
+ * would tell us the peer died. An endpoint other than `e` (a header that
+ * does not match its connection) is tracked, and closed with the context.
+ * The worker address comes from a peer already connected to our worker:
+ * UCX aborts on a malformed one (see Known limits in docs/ARCHITECTURE.md).
+ */
+static void ucx_tcp_adopt(struct ucx_ctx *c, struct ucx_ep *e, const void *waddr, size_t len)
 {
-    struct ucx_ctx *c = arg;
-    struct ucx_ep *e = c->c_closing ? NULL : calloc(1, sizeof(*e));
-    if (e == NULL) {
-        ucp_listener_reject(c->c_listener, req);
-        return;
-    }
-    e->e_ctx = c;
+    (void)len;
     ucp_ep_params_t params = {
-        .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_USER_DATA |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .conn_request = req,
-        .user_data = e,
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = waddr,
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-        .err_handler = {.cb = ucx_ep_err_cb, .arg = e},
+        .err_handler = {.cb = ucx_ep_err_cb, .arg = c},
     };
-    e->e_own = true;
     ucp_ep_h ep;
     ucs_status_t status = ucp_ep_create(c->c_worker, &params, &ep);
     if (status != UCS_OK) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: cannot accept a connection: %s",
-                ucs_status_string(status));
-        free(e);
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ucx: cannot adopt the endpoint of %s: %s",
+                e->e_addr->a_uri, ucs_status_string(status));
         return;
     }
-    if (!ucx_ep_track(c, e, ep))
-        ucx_ep_close_mode(e, true); /* its messages could never be named */
+    struct ucx_ep *known = hmi_hmap_get(&c->c_by_ep, (uint64_t)(uintptr_t)ep);
+    if (known != NULL) {
+        known->e_own = true;
+        return;
+    }
+    struct ucx_ep *x = calloc(1, sizeof(*x));
+    if (x == NULL) {
+        ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                     .flags = UCP_EP_CLOSE_FLAG_FORCE};
+        ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &param);
+        if (UCS_PTR_IS_PTR(req))
+            ucp_request_free(req);
+        return;
+    }
+    x->e_addr = e->e_addr;
+    x->e_own = true;
+    if (!ucx_ep_track(c, x, ep))
+        ucx_ep_close_mode(x, true);
 }
 
 hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const void *hdr,
@@ -496,7 +554,9 @@ hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const 
     if (hdr_len < UCX_HDR_FIXED || h[0] != UCX_HDR_VERSION)
         return NULL;
     size_t uri_len = (size_t)h[2] | (size_t)h[3] << 8;
-    if (uri_len == 0 || uri_len >= UCX_URI_MAX || hdr_len != UCX_HDR_FIXED + uri_len)
+    size_t waddr_len = (size_t)h[8] | (size_t)h[9] << 8;
+    if (uri_len == 0 || uri_len >= UCX_URI_MAX ||
+        hdr_len != UCX_HDR_FIXED + uri_len + waddr_len)
         return NULL;
     char uri[UCX_URI_MAX];
     memcpy(uri, h + UCX_HDR_FIXED, uri_len);
@@ -525,17 +585,26 @@ hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const 
     e->e_peer_bound = true;
     if (a->a_ep == NULL)
         a->a_ep = e;
+    if (waddr_len > 0 && !e->e_own && c->c_cls->k_proto == UCX_PROTO_TCP)
+        ucx_tcp_adopt(c, e, h + UCX_HDR_FIXED + uri_len, waddr_len);
     return a;
 }
 
-/* The AM header of context `c`: our canonical URI and pid. */
+/* The AM header of context `c`: our canonical URI and pid (tcp: worker address). */
 static hm_return_t ucx_hdr_build(struct ucx_ctx *c)
 {
     hm_na_addr_t *self = c->c_self;
-    c->c_hdr_len = UCX_HDR_FIXED + self->a_uri_len;
+    size_t waddr_len = c->c_cls->k_proto == UCX_PROTO_TCP ? c->c_waddr_len : 0;
+    if (waddr_len > 0xffff)
+        return HM_NOT_SUPPORTED;
+    c->c_hdr_len = UCX_HDR_FIXED + self->a_uri_len + waddr_len;
     c->c_hdr = malloc(c->c_hdr_len);
     if (c->c_hdr == NULL)
         return HM_NOMEM;
+    c->c_hdr[8] = (unsigned char)(waddr_len & 0xff);
+    c->c_hdr[9] = (unsigned char)(waddr_len >> 8);
+    if (waddr_len > 0)
+        memcpy(c->c_hdr + UCX_HDR_FIXED + self->a_uri_len, c->c_waddr, waddr_len);
     uint32_t pid = (uint32_t)getpid();
     c->c_hdr[0] = UCX_HDR_VERSION;
     c->c_hdr[1] = 0;
@@ -565,35 +634,33 @@ static void ucx_pick_host(char *host, size_t size)
     freeifaddrs(ifs);
 }
 
-/* tcp: listen (context 0 where the class URI says, others on a free port). */
+/*
+ * tcp: our worker address, and a listener of ours that hands it to peers
+ * after checking their hello (context 0 where the class URI says, others on
+ * a free port).
+ */
 static hm_return_t ucx_listen(struct ucx_ctx *c, struct ucx_uri *self)
 {
     const struct ucx_uri *l = &c->c_cls->k_listen;
-    struct sockaddr_in sin = {.sin_family = AF_INET,
-                              .sin_port = htons(c->c_na->x_index == 0 ? l->u_port : 0)};
-    inet_pton(AF_INET, l->u_host, &sin.sin_addr);
-    ucp_listener_params_t params = {
-        .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
-        .sockaddr = {.addr = (const struct sockaddr *)&sin, .addrlen = sizeof(sin)},
-        .conn_handler = {.cb = ucx_conn_cb, .arg = c},
-    };
-    ucs_status_t status = ucp_listener_create(c->c_worker, &params, &c->c_listener);
+    ucs_status_t status = ucp_worker_get_address(c->c_worker, &c->c_waddr, &c->c_waddr_len);
     if (status != UCS_OK) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx+tcp: cannot listen on %s:%u: %s", l->u_host,
-                (unsigned int)ntohs(sin.sin_port), ucs_status_string(status));
-        return status == UCS_ERR_BUSY ? HM_EXISTS : HM_UNREACHABLE;
-    }
-    ucp_listener_attr_t attr = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
-    status = ucp_listener_query(c->c_listener, &attr);
-    if (status != UCS_OK) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx+tcp: cannot query the listener: %s",
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx+tcp: cannot get the worker address: %s",
                 ucs_status_string(status));
-        ucp_listener_destroy(c->c_listener);
-        c->c_listener = NULL;
         return HM_TRANSPORT_ERROR;
     }
+    if (c->c_waddr_len > HM_NA_HELLO_PAYLOAD_MAX || c->c_waddr_len > sizeof(self->u_waddr)) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx+tcp: worker address of %zu bytes too long",
+                c->c_waddr_len);
+        return HM_NOT_SUPPORTED;
+    }
+    uint16_t port;
+    hm_return_t ret = hm_na_listener_open(l->u_host, c->c_na->x_index == 0 ? l->u_port : 0,
+                                          &c->c_cls->k_job_key, c->c_waddr, c->c_waddr_len,
+                                          &c->c_na->x_listen, &c->c_listener, &port);
+    if (ret != HM_SUCCESS)
+        return ret;
     *self = *l;
-    self->u_port = ntohs(((struct sockaddr_in *)(void *)&attr.sockaddr)->sin_port);
+    self->u_port = port;
     if (strcmp(l->u_host, "0.0.0.0") == 0)
         ucx_pick_host(self->u_host, sizeof(self->u_host));
     return HM_SUCCESS;
@@ -848,10 +915,8 @@ void hmi_ucx_addr_fini(struct ucx_ctx *c)
         ucp_worker_release_address(c->c_worker, c->c_waddr);
         c->c_waddr = NULL;
     }
-    if (c->c_listener != NULL) {
-        ucp_listener_destroy(c->c_listener);
-        c->c_listener = NULL;
-    }
+    hm_na_listener_close(c->c_listener);
+    c->c_listener = NULL;
 }
 
 void hmi_ucx_addr_free_eps(struct ucx_ctx *c)

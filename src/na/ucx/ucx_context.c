@@ -15,6 +15,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "na/na_listen.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -293,10 +294,9 @@ void hmi_ucx_context_close(hm_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     c->c_closing = true;
-    if (c->c_listener != NULL) {
-        ucp_listener_destroy(c->c_listener);
-        c->c_listener = NULL;
-    }
+    /* No peer learns our worker address any more. */
+    hm_na_listener_close(c->c_listener);
+    c->c_listener = NULL;
     /* Queued ops never reached UCX: they complete now. */
     struct hmi_list *link;
     while ((link = hmi_list_pop_front(&c->c_retry)) != NULL) {

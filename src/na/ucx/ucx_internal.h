@@ -30,6 +30,15 @@
  * against eager) never matters; after it, the peer's binding is permanent
  * for the life of its endpoint.
  *
+ * tcp connections. A peer learns our worker address from our listener
+ * (na_listen.h: a checked hello, answered with the address) and connects to
+ * it; the listener never hands a peer's bytes to UCX, which aborts on a
+ * malformed worker address. On tcp the naming header also carries the
+ * sender's worker address, and the receiver adopts the endpoint UCX made
+ * for the first message by creating one to that address (UCX returns the
+ * same endpoint, now a user endpoint with our error callback): left
+ * internal, UCX destroys it by itself when the peer goes (ucx_tcp_adopt).
+ *
  * Dead peers. tcp endpoints use UCP_ERR_HANDLING_MODE_PEER and the endpoint
  * error callback. shm endpoints must use error mode NONE (UCX 1.13 silently
  * keeps traffic on tcp otherwise), so the plugin watches the peer's pid with
@@ -73,6 +82,7 @@
 #include <ucp/api/ucp.h>
 
 #include "na/na.h"
+#include "na/na_hello.h"
 #include "util/compiler.h"
 #include "util/hmap.h"
 #include "util/list.h"
@@ -132,6 +142,8 @@ struct ucx_class {
     ucp_context_h k_ucp;
     enum ucx_proto k_proto;
     struct ucx_uri k_listen; /* tcp: where context 0 listens */
+    struct hm_na_hello_key k_job_key; /* tcp: HM_JOB_KEY, for our listeners and dials */
+    unsigned int k_connect_ms;        /* tcp: bound of one hello exchange */
     size_t k_eager_limit;
     size_t k_pool_keep; /* receive buffers kept per context */
 };
@@ -214,8 +226,8 @@ struct ucx_ctx {
     hm_na_context_t *c_na;
     struct ucx_class *c_cls;
     ucp_worker_h c_worker;
-    ucp_listener_h c_listener;     /* tcp */
-    ucp_address_t *c_waddr;        /* shm */
+    struct hm_na_listener *c_listener; /* tcp: answers hellos with c_waddr */
+    ucp_address_t *c_waddr;        /* our worker address */
     size_t c_waddr_len;
     hm_na_addr_t *c_self;
     unsigned char *c_hdr;          /* AM header: our URI and pid */

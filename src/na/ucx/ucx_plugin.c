@@ -3,7 +3,8 @@
  *
  * Transports are chosen here, programmatically, with ucp_config_modify, so a
  * user never has to set UCX_* variables: ucx+tcp uses the "tcp" transport
- * (sockaddr connections through a listener), ucx+shm uses posix/sysv shared
+ * (worker-address connections, the address handed out by Hermod's own
+ * listener, ucx_addr.c), ucx+shm uses posix/sysv shared
  * memory for messages, plus "self" for loopback.
  *
  * No RMA: the ucp_context is opened without UCP_FEATURE_RMA. UCX 1.13 moves
@@ -41,6 +42,9 @@ static const struct hm_na_tunable ucx_tunables[] = {
       * it could make us read another process into our receive buffer. */
      .def = "posix,sysv,self",
      .help = "UCX transports (UCX_TLS syntax) behind ucx+shm."},
+    {.env = "HM_UCX_CONNECT_MS",
+     .def = "10000",
+     .help = "ucx+tcp: longest a connection's hello exchange may take (ms)."},
     {.env = NULL, .def = NULL, .help = NULL},
 };
 
@@ -180,6 +184,8 @@ static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, cons
     }
     k->k_eager_limit &= ~(size_t)7;
     k->k_pool_keep = hmi_ucx_tunable_size("HM_UCX_POOL_KEEP", 64);
+    k->k_connect_ms = (unsigned int)hmi_ucx_tunable_size("HM_UCX_CONNECT_MS", 10000);
+    hm_na_hello_key_from_env(&k->k_job_key);
 
     ucp_config_t *config;
     hm_return_t ret = ucx_config(k->k_proto, &config);

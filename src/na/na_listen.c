@@ -1,0 +1,449 @@
+/*
+ * A Hermod listener and its dialer (contract in na_listen.h).
+ *
+ * The thread waits in epoll on the listening socket, an eventfd that stops
+ * it, and the connections waiting for their hello (at most
+ * HM_NA_LISTEN_PENDING, each with its own buffer of one frame). It accepts
+ * everything the kernel has queued and reads at once what already arrived,
+ * so a good peer, which sends its hello right after connecting, is answered
+ * in the same pass and never waits behind connections that send nothing.
+ */
+#include "na/na_listen.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "util/time.h"
+
+#define LISTEN_FRAME_MAX (HM_NA_HELLO_HDR + HM_NA_HELLO_PAYLOAD_MAX)
+#define LISTEN_ACCEPTS_PER_PASS 256
+#define LISTEN_STOP_TAG UINT64_MAX
+#define LISTEN_ACCEPT_TAG (UINT64_MAX - 1)
+/* Dials of one hello_dial: a listener under attack may evict a connection. */
+#define HELLO_DIAL_ATTEMPTS 5
+
+/* A connection waiting for its hello. */
+struct listen_conn {
+    int lc_fd;
+    uint64_t lc_deadline_ns;
+    uint64_t lc_serial;   /* accept order: the smallest is evicted first */
+    size_t lc_have;
+    size_t lc_need;       /* HM_NA_HELLO_HDR, then the whole frame */
+    uint8_t lc_buf[LISTEN_FRAME_MAX];
+};
+
+struct hm_na_listener {
+    int l_fd;
+    int l_stop_fd;
+    int l_epfd;
+    pthread_t l_thread;
+    struct hm_na_hello_key l_key;
+    uint8_t *l_reply;     /* the answer frame, built once */
+    size_t l_reply_len;
+    struct hm_na_listen_stats *l_stats;
+    uint64_t l_serial;
+    struct listen_conn *l_conns[HM_NA_LISTEN_PENDING];
+};
+
+static void listen_count(atomic_uint_least64_t *counter)
+{
+    atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+/* Close slot `i`; count it in `counter` (NULL: an answered hello). */
+static void listen_drop(struct hm_na_listener *l, unsigned int i, atomic_uint_least64_t *counter)
+{
+    struct listen_conn *lc = l->l_conns[i];
+    if (counter != NULL)
+        listen_count(counter);
+    epoll_ctl(l->l_epfd, EPOLL_CTL_DEL, lc->lc_fd, NULL);
+    close(lc->lc_fd);
+    free(lc);
+    l->l_conns[i] = NULL;
+}
+
+/* A whole good hello in slot `i`: answer it (best effort) and close. */
+static void listen_answer(struct hm_na_listener *l, unsigned int i)
+{
+    struct listen_conn *lc = l->l_conns[i];
+    /* A fresh socket's send buffer takes the whole answer (< 5 KiB). */
+    ssize_t n = send(lc->lc_fd, l->l_reply, l->l_reply_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == (ssize_t)l->l_reply_len) {
+        shutdown(lc->lc_fd, SHUT_WR);
+        listen_count(&l->l_stats->ls_accepted);
+        listen_drop(l, i, NULL);
+        return;
+    }
+    hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "listener: cannot answer a hello: %s",
+            n < 0 ? strerror(errno) : "short write");
+    listen_drop(l, i, &l->l_stats->ls_refused_frame);
+}
+
+/* Read what slot `i` has; check the header as soon as it is in. */
+static void listen_read(struct hm_na_listener *l, unsigned int i)
+{
+    struct listen_conn *lc = l->l_conns[i];
+    for (;;) {
+        ssize_t n = recv(lc->lc_fd, lc->lc_buf + lc->lc_have, lc->lc_need - lc->lc_have,
+                         MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) { /* closed or reset before a whole frame */
+            listen_drop(l, i, &l->l_stats->ls_refused_frame);
+            return;
+        }
+        lc->lc_have += (size_t)n;
+        if (lc->lc_have < lc->lc_need)
+            continue;
+        if (lc->lc_need > HM_NA_HELLO_HDR) { /* header checked, payload in */
+            listen_answer(l, i);
+            return;
+        }
+        size_t len = 0;
+        enum hm_na_hello_verdict v = hm_na_hello_check(lc->lc_buf, false, &l->l_key, &len);
+        if (v != HM_NA_HELLO_OK) {
+            listen_drop(l, i, v == HM_NA_HELLO_BAD_KEY ? &l->l_stats->ls_refused_key
+                                                       : &l->l_stats->ls_refused_frame);
+            return;
+        }
+        if (len == 0) {
+            listen_answer(l, i);
+            return;
+        }
+        lc->lc_need = HM_NA_HELLO_HDR + len;
+    }
+}
+
+/* A free slot, evicting the oldest connection when none is. */
+static unsigned int listen_slot(struct hm_na_listener *l)
+{
+    unsigned int oldest = 0;
+    for (unsigned int i = 0; i < HM_NA_LISTEN_PENDING; i++) {
+        if (l->l_conns[i] == NULL)
+            return i;
+        if (l->l_conns[i]->lc_serial < l->l_conns[oldest]->lc_serial)
+            oldest = i;
+    }
+    listen_drop(l, oldest, &l->l_stats->ls_refused_busy);
+    return oldest;
+}
+
+/* Take one queued connection into a slot and read what it sent. False: none left. */
+static bool listen_accept_one(struct hm_na_listener *l)
+{
+    int fd = accept4(l->l_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+            errno != ECONNABORTED)
+            hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "listener: accept: %s", strerror(errno));
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+            usleep(10000); /* out of descriptors: let the sweep free some, do not spin */
+        return errno == EINTR || errno == ECONNABORTED;
+    }
+    struct listen_conn *lc = malloc(sizeof(*lc));
+    if (lc == NULL) {
+        close(fd);
+        listen_count(&l->l_stats->ls_refused_busy);
+        return true;
+    }
+    unsigned int i = listen_slot(l);
+    lc->lc_fd = fd;
+    lc->lc_deadline_ns = hmi_time_ns() + (uint64_t)HM_NA_LISTEN_DEADLINE_MS * 1000000u;
+    lc->lc_serial = l->l_serial++;
+    lc->lc_have = 0;
+    lc->lc_need = HM_NA_HELLO_HDR;
+    l->l_conns[i] = lc;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = i};
+    if (epoll_ctl(l->l_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        listen_drop(l, i, &l->l_stats->ls_refused_busy);
+        return true;
+    }
+    listen_read(l, i);
+    return true;
+}
+
+/* Close the connections past their deadline; the time until the next one (ms). */
+static int listen_sweep(struct hm_na_listener *l)
+{
+    uint64_t now = hmi_time_ns(), next = UINT64_MAX;
+    for (unsigned int i = 0; i < HM_NA_LISTEN_PENDING; i++) {
+        struct listen_conn *lc = l->l_conns[i];
+        if (lc == NULL)
+            continue;
+        if (lc->lc_deadline_ns <= now)
+            listen_drop(l, i, &l->l_stats->ls_refused_slow);
+        else if (lc->lc_deadline_ns < next)
+            next = lc->lc_deadline_ns;
+    }
+    if (next == UINT64_MAX)
+        return -1;
+    return (int)((next - now) / 1000000u) + 1;
+}
+
+static void *listen_thread(void *arg)
+{
+    struct hm_na_listener *l = arg;
+    struct epoll_event evs[32];
+    for (;;) {
+        int timeout = listen_sweep(l);
+        int n = epoll_wait(l->l_epfd, evs, 32, timeout);
+        for (int k = 0; k < n; k++) {
+            uint64_t tag = evs[k].data.u64;
+            if (tag == LISTEN_STOP_TAG)
+                return NULL;
+            if (tag == LISTEN_ACCEPT_TAG) {
+                for (int a = 0; a < LISTEN_ACCEPTS_PER_PASS && listen_accept_one(l); a++)
+                    ;
+            } else if (tag < HM_NA_LISTEN_PENDING && l->l_conns[tag] != NULL) {
+                listen_read(l, (unsigned int)tag);
+            }
+        }
+    }
+}
+
+/* ---- Open and close ------------------------------------------------------- */
+
+static hm_return_t listen_socket(struct hm_na_listener *l, const char *host, uint16_t port,
+                                 uint16_t *port_out)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
+    if (inet_pton(AF_INET, host, &sin.sin_addr) != 1)
+        return HM_INVALID_ARG;
+    l->l_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (l->l_fd < 0)
+        goto err;
+    int one = 1;
+    (void)setsockopt(l->l_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(l->l_fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
+        hm_return_t ret = errno == EADDRINUSE ? HM_EXISTS : HM_TRANSPORT_ERROR;
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "listener: cannot bind %s:%u: %s", host,
+                (unsigned int)port, strerror(errno));
+        return ret;
+    }
+    socklen_t sl = sizeof(sin);
+    if (listen(l->l_fd, SOMAXCONN) != 0 || getsockname(l->l_fd, (struct sockaddr *)&sin, &sl))
+        goto err;
+    *port_out = ntohs(sin.sin_port);
+    return HM_SUCCESS;
+err:
+    hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "listener: cannot listen on %s:%u: %s", host,
+            (unsigned int)port, strerror(errno));
+    return HM_TRANSPORT_ERROR;
+}
+
+static hm_return_t listen_epoll(struct hm_na_listener *l)
+{
+    l->l_epfd = epoll_create1(EPOLL_CLOEXEC);
+    l->l_stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (l->l_epfd < 0 || l->l_stop_fd < 0)
+        goto err;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = LISTEN_STOP_TAG};
+    if (epoll_ctl(l->l_epfd, EPOLL_CTL_ADD, l->l_stop_fd, &ev) != 0)
+        goto err;
+    ev.data.u64 = LISTEN_ACCEPT_TAG;
+    if (epoll_ctl(l->l_epfd, EPOLL_CTL_ADD, l->l_fd, &ev) != 0)
+        goto err;
+    return HM_SUCCESS;
+err:
+    hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "listener: cannot set up epoll: %s", strerror(errno));
+    return HM_TRANSPORT_ERROR;
+}
+
+static void listen_free(struct hm_na_listener *l)
+{
+    for (unsigned int i = 0; i < HM_NA_LISTEN_PENDING; i++)
+        if (l->l_conns[i] != NULL)
+            listen_drop(l, i, NULL);
+    if (l->l_epfd >= 0)
+        close(l->l_epfd);
+    if (l->l_stop_fd >= 0)
+        close(l->l_stop_fd);
+    if (l->l_fd >= 0)
+        close(l->l_fd);
+    free(l->l_reply);
+    free(l);
+}
+
+hm_return_t hm_na_listener_open(const char *host, uint16_t port,
+                                const struct hm_na_hello_key *key, const void *payload,
+                                size_t len, struct hm_na_listen_stats *stats,
+                                struct hm_na_listener **out, uint16_t *port_out)
+{
+    struct hm_na_listener *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return HM_NOMEM;
+    l->l_fd = l->l_epfd = l->l_stop_fd = -1;
+    l->l_key = *key;
+    l->l_stats = stats;
+    l->l_reply = malloc(HM_NA_HELLO_HDR + len);
+    hm_return_t ret = HM_NOMEM;
+    if (l->l_reply == NULL)
+        goto err;
+    l->l_reply_len = hm_na_hello_encode(l->l_reply, HM_NA_HELLO_HDR + len, key,
+                                        HM_NA_HELLO_F_REPLY, payload, len);
+    ret = HM_MSGSIZE;
+    if (l->l_reply_len == 0)
+        goto err;
+    ret = listen_socket(l, host, port, port_out);
+    if (ret == HM_SUCCESS)
+        ret = listen_epoll(l);
+    if (ret != HM_SUCCESS)
+        goto err;
+    int rc = pthread_create(&l->l_thread, NULL, listen_thread, l);
+    if (rc != 0) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "listener: cannot start its thread: %s",
+                strerror(rc));
+        ret = HM_NOMEM;
+        goto err;
+    }
+    *out = l;
+    return HM_SUCCESS;
+err:
+    listen_free(l);
+    return ret;
+}
+
+void hm_na_listener_close(struct hm_na_listener *l)
+{
+    if (l == NULL)
+        return;
+    uint64_t one = 1;
+    while (write(l->l_stop_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+        ;
+    pthread_join(l->l_thread, NULL);
+    listen_free(l);
+}
+
+/* ---- Dial ----------------------------------------------------------------- */
+
+/* Wait for `events` on fd until `deadline_ns`. 0, or -1 (timeout, error). */
+static int dial_wait(int fd, short events, uint64_t deadline_ns)
+{
+    for (;;) {
+        uint64_t now = hmi_time_ns();
+        if (now >= deadline_ns)
+            return -1;
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int n = poll(&pfd, 1, (int)((deadline_ns - now) / 1000000u) + 1);
+        if (n > 0)
+            return 0;
+        if (n < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+/* Connect and send our hello. The socket, or -1. */
+static int dial_connect(const struct sockaddr_in *sin, const uint8_t *hello, size_t len,
+                        uint64_t deadline_ns)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(fd, (const struct sockaddr *)sin, sizeof(*sin)) != 0 && errno != EINPROGRESS)
+        goto err;
+    int soerr = 0;
+    socklen_t sl = sizeof(soerr);
+    if (dial_wait(fd, POLLOUT, deadline_ns) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0)
+        goto err;
+    for (size_t sent = 0; sent < len;) {
+        ssize_t n = send(fd, hello + sent, len - sent, MSG_NOSIGNAL);
+        if (n > 0)
+            sent += (size_t)n;
+        else if (n < 0 && errno != EAGAIN && errno != EINTR)
+            goto err;
+        else if (dial_wait(fd, POLLOUT, deadline_ns) != 0)
+            goto err;
+    }
+    return fd;
+err:
+    close(fd);
+    return -1;
+}
+
+/* Read exactly `len` bytes. 0, 1 (closed before them), -1 (timeout, error). */
+static int dial_read(int fd, uint8_t *buf, size_t len, uint64_t deadline_ns)
+{
+    for (size_t have = 0; have < len;) {
+        ssize_t n = recv(fd, buf + have, len - have, 0);
+        if (n > 0)
+            have += (size_t)n;
+        else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            return 1;
+        else if (dial_wait(fd, POLLIN, deadline_ns) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* One attempt. HM_AGAIN: the listener closed without answering. */
+static hm_return_t dial_once(const struct sockaddr_in *sin, const struct hm_na_hello_key *key,
+                             uint64_t deadline_ns, void *reply, size_t *reply_len)
+{
+    uint8_t hello[HM_NA_HELLO_HDR];
+    size_t hello_len = hm_na_hello_encode(hello, sizeof(hello), key, 0, NULL, 0);
+    int fd = dial_connect(sin, hello, hello_len, deadline_ns);
+    if (fd < 0)
+        return errno == ECONNREFUSED ? HM_UNREACHABLE : HM_AGAIN;
+    uint8_t hdr[HM_NA_HELLO_HDR];
+    size_t len = 0;
+    hm_return_t ret = HM_SUCCESS;
+    int rc = dial_read(fd, hdr, sizeof(hdr), deadline_ns);
+    if (rc != 0) {
+        ret = rc > 0 ? HM_AGAIN : HM_UNREACHABLE;
+    } else {
+        enum hm_na_hello_verdict v = hm_na_hello_check(hdr, true, key, &len);
+        if (v != HM_NA_HELLO_OK)
+            ret = v == HM_NA_HELLO_BAD_KEY ? HM_PERMISSION : HM_PROTOCOL_ERROR;
+        else if (len > *reply_len)
+            ret = HM_MSGSIZE;
+        else if (dial_read(fd, reply, len, deadline_ns) != 0)
+            ret = HM_PROTOCOL_ERROR;
+    }
+    close(fd);
+    if (ret == HM_SUCCESS)
+        *reply_len = len;
+    return ret;
+}
+
+hm_return_t hm_na_hello_dial(const char *host, uint16_t port, const struct hm_na_hello_key *key,
+                             unsigned int timeout_ms, void *reply, size_t *reply_len)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
+    if (inet_pton(AF_INET, host, &sin.sin_addr) != 1)
+        return HM_INVALID_ARG;
+    uint64_t deadline = hmi_time_ns() + (uint64_t)timeout_ms * 1000000u;
+    hm_return_t ret;
+    int attempts = 0;
+    do {
+        ret = dial_once(&sin, key, deadline, reply, reply_len);
+        if (ret == HM_AGAIN)
+            usleep(1000); /* evicted under load, or reset: dial again */
+    } while (ret == HM_AGAIN && ++attempts < HELLO_DIAL_ATTEMPTS && hmi_time_ns() < deadline);
+    const char *why = "";
+    if (ret == HM_AGAIN) {
+        ret = HM_UNREACHABLE;
+        why = " (closed without an answer: not a Hermod listener, or a different HM_JOB_KEY)";
+    } else if (ret == HM_PERMISSION) {
+        why = " (the listener's HM_JOB_KEY differs from ours)";
+    }
+    if (ret != HM_SUCCESS)
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "hello to %s:%u: %s%s", host, (unsigned int)port,
+                hm_strerror(ret), why);
+    return ret;
+}
