@@ -403,7 +403,8 @@ void hm_na_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer)
         ctx->x_fail_cb(ctx->x_fail_arg, peer);
 }
 
-void hmi_na_op_complete_deferred(hm_na_op_t *op, hm_return_t status)
+/* Queue a posted op's completion on `list` (x_done or x_deferred), once. */
+static void na_op_queue(hm_na_op_t *op, hm_return_t status, struct hmi_list *list)
 {
     if (hmi_unlikely(op->o_state != HM_NA_OP_POSTED)) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "op %p completed twice (state %u), ignored",
@@ -412,19 +413,17 @@ void hmi_na_op_complete_deferred(hm_na_op_t *op, hm_return_t status)
     }
     op->o_state = HM_NA_OP_COMPLETED;
     op->o_status = status;
-    hmi_list_push_back(&op->o_ctx->x_deferred, &op->o_link);
+    hmi_list_push_back(list, &op->o_link);
+}
+
+void hmi_na_op_complete_deferred(hm_na_op_t *op, hm_return_t status)
+{
+    na_op_queue(op, status, &op->o_ctx->x_deferred);
 }
 
 void hm_na_op_complete(hm_na_op_t *op, hm_return_t status)
 {
-    if (hmi_unlikely(op->o_state != HM_NA_OP_POSTED)) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "op %p completed twice (state %u), ignored",
-                (void *)op, op->o_state);
-        return;
-    }
-    op->o_state = HM_NA_OP_COMPLETED;
-    op->o_status = status;
-    hmi_list_push_back(&op->o_ctx->x_done, &op->o_link);
+    na_op_queue(op, status, &op->o_ctx->x_done);
 }
 
 /* Mark `op` posted on `ctx`; refuse an op that is still in flight. */

@@ -6,49 +6,22 @@
 #include <unistd.h>
 
 #include "na/na_rma.h"
+#include "util/le.h"
 
 #define NA_KEY_ACCESS_ALL (HM_NA_ACCESS_READ | HM_NA_ACCESS_WRITE)
 
-static void key_put32(unsigned char *out, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        out[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void key_put64(unsigned char *out, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        out[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t key_get32(const unsigned char *in)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | in[i];
-    return v;
-}
-
-static uint64_t key_get64(const unsigned char *in)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | in[i];
-    return v;
-}
-
 void hmi_na_key_encode(const hm_na_mem_t *mem, bool cma, unsigned char *out)
 {
-    key_put32(out, HMI_NA_KEY_MAGIC);
+    hmi_le_put32(out, HMI_NA_KEY_MAGIC);
     out[4] = HMI_NA_KEY_VERSION;
     out[5] = cma ? HMI_NA_KEY_F_CMA : 0;
     out[6] = (unsigned char)(mem->m_access & NA_KEY_ACCESS_ALL);
     out[7] = 0;
-    key_put32(out + 8, cma ? (uint32_t)getpid() : 0);
-    key_put32(out + 12, mem->m_slot);
-    key_put64(out + 16, mem->m_key.k0);
-    key_put64(out + 24, mem->m_key.k1);
-    key_put64(out + 32, (uint64_t)mem->m_len);
+    hmi_le_put32(out + 8, cma ? (uint32_t)getpid() : 0);
+    hmi_le_put32(out + 12, mem->m_slot);
+    hmi_le_put64(out + 16, mem->m_key.k0);
+    hmi_le_put64(out + 24, mem->m_key.k1);
+    hmi_le_put64(out + 32, (uint64_t)mem->m_len);
 }
 
 hm_return_t hmi_na_key_decode(const void *buf, size_t len, struct hmi_na_rkey *out,
@@ -59,7 +32,7 @@ hm_return_t hmi_na_key_decode(const void *buf, size_t len, struct hmi_na_rkey *o
         *why = "not the size of a key";
         return HM_PROTOCOL_ERROR;
     }
-    if (key_get32(in) != HMI_NA_KEY_MAGIC || in[4] != HMI_NA_KEY_VERSION) {
+    if (hmi_le_get32(in) != HMI_NA_KEY_MAGIC || in[4] != HMI_NA_KEY_VERSION) {
         *why = "bad magic or version";
         return HM_PROTOCOL_ERROR;
     }
@@ -70,10 +43,10 @@ hm_return_t hmi_na_key_decode(const void *buf, size_t len, struct hmi_na_rkey *o
     struct hmi_na_rkey k = {
         .k_cma = (in[5] & HMI_NA_KEY_F_CMA) != 0,
         .k_access = in[6],
-        .k_pid = key_get32(in + 8),
-        .k_slot = key_get32(in + 12),
-        .k_key = {.k0 = key_get64(in + 16), .k1 = key_get64(in + 24)},
-        .k_len = key_get64(in + 32),
+        .k_pid = hmi_le_get32(in + 8),
+        .k_slot = hmi_le_get32(in + 12),
+        .k_key = {.k0 = hmi_le_get64(in + 16), .k1 = hmi_le_get64(in + 24)},
+        .k_len = hmi_le_get64(in + 32),
     };
     if (k.k_key.k0 == 0 || k.k_key.k1 == 0) {
         *why = "a zero key";

@@ -9,62 +9,35 @@
 #include <hermod/types.h>
 
 #include "na/na_rma.h"
-
-static void wire_put32(unsigned char *out, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        out[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void wire_put64(unsigned char *out, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        out[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t wire_get32(const unsigned char *in)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | in[i];
-    return v;
-}
-
-static uint64_t wire_get64(const unsigned char *in)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | in[i];
-    return v;
-}
+#include "util/le.h"
 
 static void wire_header(unsigned char *out, enum swrma_type type, uint64_t id)
 {
-    wire_put32(out, HMI_SWRMA_MAGIC);
+    hmi_le_put32(out, HMI_SWRMA_MAGIC);
     out[4] = SWRMA_VERSION;
     out[5] = (unsigned char)type;
     out[6] = 0;
     out[7] = 0;
-    wire_put64(out + 8, id);
+    hmi_le_put64(out + 8, id);
 }
 
 void hmi_swrma_encode_req(unsigned char *out, enum swrma_type type, uint64_t id, uint32_t slot,
                           const struct hmi_keytab_key *key, uint64_t off, uint64_t len)
 {
     wire_header(out, type, id);
-    wire_put32(out + 16, slot);
-    wire_put32(out + 20, 0);
-    wire_put64(out + 24, key->k0);
-    wire_put64(out + 32, key->k1);
-    wire_put64(out + 40, off);
-    wire_put64(out + 48, len);
+    hmi_le_put32(out + 16, slot);
+    hmi_le_put32(out + 20, 0);
+    hmi_le_put64(out + 24, key->k0);
+    hmi_le_put64(out + 32, key->k1);
+    hmi_le_put64(out + 40, off);
+    hmi_le_put64(out + 48, len);
 }
 
 void hmi_swrma_encode_data(unsigned char *out, uint64_t id, uint64_t off, uint64_t len)
 {
     wire_header(out, SWRMA_GET_DATA, id);
-    wire_put64(out + 16, off);
-    wire_put64(out + 24, len);
+    hmi_le_put64(out + 16, off);
+    hmi_le_put64(out + 24, len);
 }
 
 void hmi_swrma_encode_reply(unsigned char *out, enum swrma_type type, uint64_t id,
@@ -72,23 +45,23 @@ void hmi_swrma_encode_reply(unsigned char *out, enum swrma_type type, uint64_t i
 {
     wire_header(out, type, id);
     if (type == SWRMA_ERR) {
-        wire_put32(out + 16, (uint32_t)value);
-        wire_put32(out + 20, 0);
+        hmi_le_put32(out + 16, (uint32_t)value);
+        hmi_le_put32(out + 20, 0);
     } else {
-        wire_put64(out + 16, value);
+        hmi_le_put64(out + 16, value);
     }
 }
 
 /* GET_REQ and PUT_DATA: the request fields, and the data for PUT_DATA. */
 static bool wire_decode_req(const unsigned char *in, size_t len, struct swrma_msg *m)
 {
-    if (len < SWRMA_REQ_SIZE || wire_get32(in + 20) != 0)
+    if (len < SWRMA_REQ_SIZE || hmi_le_get32(in + 20) != 0)
         return false;
-    m->m_slot = wire_get32(in + 16);
-    m->m_key.k0 = wire_get64(in + 24);
-    m->m_key.k1 = wire_get64(in + 32);
-    m->m_off = wire_get64(in + 40);
-    m->m_len = wire_get64(in + 48);
+    m->m_slot = hmi_le_get32(in + 16);
+    m->m_key.k0 = hmi_le_get64(in + 24);
+    m->m_key.k1 = hmi_le_get64(in + 32);
+    m->m_off = hmi_le_get64(in + 40);
+    m->m_len = hmi_le_get64(in + 48);
     if (m->m_type == SWRMA_GET_REQ)
         return len == SWRMA_REQ_SIZE && m->m_len > 0;
     m->m_data = in + SWRMA_REQ_SIZE;
@@ -99,8 +72,8 @@ static bool wire_decode_data(const unsigned char *in, size_t len, struct swrma_m
 {
     if (len < SWRMA_DATA_SIZE)
         return false;
-    m->m_off = wire_get64(in + 16);
-    m->m_len = wire_get64(in + 24);
+    m->m_off = hmi_le_get64(in + 16);
+    m->m_len = hmi_le_get64(in + 24);
     m->m_data = in + SWRMA_DATA_SIZE;
     return m->m_len == len - SWRMA_DATA_SIZE && m->m_len > 0;
 }
@@ -110,21 +83,21 @@ static bool wire_decode_reply(const unsigned char *in, size_t len, struct swrma_
     if (len != SWRMA_ACK_SIZE)
         return false;
     if (m->m_type == SWRMA_PUT_ACK) {
-        m->m_len = wire_get64(in + 16);
+        m->m_len = hmi_le_get64(in + 16);
         return m->m_len > 0;
     }
-    m->m_status = wire_get32(in + 16);
-    return wire_get32(in + 20) == 0 && m->m_status != HM_SUCCESS &&
+    m->m_status = hmi_le_get32(in + 16);
+    return hmi_le_get32(in + 20) == 0 && m->m_status != HM_SUCCESS &&
            m->m_status < HM_RETURN_MAX;
 }
 
 bool hmi_swrma_decode(const void *buf, size_t len, struct swrma_msg *out)
 {
     const unsigned char *in = buf;
-    if (len < SWRMA_HDR_SIZE || wire_get32(in) != HMI_SWRMA_MAGIC || in[4] != SWRMA_VERSION ||
+    if (len < SWRMA_HDR_SIZE || hmi_le_get32(in) != HMI_SWRMA_MAGIC || in[4] != SWRMA_VERSION ||
         in[6] != 0 || in[7] != 0)
         return false;
-    *out = (struct swrma_msg){.m_type = in[5], .m_id = wire_get64(in + 8)};
+    *out = (struct swrma_msg){.m_type = in[5], .m_id = hmi_le_get64(in + 8)};
     switch (out->m_type) {
     case SWRMA_GET_REQ:
     case SWRMA_PUT_DATA:

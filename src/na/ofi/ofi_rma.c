@@ -21,25 +21,12 @@
 
 #include "na/ofi/ofi_internal.h"
 #include "util/compiler.h"
+#include "util/le.h"
 #include "util/log.h"
 
 #define RMA_KEY_MAGIC 0x49464f48u /* "HOFI" */
 #define RMA_KEY_SIZE 32u
 #define RMA_KEY_F_VIRT 0x1u
-
-static void rma_put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t rma_get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 hm_return_t hmi_ofi_mem_register(hm_na_class_t *cls, hm_na_mem_t *mem)
 {
@@ -75,10 +62,10 @@ hm_return_t hmi_ofi_mem_key_pack(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf
         return HM_MSGSIZE;
     bool virt = k->k_mr_mode & FI_MR_VIRT_ADDR;
     uint8_t *p = buf;
-    rma_put64(p, RMA_KEY_MAGIC | (uint64_t)(virt ? RMA_KEY_F_VIRT : 0) << 32);
-    rma_put64(p + 8, virt ? (uint64_t)(uintptr_t)mem->m_base : 0);
-    rma_put64(p + 16, mem->m_len);
-    rma_put64(p + 24, m->m_key);
+    hmi_le_put64(p, RMA_KEY_MAGIC | (uint64_t)(virt ? RMA_KEY_F_VIRT : 0) << 32);
+    hmi_le_put64(p + 8, virt ? (uint64_t)(uintptr_t)mem->m_base : 0);
+    hmi_le_put64(p + 16, mem->m_len);
+    hmi_le_put64(p + 24, m->m_key);
     return HM_SUCCESS;
 }
 
@@ -88,15 +75,15 @@ hm_return_t hmi_ofi_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const 
     const uint8_t *p = key;
     if (key == NULL || key_len != RMA_KEY_SIZE)
         return HM_PROTOCOL_ERROR;
-    uint64_t head = rma_get64(p);
+    uint64_t head = hmi_le_get64(p);
     if ((uint32_t)head != RMA_KEY_MAGIC || (head >> 32) & ~(uint64_t)RMA_KEY_F_VIRT)
         return HM_PROTOCOL_ERROR;
     struct ofi_rkey *r = malloc(sizeof(*r));
     if (r == NULL)
         return HM_NOMEM;
-    r->r_base = rma_get64(p + 8);
-    r->r_len = rma_get64(p + 16);
-    r->r_key = rma_get64(p + 24);
+    r->r_base = hmi_le_get64(p + 8);
+    r->r_len = hmi_le_get64(p + 16);
+    r->r_key = hmi_le_get64(p + 24);
     *rkey_out = r;
     return HM_SUCCESS;
 }
