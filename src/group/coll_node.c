@@ -369,6 +369,8 @@ static int failed_cmp(const void *a, const void *b)
 static void node_sort_failed(struct hmi_coll_node *node)
 {
     uint32_t n = 0;
+    if (node->n_nfailed == 0) /* n_failed may be NULL: qsort must not see it */
+        return;
     qsort(node->n_failed, node->n_nfailed, sizeof(*node->n_failed), failed_cmp);
     for (uint32_t i = 0; i < node->n_nfailed; i++) {
         if (n > 0 && node->n_failed[n - 1] >> 32 == node->n_failed[i] >> 32)
