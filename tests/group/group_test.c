@@ -109,6 +109,8 @@ static struct {
     uint32_t n;
     hm_class_t *cls;
     hm_context_t *ctx;
+    hm_context_t *ctx1;          /* a second context: groups address "#1" */
+    hm_group_t *ctx1grp;
     hm_group_t *world, *ctl, *filegrp, *listgrp;
     hm_id_t sum_id, stop_id, sync_id, bcast_id;
     uint8_t runs[T_MAXSEQ];     /* handler runs per collective seq */
@@ -235,6 +237,38 @@ static hm_return_t stop_handler(hm_coll_req_t *req)
     return hm_coll_respond(req, &out);
 }
 
+/*
+ * A second context on every rank, and a group of the ranks' contexts #1
+ * (their URIs with "#1"): collectives on it are served by those contexts.
+ */
+static hm_return_t make_ctx1_group(const char **uris)
+{
+    hm_group_opts_t opts = {.field_mask = HM_GROUP_OPT_NAME | HM_GROUP_OPT_DETECT_MS,
+                            .name = "t.ctx1", .detect_ms = 0};
+    char **uris1 = calloc(T.n, sizeof(*uris1));
+    hm_addr_t *addr;
+    hm_return_t ret = uris1 != NULL ? hm_context_create(T.cls, NULL, &T.ctx1) : HM_NOMEM;
+    for (uint32_t r = 0; ret == HM_SUCCESS && r < T.n; r++) {
+        size_t base = strcspn(uris[r], "#");
+        uris1[r] = malloc(base + 4);
+        if (uris1[r] == NULL)
+            ret = HM_NOMEM;
+        else
+            snprintf(uris1[r], base + 4, "%.*s#1", (int)base, uris[r]);
+    }
+    if (ret == HM_SUCCESS) /* the world group reaches a peer's context #1 too */
+        ret = hm_group_addr(T.world, (T.me + 1) % T.n, 1, &addr);
+    if (ret == HM_SUCCESS) {
+        hm_addr_free(addr);
+        ret = hm_group_create_list(T.ctx1, (const char *const *)uris1, T.n, T.me, &opts,
+                                   &T.ctx1grp);
+    }
+    for (uint32_t r = 0; uris1 != NULL && r < T.n; r++)
+        free(uris1[r]);
+    free(uris1);
+    return ret;
+}
+
 static hm_return_t make_side_groups(void)
 {
     const char **uris = calloc(T.n, sizeof(*uris));
@@ -248,6 +282,8 @@ static hm_return_t make_side_groups(void)
     fopts.name = "t.list";
     if (ret == HM_SUCCESS)
         ret = hm_group_create_list(T.ctx, uris, T.n, T.me, &fopts, &T.listgrp);
+    if (ret == HM_SUCCESS)
+        ret = make_ctx1_group(uris);
     free(uris);
     if (ret == HM_SUCCESS && (hm_group_size(T.filegrp) != T.n || hm_group_rank(T.filegrp) != T.me))
         ret = HM_PROTOCOL_ERROR;
@@ -286,6 +322,11 @@ static void failure_cb(hm_group_t *group, hm_rank_t rank, hm_return_t why, void 
 
 static void drive(unsigned int ms)
 {
+    if (T.ctx1 != NULL) { /* two contexts: poll both, briefly */
+        hm_progress(T.ctx1, 1);
+        hm_trigger(T.ctx1, UINT32_MAX, NULL);
+        ms = 1;
+    }
     hm_progress(T.ctx, ms);
     hm_trigger(T.ctx, UINT32_MAX, NULL);
     if (T.die_at_us != 0 && now_us() >= T.die_at_us)
@@ -425,6 +466,10 @@ static void case_sum(void)
         sum_all_trees(T.filegrp, "file group", NULL, 0, 0, 20000);
         sum_all_trees(T.listgrp, "list group", NULL, 0, 0, 20000);
     }
+    if (T.ctx1grp != NULL)
+        sum_all_trees(T.ctx1grp, "contexts #1", NULL, 0, 0, 20000);
+    else
+        FAIL("no group of contexts #1");
 }
 
 /* Chained bulk broadcast of `size` bytes along each tree. */
@@ -630,8 +675,12 @@ static void teardown(void)
 {
     group_end(&T.filegrp);
     group_end(&T.listgrp);
+    group_end(&T.ctx1grp);
     group_end(&T.world);
     group_end(&T.ctl);
+    if (T.ctx1 != NULL && hm_context_destroy(T.ctx1) != HM_SUCCESS)
+        FAIL("context #1 destroy");
+    T.ctx1 = NULL;
     for (int i = 0; i < 50; i++) /* keepalives detached at destroy end here */
         drive(2);
     hm_return_t ret = HM_BUSY;
