@@ -144,9 +144,15 @@ hm_return_t hm_coll_start(hm_group_t *group, hm_id_t id, const void *in, hm_coll
 void hmi_coll_node_proceed(struct hmi_coll_node *node)
 {
     hm_group_t *group = node->n_group;
+    bool starting = node->n_starting;
     node->n_refs++; /* a handler that responds at once may answer (and free) it */
+    /* Looking up a child's address may block, driving the context: a child
+     * that answers meanwhile must not make us answer before our own part
+     * has even started. */
+    node->n_starting = true;
     hmi_coll_node_launch(node, hmi_tree_find(node->n_live, node->n_tree.t_n, group->g_self));
     hmi_coll_node_run_own(node);
+    node->n_starting = starting;
     hmi_coll_node_check(node);
     hmi_coll_node_unref(node);
 }

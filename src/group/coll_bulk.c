@@ -78,8 +78,10 @@ static void fetch_done(const hm_bulk_cb_info_t *info)
                 hm_strerror(ret));
         hmi_coll_bulk_release(node);
         hmi_coll_node_fail(node, node->n_group->g_self, ret);
+        node->n_starting = true; /* see hmi_coll_node_proceed */
         hmi_coll_node_launch(node, hmi_tree_find(node->n_live, node->n_tree.t_n,
                                                  node->n_group->g_self));
+        node->n_starting = false;
         hmi_coll_node_check(node);
     } else {
         hmi_coll_node_proceed(node);
@@ -139,12 +141,16 @@ void hmi_coll_bulk_fetch(struct hmi_coll_node *node, hm_addr_t *from)
     hmi_coll_bulk_release(node);
     if (ret != HM_NOENTRY) /* a real failure, not "no data" */
         hmi_coll_node_fail(node, node->n_group->g_self, ret);
-    if (ret == HM_NOENTRY)
+    if (ret == HM_NOENTRY) {
         hmi_coll_node_proceed(node);
-    else {
+    } else {
+        node->n_refs++;
+        node->n_starting = true; /* see hmi_coll_node_proceed */
         hmi_coll_node_launch(node, hmi_tree_find(node->n_live, node->n_tree.t_n,
                                                  node->n_group->g_self));
+        node->n_starting = false;
         hmi_coll_node_check(node);
+        hmi_coll_node_unref(node);
     }
 }
 

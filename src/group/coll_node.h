@@ -63,7 +63,8 @@ struct hmi_coll_node {
     hm_coll_cb_t n_cb;
     void *n_cb_arg;
     bool n_answered;
-    bool n_starting;            /* inside hm_coll_start: answer later, from a callback */
+    bool n_starting;            /* launching (lookups may drive the context) or inside
+                                   hm_coll_start: do not answer yet */
 
     /* Own part. */
     bool n_own_pending;         /* the handler has not responded yet */
