@@ -50,6 +50,8 @@ struct sum_in {
     uint32_t hold_rank;   /* keeps its request past the deadline */
     uint32_t kill_rank;   /* SIGKILLs itself in the handler */
     uint32_t die_rank;    /* answers, then dies at die_at_us (CLOCK_REALTIME) */
+    uint32_t stall_rank;  /* blocks in its handler (no progress) for stall_ms */
+    uint32_t stall_ms;
     uint64_t die_at_us;
     uint32_t sync_what;   /* t.sync: 1 = build the file and list groups, 2 = go stale */
     hm_bulk_t *data;      /* t.bcast: the payload */
@@ -67,6 +69,8 @@ static const hm_proc_field_t sum_in_fields[] = {
     HM_PROC_FIELD(struct sum_in, hold_rank, hm_proc_uint32),
     HM_PROC_FIELD(struct sum_in, kill_rank, hm_proc_uint32),
     HM_PROC_FIELD(struct sum_in, die_rank, hm_proc_uint32),
+    HM_PROC_FIELD(struct sum_in, stall_rank, hm_proc_uint32),
+    HM_PROC_FIELD(struct sum_in, stall_ms, hm_proc_uint32),
     HM_PROC_FIELD(struct sum_in, die_at_us, hm_proc_uint64),
     HM_PROC_FIELD(struct sum_in, sync_what, hm_proc_uint32),
     HM_PROC_FIELD(struct sum_in, data, hm_proc_bulk),
@@ -184,6 +188,8 @@ static hm_return_t sum_handler(hm_coll_req_t *req)
         kill(getpid(), SIGKILL);
     if (in->die_rank == T.me)
         T.die_at_us = in->die_at_us;
+    if (in->stall_rank == T.me && in->stall_ms > 0) /* silent: no progress at all */
+        usleep(in->stall_ms * 1000u);
     struct sum_out out = {.sum = T.me + 1u, .count = 1};
     if (in->hold_rank == T.me && T.nheld < 64) {
         T.held_in[T.nheld] = in;
@@ -401,6 +407,7 @@ static hm_coll_opts_t tree_opts(size_t t, uint32_t timeout_ms)
 /* ---- the cases (rank 0, or the attached client) -------------------------------------- */
 
 static uint32_t seq_next;
+static bool stall_mode; /* sum_all_trees: the HM_TIMEOUT rank stalls instead of holding */
 static uint64_t expect_runs; /* handler runs of t.sum / t.bcast the live ranks must count */
 
 static void sum_all_trees(hm_group_t *group, const char *label, const hm_rank_t *dead,
@@ -417,13 +424,22 @@ static void sum_all_trees(hm_group_t *group, const char *label, const hm_rank_t 
         struct result res;
         char what[96];
         snprintf(what, sizeof(what), "%s %s", label, t_trees[t].name);
-        if (why == HM_TIMEOUT && ndead == 1)
+        in.stall_rank = HM_RANK_NONE;
+        if (why == HM_TIMEOUT && ndead == 1 && !stall_mode)
             in.hold_rank = dead[0];
+        if (why == HM_TIMEOUT && ndead == 1 && stall_mode) {
+            in.stall_rank = dead[0];
+            in.stall_ms = timeout_ms + 500;
+        }
+        uint64_t started = now_us();
         hm_return_t ret = run(group, T.sum_id, &in, &o, &res);
         if (ret != HM_SUCCESS)
             FAIL("%s: %s", what, hm_strerror(ret));
+        while (in.stall_rank != HM_RANK_NONE && now_us() < started + in.stall_ms * 1000u + 300000u)
+            drive(10); /* the stalled rank is awake again for the next one */
         expect(what, &res, sum, n - ndead, dead, ndead, why);
-        expect_runs += res.contributed + (in.hold_rank != HM_RANK_NONE ? 1 : 0);
+        expect_runs += res.contributed +
+                       (in.hold_rank != HM_RANK_NONE || in.stall_rank != HM_RANK_NONE ? 1 : 0);
     }
 }
 
@@ -591,6 +607,20 @@ static void case_deadline(void)
     sum_all_trees(T.world, "deadline", held, 1, HM_TIMEOUT, 4000);
 }
 
+/*
+ * A rank that stalls (no progress) after forwarding: its parent gives up on
+ * it and adopts its children, which its stalled parent had already reached:
+ * they must answer the adopter from their cache, not run again.
+ */
+static void case_stall(void)
+{
+    hm_rank_t stalled[] = {T.n >= 3 ? 2u : 1u};
+    warm_up();
+    stall_mode = true;
+    sum_all_trees(T.world, "stalled", stalled, 1, HM_TIMEOUT, 3000);
+    stall_mode = false;
+}
+
 static void case_stale(void)
 {
     struct sum_in sync = {.seq = T_MAXSEQ - 1, .hold_rank = HM_RANK_NONE,
@@ -728,6 +758,8 @@ static void root_main(void)
         case_deadline();
     } else if (strcmp(m, "stale") == 0) {
         case_stale();
+    } else if (strcmp(m, "stall") == 0) {
+        case_stall();
     } else if (strcmp(m, "serve") != 0) {
         FAIL("unknown case %s", m);
     }
