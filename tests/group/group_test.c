@@ -469,10 +469,14 @@ static void case_sum(void)
     hm_return_t ret = hm_group_write_file(T.world, T.file);
     struct sum_in sync = {.seq = T_MAXSEQ - 1, .hold_rank = HM_RANK_NONE,
                           .kill_rank = HM_RANK_NONE, .die_rank = HM_RANK_NONE, .sync_what = 1};
+    /* Opening a context in a handler may take seconds on a loaded machine. */
+    hm_coll_opts_t slow = {.field_mask = HM_COLL_OPT_TIMEOUT, .timeout_ms = 60000};
     if (ret == HM_SUCCESS)
-        ret = run(T.world, T.sync_id, &sync, NULL, &res);
+        ret = run(T.world, T.sync_id, &sync, &slow, &res);
     if (ret != HM_SUCCESS || res.nfailed != 0)
-        FAIL("building the file and list groups: %s, %u failed", hm_strerror(ret), res.nfailed);
+        FAIL("building the file and list groups: %s, %u failed (first: rank %u, %s)",
+             hm_strerror(ret), res.nfailed, res.nfailed ? res.failed[0].rank : 0,
+             hm_strerror(res.nfailed ? res.failed[0].error : HM_SUCCESS));
     if (T.filegrp != NULL && T.listgrp != NULL) {
         sum_all_trees(T.filegrp, "file group", NULL, 0, 0, 20000);
         sum_all_trees(T.listgrp, "list group", NULL, 0, 0, 20000);
