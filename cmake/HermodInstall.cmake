@@ -62,6 +62,11 @@ endforeach()
 # hwloc: contexts are placed on NUMA nodes by the core (src/topo).
 list(APPEND HM_PC_REQUIRES_PRIVATE hwloc)
 list(APPEND HM_STATIC_LINK_LIBS hwloc m)
+# PMIx: groups of ranks started by mpirun/srun (src/group), when found.
+if(TARGET PkgConfig::HM_GROUP_PMIX_PC)
+  list(APPEND HM_PC_REQUIRES_PRIVATE pmix)
+  list(APPEND HM_STATIC_LINK_LIBS pmix)
+endif()
 string(REPLACE ";" " " HM_PC_REQUIRES_PRIVATE "${HM_PC_REQUIRES_PRIVATE}")
 
 # hermod.pc: relocatable, so `cmake --install --prefix X` works whatever

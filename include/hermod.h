@@ -10,5 +10,6 @@
 #include <hermod/core.h>
 #include <hermod/bulk.h>
 #include <hermod/topo.h>
+#include <hermod/group.h>
 
 #endif /* HERMOD_H */

@@ -178,6 +178,8 @@ static int parse_cmd(int argc, char **argv, const char **cmd, struct perf_opts *
     *cmd = argc > 1 ? argv[1] : "";
     if (strcmp(*cmd, "bulk") == 0)
         opts->kind = PERF_KIND_BULK;
+    if (strcmp(*cmd, "coll") == 0)
+        opts->kind = PERF_KIND_COLL;
     if (strcmp(*cmd, "client") == 0 && argc > 2) {
         if (strcmp(argv[2], "rpc") == 0)
             return 3;
@@ -187,8 +189,9 @@ static int parse_cmd(int argc, char **argv, const char **cmd, struct perf_opts *
         }
     }
     if (strcmp(*cmd, "rpc") != 0 && strcmp(*cmd, "bulk") != 0 && strcmp(*cmd, "server") != 0 &&
-        strcmp(*cmd, "client") != 0) {
-        fprintf(stderr, "hm-perf: unknown mode \"%s\" (rpc, bulk, server or client)\n", *cmd);
+        strcmp(*cmd, "client") != 0 && strcmp(*cmd, "coll") != 0) {
+        fprintf(stderr, "hm-perf: unknown mode \"%s\" (rpc, bulk, coll, server or client)\n",
+                *cmd);
         return -1;
     }
     return 2;
@@ -209,6 +212,8 @@ static int run_cmd(const char *cmd, const struct perf_opts *opts)
     }
     if (strcmp(cmd, "server") == 0)
         return perf_server_run(opts, publish_stdout, (void *)opts) == 0 ? 0 : 1;
+    if (strcmp(cmd, "coll") == 0)
+        return perf_coll_run(opts) == 0 ? 0 : 1;
     if (perf_mpi_detected())
         return perf_mpi_run(opts) == 0 ? 0 : 1;
     return cmd_local(opts) == 0 ? 0 : 1;

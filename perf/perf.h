@@ -14,6 +14,8 @@
  *   perf_stats.c   clock, percentiles, peak resident memory
  *   perf_report.c  the table and the JSON records
  *   perf_mpi.c     under mpirun: ranks, URIs exchanged through PMIx
+ *   perf_coll.c    collectives under mpirun: a group from PMIx, latency per
+ *                  tree shape and payload, the root's sends
  *
  * Public API only (<hermod.h>): hm-perf measures what users get.
  */
@@ -39,6 +41,16 @@ enum perf_contexts {
 enum perf_kind {
     PERF_KIND_RPC = 0,  /* no-op RPCs, optionally with an inline argument */
     PERF_KIND_BULK = 1, /* RPC whose server pulls or pushes S bytes, then responds */
+    PERF_KIND_COLL = 2, /* collective RPC over a group (under mpirun) */
+};
+
+#define PERF_MAX_TREES 8
+
+/* A collective tree shape (--tree knomial:2,kary:4,flat). */
+struct perf_tree {
+    hm_tree_kind_t kind;
+    uint32_t k;
+    char name[32];
 };
 
 /* Everything the command line sets. */
@@ -64,6 +76,8 @@ struct perf_opts {
     hm_progress_mode_t mode;
     bool json;             /* one JSON record per row instead of the table */
     bool stop;             /* client: stop the server(s) when done */
+    struct perf_tree trees[PERF_MAX_TREES]; /* coll: one row per shape and size */
+    unsigned int ntrees;
 };
 
 /* One measured row. */
@@ -351,6 +365,11 @@ void perf_stats_compute(uint64_t *samples_ns, size_t n, uint64_t elapsed_ns,
 /* The table header (nothing in JSON mode), and one row. */
 void perf_report_header(const struct perf_opts *opts);
 void perf_report_row(const struct perf_opts *opts, const struct perf_result *res);
+
+/* ---- perf_coll.c ---- */
+
+/* perf_coll_run: every rank of the mpirun job; rank 0 measures and prints. */
+int perf_coll_run(const struct perf_opts *opts);
 
 /* ---- perf_mpi.c ---- */
 

@@ -20,6 +20,7 @@ void perf_usage(FILE *out)
         "       hm-perf server --protocol P [--addr-file FILE] [--busy|--wait]\n"
         "       hm-perf client [rpc|bulk] --addr URI [options] [--stop]\n"
         "       mpirun -np N hm-perf rpc|bulk --protocol P [options]\n"
+        "       mpirun -np N hm-perf coll --protocol P [--tree T[,T..]] [options]\n"
         "\n"
         "rpc measures no-op RPC round trips (with --size bytes of argument carried\n"
         "inline); bulk measures an RPC carrying a bulk handle of --size bytes that\n"
@@ -28,6 +29,11 @@ void perf_usage(FILE *out)
         "the two sides apart; under mpirun rank 0 measures and the other ranks\n"
         "serve (requests go round-robin over them).\n"
         "\n"
+        "coll (under mpirun) measures a collective RPC over every rank: rank 0\n"
+        "sends it down a tree, every rank answers, the answers are summed up the\n"
+        "tree; --size bytes (default 0,4K,1M) travel by chained bulk broadcast.\n"
+        "  --tree T[,T..]   coll: knomial:K, kary:K or flat (default\n"
+        "                   knomial:2,kary:2,flat), one row per shape and size\n"
         "  --protocol P     ucx+tcp, ucx+shm, ofi+tcp, ... (see hm_info), or a URI\n"
         "                   to listen on (ucx+tcp://127.0.0.1:0)\n"
         "  --addr URI       client: the URI hm-perf server printed\n"
@@ -230,9 +236,59 @@ static int parse_op(const char *text, hm_bulk_op_t *out)
     return -1;
 }
 
+/* parse_tree: "knomial:K", "kary:K" or "flat" into `t`. */
+static int parse_tree(const char *text, size_t len, struct perf_tree *t)
+{
+    char word[16];
+    unsigned long k = 2;
+    if (len == 0 || len >= sizeof(word))
+        return -1;
+    memcpy(word, text, len);
+    word[len] = '\0';
+    char *colon = strchr(word, ':');
+    if (colon != NULL) {
+        char *end;
+        *colon = '\0';
+        k = strtoul(colon + 1, &end, 10);
+        if (*end != '\0' || k < 2 || k > 64)
+            return -1;
+    }
+    if (strcmp(word, "knomial") == 0)
+        t->kind = HM_TREE_KNOMIAL;
+    else if (strcmp(word, "kary") == 0)
+        t->kind = HM_TREE_KARY;
+    else if (strcmp(word, "flat") == 0 && colon == NULL)
+        t->kind = HM_TREE_FLAT;
+    else
+        return -1;
+    t->k = (uint32_t)k;
+    if (t->kind == HM_TREE_FLAT)
+        snprintf(t->name, sizeof(t->name), "flat");
+    else
+        snprintf(t->name, sizeof(t->name), "%s:%lu", word, k);
+    return 0;
+}
+
+static int parse_trees(const char *text, struct perf_opts *o)
+{
+    o->ntrees = 0;
+    for (const char *p = text;;) {
+        size_t len = strcspn(p, ",");
+        if (o->ntrees == PERF_MAX_TREES || parse_tree(p, len, &o->trees[o->ntrees]) != 0) {
+            fprintf(stderr, "hm-perf: --tree takes up to %d of knomial:K, kary:K (K 2..64) "
+                    "and flat, not \"%s\"\n", PERF_MAX_TREES, text);
+            return -1;
+        }
+        o->ntrees++;
+        if (p[len] == '\0')
+            return 0;
+        p += len + 1;
+    }
+}
+
 enum { OPT_SIZE = 256, OPT_INFLIGHT, OPT_ITERS, OPT_DURATION, OPT_WARMUP, OPT_OP, OPT_BUSY,
        OPT_WAIT, OPT_JSON, OPT_STOP, OPT_ADDR_FILE, OPT_CHUNK, OPT_DEPTH, OPT_THREADS,
-       OPT_CONTEXTS };
+       OPT_CONTEXTS, OPT_TREE };
 
 static const struct option long_opts[] = {
     {"protocol", required_argument, NULL, 'p'},
@@ -252,6 +308,7 @@ static const struct option long_opts[] = {
     {"wait", no_argument, NULL, OPT_WAIT},
     {"json", no_argument, NULL, OPT_JSON},
     {"stop", no_argument, NULL, OPT_STOP},
+    {"tree", required_argument, NULL, OPT_TREE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -282,6 +339,7 @@ static int parse_one(int c, const char *arg, struct perf_opts *o, struct perf_gi
         o->contexts_given = true;
         return parse_contexts(arg, &o->contexts);
     case OPT_DURATION: return parse_duration(arg, &o->duration_s);
+    case OPT_TREE: return parse_trees(arg, o);
     case OPT_OP: return parse_op(arg, &o->op);
     case OPT_CHUNK: return parse_chunk(arg, &o->chunk);
     case OPT_DEPTH: return parse_ulong("--depth", arg, 1, 256, &o->depth);
@@ -299,6 +357,14 @@ static int parse_one(int c, const char *arg, struct perf_opts *o, struct perf_gi
 static int apply_defaults(struct perf_opts *o, const struct perf_given *g)
 {
     bool bulk = o->kind == PERF_KIND_BULK;
+    if (o->kind == PERF_KIND_COLL && o->ntrees == 0)
+        parse_trees("knomial:2,kary:2,flat", o);
+    if (o->kind == PERF_KIND_COLL && o->nsizes == 0) {
+        o->sizes[0] = 0;
+        o->sizes[1] = 4096;
+        o->sizes[2] = 1u << 20;
+        o->nsizes = 3;
+    }
 
     if (g->iters && o->duration_s > 0.0) {
         fprintf(stderr, "hm-perf: give --iters or --duration, not both\n");
@@ -317,9 +383,9 @@ static int apply_defaults(struct perf_opts *o, const struct perf_given *g)
         o->nthreads = 1;
     }
     if (!g->iters)
-        o->iters = bulk ? 1000 : 10000;
+        o->iters = o->kind == PERF_KIND_COLL ? 500 : bulk ? 1000 : 10000;
     if (!g->warmup)
-        o->warmup = bulk ? 100 : 1000;
+        o->warmup = o->kind == PERF_KIND_COLL ? 50 : bulk ? 100 : 1000;
     for (unsigned int i = 0; bulk && i < o->nsizes; i++) {
         if (o->sizes[i] == 0) {
             fprintf(stderr, "hm-perf bulk: sizes must be at least 1 byte\n");

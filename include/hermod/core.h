@@ -300,6 +300,28 @@ HM_EXPORT hm_return_t hm_context_stats(hm_context_t *ctx, hm_stats_t *stats);
  * (`prefix` may be NULL); nothing when `stats` or `out` is NULL. */
 HM_EXPORT void hm_stats_print(const hm_stats_t *stats, const char *prefix, FILE *out);
 
+/* ---- Timers ----------------------------------------------------------------- */
+
+/*
+ * A timer runs its callback once, from hm_trigger on its context (like every
+ * other callback), some time after it was armed. Any thread may arm, disarm
+ * or destroy a timer; the callback may re-arm or destroy its own timer.
+ * hm_context_destroy returns HM_BUSY while timers of the context exist.
+ */
+typedef struct hm_timer hm_timer_t;
+typedef void (*hm_timer_cb_t)(hm_timer_t *timer, void *arg);
+
+/* hm_timer_create: an unarmed timer on `ctx`. HM_NOMEM. */
+HM_EXPORT hm_return_t hm_timer_create(hm_context_t *ctx, hm_timer_cb_t cb, void *arg,
+                                      hm_timer_t **timer_out);
+/* hm_timer_arm: (re)arm: the callback runs once, `delay_ms` from now (at the
+ * context's next progress after that). Re-arming replaces the earlier time. */
+HM_EXPORT hm_return_t hm_timer_arm(hm_timer_t *timer, unsigned int delay_ms);
+/* hm_timer_disarm: the callback will not run (also when it was already due). */
+HM_EXPORT void hm_timer_disarm(hm_timer_t *timer);
+/* hm_timer_destroy: disarm and free (NULL is ignored). */
+HM_EXPORT void hm_timer_destroy(hm_timer_t *timer);
+
 /* ---- Addresses ------------------------------------------------------------ */
 
 /*

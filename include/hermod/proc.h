@@ -124,6 +124,35 @@ typedef struct hm_proc_field {
 HM_EXPORT hm_return_t hm_proc_struct(hm_proc_t *proc, void *data,
                                      const hm_proc_field_t *fields, size_t count);
 
+/*
+ * Running a proc over a caller's buffer, outside an RPC: layers above the
+ * core (collectives carry a user's encoded input and output inside their own
+ * RPC) and applications that store encoded values.
+ *
+ * `cls` is the class procs of bulk handles need (hm_proc_bulk decodes a
+ * remote handle of that class); it may be NULL when the type has none.
+ * Encoding a bulk handle does not reference it: the caller keeps it alive
+ * while a peer may use the encoded copy.
+ *
+ * hm_proc_encode: encode `data` with `proc` into `size` bytes at `buf`
+ * (8-byte aligned). `*used_out` gets the bytes needed; when that exceeds
+ * `size` nothing usable was written and HM_MSGSIZE is returned (retry with
+ * a buffer of *used_out bytes; buf may be NULL with size 0 to ask).
+ *
+ * hm_proc_decode: decode `size` bytes at `buf` (8-byte aligned) into
+ * `data`. Decoded strings and arrays point into `buf`, which must outlive
+ * them and not move. HM_PROTOCOL_ERROR on malformed input (nothing is left
+ * to free then). Otherwise release with hm_proc_release.
+ *
+ * hm_proc_release: free what a successful hm_proc_decode of `data` allocated.
+ */
+struct hm_class;
+HM_EXPORT hm_return_t hm_proc_encode(struct hm_class *cls, hm_proc_cb_t proc, const void *data,
+                                     void *buf, size_t size, size_t *used_out);
+HM_EXPORT hm_return_t hm_proc_decode(struct hm_class *cls, hm_proc_cb_t proc, void *buf,
+                                     size_t size, void *data);
+HM_EXPORT hm_return_t hm_proc_release(struct hm_class *cls, hm_proc_cb_t proc, void *data);
+
 #ifdef __cplusplus
 }
 #endif

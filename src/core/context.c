@@ -328,6 +328,7 @@ static hm_return_t ctx_init_state(hm_context_t *ctx, const hm_context_opts_t *op
 {
     hmi_list_init(&ctx->c_comp);
     hmi_list_init(&ctx->c_comp_bulk);
+    hmi_list_init(&ctx->c_comp_timers);
     hmi_list_init(&ctx->c_linger);
     hmi_list_init(&ctx->c_free_handles);
     hmi_list_init(&ctx->c_free_sends);
@@ -337,9 +338,12 @@ static hm_return_t ctx_init_state(hm_context_t *ctx, const hm_context_opts_t *op
     ret = hmi_timer_heap_init(&ctx->c_timers, pool_size);
     if (ret != HM_SUCCESS)
         goto err_cache;
-    ret = hmi_credit_init(ctx, opts);
+    ret = hmi_timer_heap_init(&ctx->c_utimers, 16);
     if (ret != HM_SUCCESS)
         goto err_timers;
+    ret = hmi_credit_init(ctx, opts);
+    if (ret != HM_SUCCESS)
+        goto err_utimers;
     ret = hmi_ctx_drive_init(ctx);
     if (ret != HM_SUCCESS)
         goto err_credit;
@@ -347,6 +351,8 @@ static hm_return_t ctx_init_state(hm_context_t *ctx, const hm_context_opts_t *op
 
 err_credit:
     hmi_credit_fini(ctx);
+err_utimers:
+    hmi_timer_heap_destroy(&ctx->c_utimers);
 err_timers:
     hmi_timer_heap_destroy(&ctx->c_timers);
 err_cache:
@@ -358,6 +364,7 @@ static void ctx_fini_state(hm_context_t *ctx)
 {
     hmi_ctx_drive_fini(ctx);
     hmi_credit_fini(ctx);
+    hmi_timer_heap_destroy(&ctx->c_utimers);
     hmi_timer_heap_destroy(&ctx->c_timers);
     hmi_hmap_destroy(&ctx->c_addr_cache);
 }
@@ -477,10 +484,11 @@ static hm_return_t ctx_destroy_locked(hm_context_t *ctx)
     hm_bulk_t **kept = ctx_keep_held_bulks(ctx, &nkept);
     hmi_overflow_release_all(ctx); /* responses whose ACK has not come: shutting down */
     hmi_linger_release_all(ctx);
-    if (ctx->c_handles_alive != 0 || ctx->c_bulks_alive != 0 || hmi_comp_pending(ctx)) {
+    if (ctx->c_handles_alive != 0 || ctx->c_bulks_alive != 0 || ctx->c_utimers_alive != 0 ||
+        hmi_comp_pending(ctx)) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-                "context %u destroyed with %u handles and %u bulk transfers alive%s",
-                ctx->c_index, ctx->c_handles_alive, ctx->c_bulks_alive,
+                "context %u destroyed with %u handles, %u bulk transfers and %u timers alive%s",
+                ctx->c_index, ctx->c_handles_alive, ctx->c_bulks_alive, ctx->c_utimers_alive,
                 hmi_comp_pending(ctx) ? " and callbacks not triggered" : "");
         ctx_free_kept_bulks(kept, nkept);
         return HM_BUSY;

@@ -265,6 +265,10 @@ struct hm_context {
     struct hmi_list c_linger;         /* pins of requests that ended early (linger.c) */
     struct hmi_hmap c_addr_cache;     /* (na addr, ctx index) -> hm_addr_t */
     struct hmi_timer_heap c_timers;
+    /* User timers (utimer.c): armed, due, and alive (hm_timer_create'd). */
+    struct hmi_timer_heap c_utimers;
+    struct hmi_list c_comp_timers;
+    uint32_t c_utimers_alive;
     hm_stats_t c_stats;
     char c_self_uri[1024];            /* the NA URI peers reach this context at */
 };
@@ -360,8 +364,13 @@ void hmi_comp_enqueue(hm_handle_t *handle, enum hmi_comp_kind kind);
 /* A callback is due: a handle or a bulk transfer is queued. */
 static inline bool hmi_comp_pending(const hm_context_t *ctx)
 {
-    return !hmi_list_empty(&ctx->c_comp) || !hmi_list_empty(&ctx->c_comp_bulk);
+    return !hmi_list_empty(&ctx->c_comp) || !hmi_list_empty(&ctx->c_comp_bulk) ||
+           !hmi_list_empty(&ctx->c_comp_timers);
 }
+
+/* utimer.c: move expired user timers to c_comp_timers; run one that is due. */
+void hmi_utimer_expire(hm_context_t *ctx, uint64_t now_ns);
+bool hmi_utimer_trigger_one(hm_context_t *ctx);
 
 /* bulk_api.c: run the callback of one finished bulk transfer, if any is queued. */
 bool hmi_bulk_trigger_one(hm_context_t *ctx);

@@ -17,6 +17,9 @@ static int progress_block_ms(hm_context_t *ctx, uint64_t now, uint64_t deadline)
     struct hmi_timer *timer = hmi_timer_first(&ctx->c_timers);
     if (timer && timer->t_deadline_ns < deadline)
         deadline = timer->t_deadline_ns;
+    timer = hmi_timer_first(&ctx->c_utimers);
+    if (timer && timer->t_deadline_ns < deadline)
+        deadline = timer->t_deadline_ns;
     if (deadline <= now)
         return 0;
     return (int)((deadline - now + 999999u) / 1000000u);
@@ -30,6 +33,8 @@ static int progress_pass(hm_context_t *ctx)
     int events = hm_na_progress(ctx->c_na);
     uint64_t now = hmi_time_ns();
     hmi_forward_expire(ctx, now);
+    if (ctx->c_utimers.count != 0)
+        hmi_utimer_expire(ctx, now);
     if (!hmi_list_empty(&ctx->c_linger))
         hmi_linger_expire(ctx, now);
     if (ctx->c_queued != 0)
@@ -103,12 +108,14 @@ hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max, unsigned int *count_
     bool took = hmi_ctx_enter(ctx);
     unsigned int count = 0;
     struct hmi_list *link;
-    /* Handles first, then bulk transfers: no order is promised between them. */
+    /* Handles, bulk transfers, then timers: no order is promised between them. */
     while (count < max && (link = hmi_list_pop_front(&ctx->c_comp)) != NULL) {
         trigger_one(hmi_container_of(link, hm_handle_t, h_link));
         count++;
     }
     while (count < max && hmi_bulk_trigger_one(ctx))
+        count++;
+    while (count < max && hmi_utimer_trigger_one(ctx))
         count++;
     hmi_ctx_leave(ctx, took);
     if (count_out)

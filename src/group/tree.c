@@ -1,0 +1,132 @@
+/*
+ * Collective trees: see tree.h. Arithmetic is in 64 bits so that powers of
+ * k past n cannot wrap.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "group/tree.h"
+
+bool hmi_tree_valid(const struct hmi_tree *tree)
+{
+    if (tree->t_n == 0 || tree->t_root >= tree->t_n)
+        return false;
+    switch (tree->t_kind) {
+    case HM_TREE_FLAT:
+        return true;
+    case HM_TREE_KNOMIAL:
+    case HM_TREE_KARY:
+        return tree->t_k >= 2 && tree->t_k <= HMI_TREE_K_MAX;
+    }
+    return false;
+}
+
+static uint32_t tree_rel(const struct hmi_tree *tree, uint32_t pos)
+{
+    return (uint32_t)(((uint64_t)pos + tree->t_n - tree->t_root) % tree->t_n);
+}
+
+static uint32_t tree_abs(const struct hmi_tree *tree, uint64_t rel)
+{
+    return (uint32_t)((rel + tree->t_root) % tree->t_n);
+}
+
+uint32_t hmi_tree_parent(const struct hmi_tree *tree, uint32_t pos)
+{
+    uint32_t rel = tree_rel(tree, pos);
+    if (rel == 0)
+        return HMI_TREE_NONE;
+    switch (tree->t_kind) {
+    case HM_TREE_FLAT:
+        return tree->t_root;
+    case HM_TREE_KARY:
+        return tree_abs(tree, (rel - 1) / tree->t_k);
+    case HM_TREE_KNOMIAL: {
+        uint64_t power = 1;
+        while (power * tree->t_k <= rel)
+            power *= tree->t_k;
+        return tree_abs(tree, rel % power); /* clear the highest digit */
+    }
+    }
+    return HMI_TREE_NONE;
+}
+
+/* Record child `rel` (relative) as the next one; count it whether or not it fits. */
+static void tree_put(const struct hmi_tree *tree, uint64_t rel, uint32_t *out, uint32_t max,
+                     uint32_t *count)
+{
+    if (*count < max)
+        out[*count] = tree_abs(tree, rel);
+    (*count)++;
+}
+
+static uint32_t tree_knomial_children(const struct hmi_tree *tree, uint32_t rel, uint32_t *out,
+                                      uint32_t max)
+{
+    uint64_t k = tree->t_k, n = tree->t_n, power = 1;
+    uint32_t count = 0;
+    while (power * k < n) /* the largest power below n */
+        power *= k;
+    for (; power > rel; power /= k) {
+        for (uint64_t j = 1; j < k; j++) {
+            if (rel + j * power < n)
+                tree_put(tree, rel + j * power, out, max, &count);
+        }
+        if (power == 1)
+            break;
+    }
+    return count;
+}
+
+uint32_t hmi_tree_children(const struct hmi_tree *tree, uint32_t pos, uint32_t *out,
+                           uint32_t max)
+{
+    uint32_t rel = tree_rel(tree, pos), count = 0;
+    switch (tree->t_kind) {
+    case HM_TREE_FLAT:
+        if (rel == 0) {
+            for (uint64_t c = 1; c < tree->t_n; c++)
+                tree_put(tree, c, out, max, &count);
+        }
+        return count;
+    case HM_TREE_KARY:
+        for (uint64_t j = 1; j <= tree->t_k; j++) {
+            uint64_t c = (uint64_t)rel * tree->t_k + j;
+            if (c < tree->t_n)
+                tree_put(tree, c, out, max, &count);
+        }
+        return count;
+    case HM_TREE_KNOMIAL:
+        return tree_knomial_children(tree, rel, out, max);
+    }
+    return 0;
+}
+
+uint32_t hmi_tree_find(const hm_rank_t *ranks, uint32_t count, hm_rank_t rank)
+{
+    uint32_t lo = 0, hi = count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ranks[mid] == rank)
+            return mid;
+        if (ranks[mid] < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return HMI_TREE_NONE;
+}
+
+uint32_t hmi_tree_live(const hm_rank_t *ranks, uint32_t count, const hm_rank_t *excl,
+                       uint32_t excl_count, hm_rank_t *out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        bool excluded = false;
+        for (uint32_t j = 0; j < excl_count && !excluded; j++)
+            excluded = excl[j] == ranks[i];
+        if (!excluded)
+            out[n++] = ranks[i];
+    }
+    return n;
+}
