@@ -311,13 +311,16 @@ HM_EXPORT void hm_stats_print(const hm_stats_t *stats, const char *prefix, FILE 
 typedef struct hm_timer hm_timer_t;
 typedef void (*hm_timer_cb_t)(hm_timer_t *timer, void *arg);
 
-/* hm_timer_create: an unarmed timer on `ctx`. HM_NOMEM. */
+/* hm_timer_create: an unarmed timer on `ctx`. HM_INVALID_ARG (ctx, cb or
+ * timer_out NULL), HM_NOMEM. */
 HM_EXPORT hm_return_t hm_timer_create(hm_context_t *ctx, hm_timer_cb_t cb, void *arg,
                                       hm_timer_t **timer_out);
 /* hm_timer_arm: (re)arm: the callback runs once, `delay_ms` from now (at the
- * context's next progress after that). Re-arming replaces the earlier time. */
+ * context's next progress after that). Re-arming replaces the earlier time.
+ * HM_INVALID_ARG for NULL. */
 HM_EXPORT hm_return_t hm_timer_arm(hm_timer_t *timer, unsigned int delay_ms);
-/* hm_timer_disarm: the callback will not run (also when it was already due). */
+/* hm_timer_disarm: the callback will not run (also when it was already due);
+ * NULL is ignored. Not checked: a destroyed timer. */
 HM_EXPORT void hm_timer_disarm(hm_timer_t *timer);
 /* hm_timer_destroy: disarm and free (NULL is ignored). */
 HM_EXPORT void hm_timer_destroy(hm_timer_t *timer);

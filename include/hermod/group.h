@@ -83,8 +83,10 @@ typedef struct hm_group_opts {
  * at uris[i] (as printed by hm_addr_to_string, possibly with "#N"). `self`
  * is the caller's rank, or HM_RANK_NONE for a client that is not a member.
  * Copies the URIs; looks nothing up yet. `opts` may be NULL. Version 1.
- * Errors: HM_INVALID_ARG (no ranks, more than HM_GROUP_MAX_SIZE, an empty
- * URI, self out of range), HM_NOMEM.
+ * Errors: HM_INVALID_ARG (ctx, uris or group_out NULL, no ranks, more than
+ * HM_GROUP_MAX_SIZE, a NULL or empty URI, self out of range, a name that is
+ * NULL, empty or too long), HM_EXISTS (a group of that name already lives
+ * on ctx), HM_NOMEM.
  */
 HM_EXPORT hm_return_t hm_group_create_list(hm_context_t *ctx, const char *const *uris,
                                            uint32_t count, hm_rank_t self,
@@ -97,9 +99,10 @@ HM_EXPORT hm_return_t hm_group_create_list(hm_context_t *ctx, const char *const 
  * with '#' are skipped, except "# hermod group NAME version V", which sets
  * the name (unless opts give one) and the version. `self` as above: a
  * client outside the job attaches with HM_RANK_NONE. Blocks reading the
- * file. Errors: HM_NOENTRY (cannot open it), HM_PROTOCOL_ERROR (a malformed
- * or duplicate line, with the line number in hm_error_detail()), and those
- * of hm_group_create_list.
+ * file. Errors: HM_INVALID_ARG (ctx, path or group_out NULL), HM_NOENTRY
+ * (cannot open it), HM_PROTOCOL_ERROR (no rank, a malformed, too long or
+ * duplicate line, a version that is not 1..UINT32_MAX, with the line number
+ * in hm_error_detail()), and those of hm_group_create_list.
  */
 HM_EXPORT hm_return_t hm_group_create_file(hm_context_t *ctx, const char *path, hm_rank_t self,
                                            const hm_group_opts_t *opts, hm_group_t **group_out);
@@ -108,6 +111,10 @@ HM_EXPORT hm_return_t hm_group_create_file(hm_context_t *ctx, const char *path, 
  * hm_group_write_file: write the group (name, version, every rank and its
  * URI) to `path` so that others can attach to it. Writes a temporary file
  * beside it and renames it, so a reader never sees half a file. Blocks.
+ * Errors: HM_INVALID_ARG (group or path NULL, path empty), HM_NOENTRY (the
+ * temporary file cannot be created: no such directory, no permission),
+ * HM_TRANSPORT_ERROR (writing or renaming failed, e.g. path is a
+ * directory; nothing is left behind), HM_NOMEM.
  */
 HM_EXPORT hm_return_t hm_group_write_file(const hm_group_t *group, const char *path);
 
@@ -117,9 +124,11 @@ HM_EXPORT hm_return_t hm_group_write_file(const hm_group_t *group, const char *p
  * fence, and each reads the others', so this blocks until every rank of the
  * job has called it (the fence is collective). The rank is the process's
  * PMIx rank. Initializes PMIx if needed (and finalizes it at destroy).
- * Errors: HM_NOT_SUPPORTED when Hermod was built without PMIx or the
- * process was not started by a PMIx launcher (hm_error_detail() says
- * which), HM_TRANSPORT_ERROR when a PMIx call fails (with its message).
+ * Errors: HM_INVALID_ARG (ctx or group_out NULL), HM_NOT_SUPPORTED when
+ * Hermod was built without PMIx or the process was not started by a PMIx
+ * launcher (at once, without blocking; hm_error_detail() says which),
+ * HM_TRANSPORT_ERROR when a PMIx call fails (with its message), and those
+ * of hm_group_create_list.
  */
 HM_EXPORT hm_return_t hm_group_create_pmix(hm_context_t *ctx, const hm_group_opts_t *opts,
                                            hm_group_t **group_out);
@@ -128,8 +137,10 @@ HM_EXPORT hm_return_t hm_group_create_pmix(hm_context_t *ctx, const hm_group_opt
  * hm_group_create_sub: a new group of `count` ranks of `parent` (any order,
  * no duplicates), with the parent's URIs and the caller's rank if it is one
  * of them. Its name comes from opts (required: peers must agree on it),
- * its version is 1. Errors: HM_INVALID_ARG (a rank not in parent, a
- * duplicate, no name), HM_NOMEM.
+ * its version is 1. Errors: HM_INVALID_ARG (parent, ranks or group_out
+ * NULL, count 0 or above the parent's size, a rank not in parent, a
+ * duplicate, no name), HM_EXISTS (the name is taken on the context),
+ * HM_NOMEM.
  */
 HM_EXPORT hm_return_t hm_group_create_sub(hm_group_t *parent, const hm_rank_t *ranks,
                                           uint32_t count, const hm_group_opts_t *opts,
@@ -138,22 +149,29 @@ HM_EXPORT hm_return_t hm_group_create_sub(hm_group_t *parent, const hm_rank_t *r
 /*
  * hm_group_destroy: free the group, its cached addresses and its timers.
  * HM_BUSY while collectives it started or serves are in flight (progress
- * until their callbacks ran).
+ * until their callbacks ran, and answer every request its handlers hold);
+ * HM_INVALID_ARG for NULL. Not checked: a group already destroyed.
  */
 HM_EXPORT hm_return_t hm_group_destroy(hm_group_t *group);
 
 /* ---- Queries ------------------------------------------------------------------- */
 
-/* The caller's rank, or HM_RANK_NONE when it is not a member. */
+/*
+ * The caller's rank, or HM_RANK_NONE when it is not a member. With a NULL
+ * group the queries return HM_RANK_NONE, 0 (size and version: a group has
+ * at least one rank and its version starts at 1), or NULL.
+ */
 HM_EXPORT hm_rank_t hm_group_rank(const hm_group_t *group);
 HM_EXPORT uint32_t hm_group_size(const hm_group_t *group);
 HM_EXPORT uint32_t hm_group_version(const hm_group_t *group);
 HM_EXPORT const char *hm_group_name(const hm_group_t *group);
 HM_EXPORT hm_context_t *hm_group_context(const hm_group_t *group);
-/* hm_group_rank_at: the rank at position `index` (0..size-1), in increasing order. */
+/* hm_group_rank_at: the rank at position `index` (0..size-1), in increasing
+ * order. HM_INVALID_ARG for NULL arguments or index >= size. */
 HM_EXPORT hm_return_t hm_group_rank_at(const hm_group_t *group, uint32_t index,
                                        hm_rank_t *rank_out);
-/* hm_group_uri: rank's URI (borrowed, valid while the rank is in the group). */
+/* hm_group_uri: rank's URI (borrowed, valid while the rank is in the group).
+ * HM_INVALID_ARG for NULL arguments, HM_NOENTRY for a rank not in the group. */
 HM_EXPORT hm_return_t hm_group_uri(const hm_group_t *group, hm_rank_t rank, const char **uri_out);
 
 /*
@@ -161,7 +179,8 @@ HM_EXPORT hm_return_t hm_group_uri(const hm_group_t *group, hm_rank_t rank, cons
  * URI with "#ctx_index" in place of any "#N" it had), or of the context in
  * the group's URI itself with HM_GROUP_CTX_SAME. Looked up on first use
  * (may block while connecting) and cached; returns a new reference
- * (hm_addr_free it). HM_NOENTRY for a rank not in the group.
+ * (hm_addr_free it). HM_INVALID_ARG for NULL arguments, HM_NOENTRY for a
+ * rank not in the group, and the errors of hm_addr_lookup.
  */
 #define HM_GROUP_CTX_SAME UINT32_MAX
 HM_EXPORT hm_return_t hm_group_addr(hm_group_t *group, hm_rank_t rank, uint32_t ctx_index,
@@ -170,8 +189,9 @@ HM_EXPORT hm_return_t hm_group_addr(hm_group_t *group, hm_rank_t rank, uint32_t 
 /*
  * hm_group_remove_rank: take `rank` out of the group (typically after the
  * failure callback) and bump the version. Collectives already started keep
- * the membership they started with. HM_NOENTRY if it is not a member;
- * HM_INVALID_ARG to remove oneself.
+ * the membership they started with. HM_NOENTRY if it is not a member
+ * (HM_RANK_NONE never is); HM_INVALID_ARG for NULL, to remove oneself, or
+ * to remove the last rank (a group is never empty).
  */
 HM_EXPORT hm_return_t hm_group_remove_rank(hm_group_t *group, hm_rank_t rank);
 
@@ -219,7 +239,10 @@ typedef struct hm_coll_ops {
 /*
  * hm_coll_register: register collective `name` on `cls` (every rank and
  * client of the groups that use it). Copies `ops`. The id is hm_rpc_id(name).
- * HM_EXISTS when already registered, HM_INVALID_ARG for missing callbacks.
+ * HM_EXISTS when the name is already registered (as a collective or an
+ * RPC), HM_INVALID_ARG for NULL arguments, a name of 64 bytes or more,
+ * missing callbacks or procs, or a bulk handle that does not fit in the
+ * input (bulk_offset + sizeof(hm_bulk_t *) > in_size).
  */
 HM_EXPORT hm_return_t hm_coll_register(hm_class_t *cls, const char *name,
                                        const hm_coll_ops_t *ops, hm_id_t *id_out);
@@ -274,20 +297,25 @@ typedef void (*hm_coll_cb_t)(const hm_coll_result_t *result);
  * `group` but the excluded ones. Does not block; `cb` runs exactly once,
  * by the deadline. `in` is encoded before the call returns, but a bulk
  * handle in it must stay alive until `cb` has run. `opts` may be NULL.
- * Fails at once (cb does not run): HM_NOENTRY (id not registered),
- * HM_INVALID_ARG (bad options, the root excluded or not a member, every
- * rank excluded), HM_NOMEM, or the input's encoding error.
+ * Fails at once (cb does not run): HM_NOENTRY (id not registered as a
+ * collective on the group's class), HM_INVALID_ARG (group or cb NULL, in
+ * NULL when the collective has an input, bad options: unknown tree, k out
+ * of 2..64, timeout 0, excluded NULL with a count, the root excluded or
+ * not a member, every rank excluded), HM_NOMEM, or the input's encoding
+ * error.
  */
 HM_EXPORT hm_return_t hm_coll_start(hm_group_t *group, hm_id_t id, const void *in,
                                     hm_coll_cb_t cb, void *arg, const hm_coll_opts_t *opts);
 
 /* ---- Inside a collective's handler --------------------------------------------------- */
 
-/* hm_coll_get_input: decode the input into `in` (valid until hm_coll_respond). */
+/* hm_coll_get_input: decode the input into `in` (valid until hm_coll_respond).
+ * HM_INVALID_ARG for NULL arguments or a second call; a decoding error. */
 HM_EXPORT hm_return_t hm_coll_get_input(hm_coll_req_t *req, void *in);
 /*
  * hm_coll_bulk_data: with has_bulk, this rank's copy of the broadcast data
  * (valid until hm_coll_respond); NULL and 0 when the input carried none.
+ * HM_INVALID_ARG for NULL arguments.
  */
 HM_EXPORT hm_return_t hm_coll_bulk_data(hm_coll_req_t *req, const void **data_out,
                                         size_t *size_out);
@@ -296,7 +324,12 @@ HM_EXPORT hm_return_t hm_coll_bulk_data(hm_coll_req_t *req, const void **data_ou
  * or with hm_coll_respond_error an error to be listed against this rank.
  * Exactly once per request; `req` is gone when it returns. HM_TIMEOUT when
  * the rank's deadline passed first (the output is dropped, the rank was
- * reported as timed out).
+ * reported as timed out); an output encoding error is returned and listed
+ * against this rank. Refused, with `req` still the caller's to answer:
+ * HM_INVALID_ARG for a NULL req, a NULL out when the collective has an
+ * output, and an error that is HM_SUCCESS or not an hm_return_t. Not
+ * checked: a request already answered (it is freed).
+ * hm_coll_req_group / hm_coll_req_arg: NULL for a NULL req.
  */
 HM_EXPORT hm_return_t hm_coll_respond(hm_coll_req_t *req, const void *out);
 HM_EXPORT hm_return_t hm_coll_respond_error(hm_coll_req_t *req, hm_return_t error);

@@ -145,6 +145,10 @@ HM_EXPORT hm_return_t hm_proc_struct(hm_proc_t *proc, void *data,
  * to free then). Otherwise release with hm_proc_release.
  *
  * hm_proc_release: free what a successful hm_proc_decode of `data` allocated.
+ *
+ * All three: HM_INVALID_ARG for a NULL proc or data, a NULL used_out
+ * (encode), a NULL buf with a non-zero size, or a buf not 8-byte aligned;
+ * otherwise the proc's own error.
  */
 struct hm_class;
 HM_EXPORT hm_return_t hm_proc_encode(struct hm_class *cls, hm_proc_cb_t proc, const void *data,

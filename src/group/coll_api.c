@@ -174,6 +174,8 @@ void hmi_coll_node_run_own(struct hmi_coll_node *node)
     node->n_own_pending = true;
     node->n_refs += 2; /* the request's, and ours across the call */
     hm_return_t ret = ops->handler(req);
+    if ((unsigned int)ret >= HM_RETURN_MAX)
+        ret = HM_FAULT; /* not an hm_return_t: hm_coll_respond_error would refuse it */
     if (ret != HM_SUCCESS && node->n_req == req)
         hm_coll_respond_error(req, ret);
     hmi_coll_node_unref(node);
@@ -311,6 +313,9 @@ static hm_return_t coll_req_end(hm_coll_req_t *req, const void *out, hm_return_t
         return HM_INVALID_ARG;
     struct hmi_coll_node *node = req->r_node;
     const hm_coll_ops_t *ops = &node->n_ops->co_ops;
+    /* Refused before anything ends: the request stays the caller's. */
+    if (error == HM_SUCCESS && ops->out_size > 0 && out == NULL)
+        return HM_INVALID_ARG;
     hm_group_t *group = node->n_group;
     hm_return_t ret = HM_SUCCESS;
     if (req->r_in != NULL) {
@@ -349,8 +354,8 @@ hm_return_t hm_coll_respond(hm_coll_req_t *req, const void *out)
 
 hm_return_t hm_coll_respond_error(hm_coll_req_t *req, hm_return_t error)
 {
-    if (error == HM_SUCCESS)
-        return HM_INVALID_ARG;
+    if (error == HM_SUCCESS || (unsigned int)error >= HM_RETURN_MAX)
+        return HM_INVALID_ARG; /* the request stays the caller's */
     return coll_req_end(req, NULL, error);
 }
 

@@ -305,11 +305,16 @@ hm_return_t hm_group_addr(hm_group_t *group, hm_rank_t rank, uint32_t ctx_index,
 
 hm_return_t hm_group_remove_rank(hm_group_t *group, hm_rank_t rank)
 {
-    if (group == NULL || rank == group->g_self)
+    if (group == NULL || (rank == group->g_self && rank != HM_RANK_NONE))
         return HM_INVALID_ARG;
     uint32_t pos = hmi_tree_find(group->g_ranks, group->g_size, rank);
     if (pos == HMI_TREE_NONE)
         return HM_NOENTRY;
+    if (group->g_size == 1) { /* a client's last rank: a group is never empty */
+        hmi_log(HMI_SUBSYS_GROUP, HMI_LOG_ERROR, "group \"%s\": rank %u is its last",
+                group->g_name, rank);
+        return HM_INVALID_ARG;
+    }
     struct hmi_member *m = &group->g_members[pos];
     hmi_detect_forget(group, m); /* its keepalive, if any, ends on its own */
     free(m->m_uri);

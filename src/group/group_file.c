@@ -20,7 +20,7 @@
 
 hm_return_t hm_group_write_file(const hm_group_t *group, const char *path)
 {
-    if (group == NULL || path == NULL)
+    if (group == NULL || path == NULL || path[0] == '\0')
         return HM_INVALID_ARG;
     size_t len = strlen(path) + 16;
     char *tmp = malloc(len);
@@ -87,19 +87,34 @@ static hm_return_t gfile_push(struct gfile *gf, hm_rank_t rank, const char *uri)
     return HM_SUCCESS;
 }
 
+/* The header's version: 1..UINT32_MAX (0 is hm_group_version's "no group"). */
+static hm_return_t gfile_version(struct gfile *gf, const char *text, unsigned int lineno)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = isdigit((unsigned char)text[0]) ? strtoull(text, &end, 10) : 0;
+    if (v == 0 || v > UINT32_MAX || errno != 0 || *end != '\0') {
+        hmi_log(HMI_SUBSYS_GROUP, HMI_LOG_ERROR, "group file, line %u: bad version \"%s\"",
+                lineno, text);
+        return HM_PROTOCOL_ERROR;
+    }
+    gf->version = (uint32_t)v;
+    return HM_SUCCESS;
+}
+
 /* One line, newline stripped. */
 static hm_return_t gfile_line(struct gfile *gf, char *line, unsigned int lineno)
 {
     char name[HMI_GROUP_NAME_MAX];
-    unsigned int version;
+    char version[24];
     while (isspace((unsigned char)*line))
         line++;
     if (*line == '\0')
         return HM_SUCCESS;
     if (*line == '#') {
-        if (sscanf(line, "# hermod group %63s version %u", name, &version) == 2) {
+        if (sscanf(line, "# hermod group %63s version %23s", name, version) == 2) {
             strcpy(gf->name, name);
-            gf->version = version;
+            return gfile_version(gf, version, lineno);
         }
         return HM_SUCCESS;
     }

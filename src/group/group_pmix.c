@@ -16,9 +16,9 @@
 hm_return_t hm_group_create_pmix(hm_context_t *ctx, const hm_group_opts_t *opts,
                                  hm_group_t **group_out)
 {
-    (void)ctx;
     (void)opts;
-    (void)group_out;
+    if (ctx == NULL || group_out == NULL)
+        return HM_INVALID_ARG;
     hmi_log(HMI_SUBSYS_GROUP, HMI_LOG_ERROR,
             "group: this Hermod was built without PMIx (pkg-config did not find \"pmix\"; "
             "on Debian: apt-get install libpmix-dev, then reconfigure)");

@@ -16,7 +16,7 @@ hm_return_t hm_proc_encode(struct hm_class *cls, hm_proc_cb_t proc, const void *
                            size_t size, size_t *used_out)
 {
     size_t used = 0;
-    if (proc == NULL || used_out == NULL || (buf == NULL && size != 0) ||
+    if (proc == NULL || data == NULL || used_out == NULL || (buf == NULL && size != 0) ||
         !proc_buf_aligned(buf))
         return HM_INVALID_ARG;
     /* Encoding never writes through `data`; hm_proc_cb_t is symmetric. */
