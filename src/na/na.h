@@ -8,8 +8,11 @@
  *   1. Messages: send a buffer to an address; every message that arrives,
  *      request or response alike, is handed to the context's receive callback
  *      in place, with a release token. The plugin never looks inside.
- *   2. Memory: register a region, pack its remote key, RMA put/get of one
- *      or more pieces per operation (up to the class's c_rma_iov_limit).
+ *   2. Memory (only for a transport whose NIC enforces remote access,
+ *      HM_NA_RMA_NATIVE): register a region, pack its remote key, RMA
+ *      put/get of one or more pieces per operation. Every other class's RMA
+ *      is the NA layer's own, checked by the owner (na_rma.h): such a plugin
+ *      carries messages only.
  *   3. Progress: a non-blocking progress call, a file descriptor to block on,
  *      and cancel.
  *
