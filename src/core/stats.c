@@ -17,6 +17,8 @@ static const struct stat_field stat_fields[] = {
     STAT(dropped_checksum),  STAT(dropped_expired),   STAT(dropped_late),
     STAT(dropped_decode),    STAT(overflows_sent),    STAT(overflows_received),
     STAT(dropped_overflow),  STAT(pins_lingering),
+    STAT(overload_replies),  STAT(overload_drops),    STAT(overload_retries),
+    STAT(pool_trimmed),
 };
 #undef STAT
 
