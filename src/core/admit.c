@@ -14,12 +14,10 @@
  * sends it again (retry.c). An overflow announcing more bytes than a whole
  * budget can ever hold is answered HM_MSGSIZE instead: retrying cannot help.
  * The answer costs a send slot from a pool of header-sized buffers. Replies
- * that a peer does not take (still not sent one progress pass after they
- * were posted) are bounded per peer and per context; past the bound the
+ * waiting to leave are bounded (admit_replies_full); past the bound the
  * request is dropped unanswered, counted in overload_drops: so a peer that
- * floods and never progresses costs the server a bounded amount. A burst
- * received within one pass is answered whatever its size, so a client that
- * progresses never sees a request dropped.
+ * floods and never progresses costs the server a bounded amount, while a
+ * client that takes its replies, however slowly, is always answered.
  *
  * The counters are plain fields of the context and of the cached source
  * address, touched only by the thread driving the context.
@@ -29,6 +27,7 @@
 #include "core/core_internal.h"
 #include "proc/proc_internal.h"
 #include "util/log.h"
+#include "util/time.h"
 
 /* `value`, or the count in environment variable `name` (0: no limit). */
 static uint64_t admit_env(const char *name, uint64_t value)
@@ -159,26 +158,22 @@ static struct hmi_wire_header admit_reply_header(hm_context_t *ctx,
     return hdr;
 }
 
-/* Replies to `peer` (and in all) posted in earlier passes and still not sent:
- * stuck behind a peer that does not take them. Those of this pass are not
- * counted: a burst received in one pass is answered whatever its size. */
-static bool admit_replies_stuck(hm_context_t *ctx, hm_addr_t *peer)
+/*
+ * Too many replies waiting to leave? A peer that takes its replies (they
+ * complete) is answered however many it provokes, up to a hard bound; one
+ * that has taken none for HMI_ADMIT_STALL_MS gets at most a few more. So a
+ * client busy sending a burst is always answered, and a client that never
+ * progresses costs the server a bounded amount.
+ */
+static bool admit_replies_full(hm_context_t *ctx, hm_addr_t *peer)
 {
-    struct hmi_admit *ad = &ctx->c_admit;
-    if (peer->a_adm_pass != ad->ad_pass) {
-        peer->a_adm_pass = ad->ad_pass;
-        peer->a_adm_pass_replies = 0;
-    }
-    if (ad->ad_pass_replies_at != ad->ad_pass) {
-        ad->ad_pass_replies_at = ad->ad_pass;
-        ad->ad_pass_replies = 0;
-    }
-    uint32_t peer_old = peer->a_adm_replies > peer->a_adm_pass_replies
-                            ? peer->a_adm_replies - peer->a_adm_pass_replies
-                            : 0;
-    uint32_t ctx_old =
-        ad->ad_replies > ad->ad_pass_replies ? ad->ad_replies - ad->ad_pass_replies : 0;
-    return peer_old >= HMI_ADMIT_REPLIES_PEER || ctx_old >= HMI_ADMIT_REPLIES_CTX;
+    if (ctx->c_admit.ad_replies >= HMI_ADMIT_REPLIES_CTX ||
+        peer->a_adm_replies >= HMI_ADMIT_REPLIES_PEER_MAX)
+        return true;
+    if (peer->a_adm_replies < HMI_ADMIT_REPLIES_PEER)
+        return false;
+    uint64_t now = hmi_time_ns();
+    return now - peer->a_adm_taken_ns > (uint64_t)HMI_ADMIT_STALL_MS * 1000000u;
 }
 
 static struct hmi_send_slot *admit_reply_slot(hm_context_t *ctx)
@@ -200,25 +195,26 @@ static void admit_reply_slot_put(struct hmi_send_slot *slot)
     hmi_list_push_front(&ad->ad_free_replies, &slot->s_link);
 }
 
-/* Count the reply in `slot` (to `peer`) as posted, or uncount it. */
-static void admit_reply_count(hm_context_t *ctx, hm_addr_t *peer, bool posted)
+/* Count a reply to `peer` as posted, or as gone (`taken`: sent). */
+static void admit_reply_count(hm_context_t *ctx, hm_addr_t *peer, bool posted, bool taken)
 {
     struct hmi_admit *ad = &ctx->c_admit;
     if (posted) {
+        if (peer->a_adm_replies++ == 0)
+            peer->a_adm_taken_ns = hmi_time_ns(); /* the stall clock starts */
         ad->ad_replies++;
-        ad->ad_pass_replies++;
-        peer->a_adm_replies++;
-        peer->a_adm_pass_replies++;
         return;
     }
     ad->ad_replies--;
     peer->a_adm_replies--;
+    if (taken)
+        peer->a_adm_taken_ns = hmi_time_ns();
 }
 
 void hmi_admit_reply(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *req,
                      hm_return_t error)
 {
-    if ((req->flags & HMI_WIRE_F_NO_RESPONSE) || admit_replies_stuck(ctx, peer)) {
+    if ((req->flags & HMI_WIRE_F_NO_RESPONSE) || admit_replies_full(ctx, peer)) {
         ctx->c_stats.overload_drops++;
         return;
     }
@@ -231,10 +227,10 @@ void hmi_admit_reply(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_h
     hmi_wire_encode(slot->s_buf, &hdr, ctx->c_class->k_checksum);
     slot->s_kind = HMI_SEND_REPLY;
     slot->s_peer = hm_addr_dup(peer);
-    admit_reply_count(ctx, peer, true);
+    admit_reply_count(ctx, peer, true, false);
     hm_return_t ret = hmi_send_post(slot, peer, HMI_WIRE_HEADER_SIZE);
     if (ret != HM_SUCCESS) {
-        hmi_admit_reply_done(slot);
+        hmi_admit_reply_done(slot, ret);
         ctx->c_stats.overload_drops++;
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_INFO, "cannot send an error reply: %s",
                 hm_strerror(ret));
@@ -243,11 +239,11 @@ void hmi_admit_reply(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_h
     ctx->c_stats.responses_sent++;
 }
 
-void hmi_admit_reply_done(struct hmi_send_slot *slot)
+void hmi_admit_reply_done(struct hmi_send_slot *slot, hm_return_t status)
 {
     hm_addr_t *peer = slot->s_peer;
     slot->s_peer = NULL;
-    admit_reply_count(slot->s_ctx, peer, false);
+    admit_reply_count(slot->s_ctx, peer, false, status == HM_SUCCESS);
     hm_addr_free(peer);
     admit_reply_slot_put(slot);
 }

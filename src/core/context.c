@@ -224,7 +224,7 @@ static void ctx_send_done(hm_na_op_t *op, hm_return_t status)
     hm_handle_t *handle = slot->s_handle;
     uint64_t cookie = slot->s_cookie;
     if (kind == HMI_SEND_REPLY) { /* a counted error reply: its own pool */
-        hmi_admit_reply_done(slot);
+        hmi_admit_reply_done(slot, status);
         return;
     }
     hmi_send_slot_put(slot);

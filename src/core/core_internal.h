@@ -35,11 +35,15 @@
 #define HMI_OVERFLOW_HOLD_MS 30000u
 /* How long a timed-out or canceled request's bulk pins wait for a late response. */
 #define HMI_LINGER_MS 60000u
-/* Error replies (HM_OVERLOADED, HM_NOENTRY, ...) a server keeps posted and stuck
- * (not sent by the next progress pass), to one peer and in all: past them a
- * refused request gets no answer. Header-sized buffers: a few hundred bytes each. */
+/* Error replies (HM_OVERLOADED, HM_NOENTRY, ...) a server keeps posted and not yet
+ * sent (header-sized buffers, a few hundred bytes each): to a peer that has
+ * taken none for HMI_ADMIT_STALL_MS, at most HMI_ADMIT_REPLIES_PEER; to any peer
+ * HMI_ADMIT_REPLIES_PEER_MAX, and HMI_ADMIT_REPLIES_CTX in all. Past them a
+ * refused request gets no answer. */
 #define HMI_ADMIT_REPLIES_PEER 64u
-#define HMI_ADMIT_REPLIES_CTX 1024u
+#define HMI_ADMIT_STALL_MS 100u
+#define HMI_ADMIT_REPLIES_PEER_MAX 16384u
+#define HMI_ADMIT_REPLIES_CTX 65536u
 /* The pool trim runs at most this often; it frees what stayed idle since the last. */
 #define HMI_TRIM_INTERVAL_NS 250000000ull
 
@@ -84,8 +88,7 @@ struct hm_addr {
      * Only on the cached source address of requests; driver only. */
     uint32_t a_adm_requests; /* its requests in service */
     uint32_t a_adm_replies;  /* error replies to it posted, not yet completed */
-    uint32_t a_adm_pass_replies; /* of those, posted during progress pass a_adm_pass */
-    uint64_t a_adm_pass;
+    uint64_t a_adm_taken_ns; /* when it last took one (or the first was posted) */
     uint64_t a_adm_bytes;    /* overflow bytes of its requests in service */
 };
 
@@ -98,9 +101,6 @@ struct hmi_admit {
     uint32_t ad_hint_us;
     uint32_t ad_requests;    /* server handles in service */
     uint32_t ad_replies;     /* error replies posted, not yet completed */
-    uint32_t ad_pass_replies; /* of those, posted during pass ad_pass_replies_at */
-    uint64_t ad_pass_replies_at;
-    uint64_t ad_pass;        /* progress passes so far */
     uint64_t ad_bytes;       /* overflow bytes held by requests in service */
     /* Error replies' send slots: header-sized buffers, pooled apart from the
      * eager-limit ones, so an answer costs a few hundred bytes. */
@@ -400,14 +400,10 @@ void hmi_admit_leave(hm_handle_t *handle);
 void hmi_admit_reply(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *req,
                      hm_return_t error);
 /* The send of a counted error reply ended: uncount it, pool its slot again. */
-void hmi_admit_reply_done(struct hmi_send_slot *slot);
+void hmi_admit_reply_done(struct hmi_send_slot *slot, hm_return_t status);
 /* trim.c's share: free idle reply slots beyond a few; returns how many. */
 uint32_t hmi_admit_trim(hm_context_t *ctx);
-/* A progress pass begins (replies still in flight from earlier passes are stuck). */
-static inline void hmi_admit_pass(hm_context_t *ctx)
-{
-    ctx->c_admit.ad_pass++;
-}
+
 
 /* retry.c: client side of HM_OVERLOADED */
 /* The server refused the waiting RPC on `handle`: send it again later, or end it. */
