@@ -111,7 +111,7 @@ static int attack_flood(struct craft *c, hm_class_t *cls, uint64_t big)
             snprintf(line, sizeof(line), "sent %llu", (unsigned long long)c->sent);
             hm_test_signal(line);
         }
-        if (hm_test_await(line, sizeof(line), 0) == 0 && strcmp(line, "stop") == 0)
+        if (hm_test_await(line, sizeof(line), 1) == 0 && strcmp(line, "stop") == 0)
             break;
     }
     snprintf(line, sizeof(line), "done %llu", (unsigned long long)c->sent);
