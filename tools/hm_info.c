@@ -104,6 +104,11 @@ static void info_print_env(void)
         {"HM_LOG_SUBSYS", "log only these subsystems: na,core,..."},
         {"HM_PROGRESS", "progress mode: busy|wait|default (default: spin, then wait)"},
         {"HM_CREDITS", "RPCs in flight per peer context (default 256; 0: no limit)"},
+        {"HM_MAX_REQUESTS", "server: requests in service per context (default 4096; 0: none)"},
+        {"HM_MAX_REQUESTS_PEER", "server: requests in service per peer (default 512; 0: none)"},
+        {"HM_MAX_OVERFLOW", "server: overflow bytes held per context (default 2 GiB; 0: none)"},
+        {"HM_MAX_OVERFLOW_PEER", "server: overflow bytes per peer (default 1 GiB; 0: none)"},
+        {"HM_RETRY_HINT_US", "server: retry hint of HM_OVERLOADED answers (default 500)"},
         {"HM_BULK_RCACHE", "idle bulk registrations kept for reuse (default 256; 0: off)"},
         {"HM_TOPO_XML", "hwloc XML file to read the topology from (default: this machine)"},
     };

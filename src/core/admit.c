@@ -162,8 +162,9 @@ static struct hmi_wire_header admit_reply_header(hm_context_t *ctx,
  * Too many replies waiting to leave? A peer that takes its replies (they
  * complete) is answered however many it provokes, up to a hard bound; one
  * that has taken none for HMI_ADMIT_STALL_MS gets at most a few more. So a
- * client busy sending a burst is always answered, and a client that never
- * progresses costs the server a bounded amount.
+ * client busy posting a burst (it progresses only once all are posted) is
+ * answered, and a client that never progresses costs the server a bounded
+ * amount.
  */
 static bool admit_replies_full(hm_context_t *ctx, hm_addr_t *peer)
 {
@@ -237,6 +238,8 @@ void hmi_admit_reply(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_h
         return;
     }
     ctx->c_stats.responses_sent++;
+    if (error == HM_OVERLOADED || error == HM_MSGSIZE)
+        ctx->c_stats.overload_replies++;
 }
 
 void hmi_admit_reply_done(struct hmi_send_slot *slot, hm_return_t status)

@@ -41,9 +41,9 @@
  * HMI_ADMIT_REPLIES_PEER_MAX, and HMI_ADMIT_REPLIES_CTX in all. Past them a
  * refused request gets no answer. */
 #define HMI_ADMIT_REPLIES_PEER 64u
-#define HMI_ADMIT_STALL_MS 100u
+#define HMI_ADMIT_STALL_MS 5000u /* as long as ofi+tcp waits to declare a peer dead */
 #define HMI_ADMIT_REPLIES_PEER_MAX 16384u
-#define HMI_ADMIT_REPLIES_CTX 65536u
+#define HMI_ADMIT_REPLIES_CTX 32768u
 /* The pool trim runs at most this often; it frees what stayed idle since the last. */
 #define HMI_TRIM_INTERVAL_NS 250000000ull
 

@@ -43,8 +43,6 @@ static void respond_refuse(hm_context_t *ctx, hm_addr_t *peer,
                            hm_return_t error)
 {
     hm_na_msg_release(ctx->c_na, token);
-    if (error == HM_OVERLOADED || error == HM_MSGSIZE)
-        ctx->c_stats.overload_replies += (hdr->flags & HMI_WIRE_F_NO_RESPONSE) == 0;
     hmi_admit_reply(ctx, peer, hdr, error);
 }
 
