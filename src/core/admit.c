@@ -159,22 +159,24 @@ static struct hmi_wire_header admit_reply_header(hm_context_t *ctx,
 }
 
 /*
- * Too many replies waiting to leave? A peer that takes its replies (they
- * complete) is answered however many it provokes, up to a hard bound; one
- * that has taken none for HMI_ADMIT_STALL_MS gets at most a few more. So a
- * client busy posting a burst (it progresses only once all are posted) is
- * answered, and a client that never progresses costs the server a bounded
- * amount.
+ * A peer that has stopped taking its replies: it has some waiting and took
+ * none for HMI_ADMIT_STALL_MS. Only to such a peer may answers be dropped
+ * (and a few more are still posted first, HMI_ADMIT_REPLIES_PEER). A client
+ * busy posting a burst (it progresses only once all are posted) is not
+ * stalled: it takes its replies well within the stall time.
  */
-static bool admit_replies_full(hm_context_t *ctx, hm_addr_t *peer)
+static bool admit_peer_stalled(hm_addr_t *peer)
 {
-    if (ctx->c_admit.ad_replies >= HMI_ADMIT_REPLIES_CTX ||
-        peer->a_adm_replies >= HMI_ADMIT_REPLIES_PEER_MAX)
-        return true;
-    if (peer->a_adm_replies < HMI_ADMIT_REPLIES_PEER)
+    if (peer->a_adm_replies + peer->a_adm_deferred < HMI_ADMIT_REPLIES_PEER)
         return false;
-    uint64_t now = hmi_time_ns();
-    return now - peer->a_adm_taken_ns > (uint64_t)HMI_ADMIT_STALL_MS * 1000000u;
+    return hmi_time_ns() - peer->a_adm_taken_ns > (uint64_t)HMI_ADMIT_STALL_MS * 1000000u;
+}
+
+/* No room to post one more reply now: it waits (admit_defer) instead. */
+static bool admit_posts_full(hm_context_t *ctx, hm_addr_t *peer)
+{
+    return ctx->c_admit.ad_replies >= HMI_ADMIT_REPLIES_CTX ||
+           peer->a_adm_replies >= HMI_ADMIT_REPLIES_PEER_MAX;
 }
 
 static struct hmi_send_slot *admit_reply_slot(hm_context_t *ctx)
@@ -196,13 +198,20 @@ static void admit_reply_slot_put(struct hmi_send_slot *slot)
     hmi_list_push_front(&ad->ad_free_replies, &slot->s_link);
 }
 
+/* Start the stall clock when `peer` gets its first waiting reply. */
+static void admit_clock_start(hm_addr_t *peer)
+{
+    if (peer->a_adm_replies == 0 && peer->a_adm_deferred == 0)
+        peer->a_adm_taken_ns = hmi_time_ns();
+}
+
 /* Count a reply to `peer` as posted, or as gone (`taken`: sent). */
 static void admit_reply_count(hm_context_t *ctx, hm_addr_t *peer, bool posted, bool taken)
 {
     struct hmi_admit *ad = &ctx->c_admit;
     if (posted) {
-        if (peer->a_adm_replies++ == 0)
-            peer->a_adm_taken_ns = hmi_time_ns(); /* the stall clock starts */
+        admit_clock_start(peer);
+        peer->a_adm_replies++;
         ad->ad_replies++;
         return;
     }
@@ -212,48 +221,149 @@ static void admit_reply_count(hm_context_t *ctx, hm_addr_t *peer, bool posted, b
         peer->a_adm_taken_ns = hmi_time_ns();
 }
 
-void hmi_admit_reply(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *req,
-                     hm_return_t error)
+/* A post that failed for a reason that passes (resources), not a dead peer. */
+static bool admit_transient(hm_return_t ret)
 {
-    if ((req->flags & HMI_WIRE_F_NO_RESPONSE) || admit_replies_full(ctx, peer)) {
-        ctx->c_stats.overload_drops++;
-        return;
-    }
+    return ret != HM_UNREACHABLE && ret != HM_INVALID_ARG && ret != HM_MSGSIZE;
+}
+
+/* Post the reply `hdr` to `peer`; on failure nothing of it is left. */
+static hm_return_t admit_post(hm_context_t *ctx, hm_addr_t *peer,
+                              const struct hmi_wire_header *hdr)
+{
     struct hmi_send_slot *slot = admit_reply_slot(ctx);
-    if (slot == NULL) {
-        ctx->c_stats.overload_drops++;
-        return;
-    }
-    struct hmi_wire_header hdr = admit_reply_header(ctx, req, error);
-    hmi_wire_encode(slot->s_buf, &hdr, ctx->c_class->k_checksum);
+    if (slot == NULL)
+        return HM_NOMEM;
+    hmi_wire_encode(slot->s_buf, hdr, ctx->c_class->k_checksum);
     slot->s_kind = HMI_SEND_REPLY;
     slot->s_peer = hm_addr_dup(peer);
     admit_reply_count(ctx, peer, true, false);
     hm_return_t ret = hmi_send_post(slot, peer, HMI_WIRE_HEADER_SIZE);
     if (ret != HM_SUCCESS) {
-        hmi_admit_reply_done(slot, ret);
-        ctx->c_stats.overload_drops++;
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_INFO, "cannot send an error reply: %s",
-                hm_strerror(ret));
-        return;
+        admit_reply_count(ctx, peer, false, false);
+        hm_addr_free(slot->s_peer);
+        slot->s_peer = NULL;
+        admit_reply_slot_put(slot);
+        return ret;
     }
     ctx->c_stats.responses_sent++;
-    if (error == HM_OVERLOADED || error == HM_MSGSIZE)
+    if (hdr->ret == HM_OVERLOADED || hdr->ret == HM_MSGSIZE)
         ctx->c_stats.overload_replies++;
+    return HM_SUCCESS;
+}
+
+struct admit_deferred {
+    struct hmi_list d_link;
+    hm_addr_t *d_peer; /* one reference */
+    struct hmi_wire_header d_hdr;
+};
+
+static void admit_drop(hm_context_t *ctx, const char *why)
+{
+    ctx->c_stats.overload_drops++;
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG, "error reply dropped: %s", why);
+}
+
+/* Keep the reply to post later, behind those already waiting. */
+static void admit_defer(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *hdr)
+{
+    struct hmi_admit *ad = &ctx->c_admit;
+    struct admit_deferred *d =
+        ad->ad_deferred_count < HMI_ADMIT_DEFERRED_MAX ? malloc(sizeof(*d)) : NULL;
+    if (d == NULL) {
+        admit_drop(ctx, "too many waiting or out of memory");
+        return;
+    }
+    admit_clock_start(peer);
+    d->d_peer = hm_addr_dup(peer);
+    d->d_hdr = *hdr;
+    peer->a_adm_deferred++;
+    ad->ad_deferred_count++;
+    hmi_list_push_back(&ad->ad_deferred, &d->d_link);
+}
+
+static void admit_deferred_free(hm_context_t *ctx, struct admit_deferred *d)
+{
+    ctx->c_admit.ad_deferred_count--;
+    d->d_peer->a_adm_deferred--;
+    hm_addr_free(d->d_peer);
+    free(d);
+}
+
+/* Answer now, later, or (stalled or dead peer) never. */
+static void admit_answer(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *hdr)
+{
+    if (admit_peer_stalled(peer)) {
+        admit_drop(ctx, "peer stalled");
+        return;
+    }
+    if (!hmi_list_empty(&ctx->c_admit.ad_deferred) || admit_posts_full(ctx, peer)) {
+        admit_defer(ctx, peer, hdr); /* in order, behind those waiting */
+        return;
+    }
+    hm_return_t ret = admit_post(ctx, peer, hdr);
+    if (ret == HM_SUCCESS)
+        return;
+    if (admit_transient(ret))
+        admit_defer(ctx, peer, hdr);
+    else
+        admit_drop(ctx, hm_strerror(ret));
+}
+
+void hmi_admit_flush(hm_context_t *ctx)
+{
+    struct hmi_admit *ad = &ctx->c_admit;
+    struct hmi_list *link;
+    while ((link = ad->ad_deferred.next) != &ad->ad_deferred) {
+        struct admit_deferred *d = hmi_container_of(link, struct admit_deferred, d_link);
+        hm_return_t ret = HM_TIMEOUT; /* stands for "peer stalled" */
+        if (!admit_peer_stalled(d->d_peer)) {
+            if (admit_posts_full(ctx, d->d_peer))
+                return; /* a completion calls again */
+            ret = admit_post(ctx, d->d_peer, &d->d_hdr);
+            if (ret != HM_SUCCESS && admit_transient(ret))
+                return; /* the next completion or trim tick tries again */
+        }
+        if (ret != HM_SUCCESS)
+            admit_drop(ctx, ret == HM_TIMEOUT ? "peer stalled" : hm_strerror(ret));
+        hmi_list_remove(link);
+        admit_deferred_free(ctx, d);
+    }
+}
+
+void hmi_admit_deferred_free(hm_context_t *ctx)
+{
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(&ctx->c_admit.ad_deferred)) != NULL)
+        admit_deferred_free(ctx, hmi_container_of(link, struct admit_deferred, d_link));
+}
+
+void hmi_admit_reply(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *req,
+                     hm_return_t error)
+{
+    if (req->flags & HMI_WIRE_F_NO_RESPONSE) {
+        ctx->c_stats.overload_drops++; /* no answer wanted */
+        return;
+    }
+    struct hmi_wire_header hdr = admit_reply_header(ctx, req, error);
+    admit_answer(ctx, peer, &hdr);
 }
 
 void hmi_admit_reply_done(struct hmi_send_slot *slot, hm_return_t status)
 {
+    hm_context_t *ctx = slot->s_ctx;
     hm_addr_t *peer = slot->s_peer;
     slot->s_peer = NULL;
-    admit_reply_count(slot->s_ctx, peer, false, status == HM_SUCCESS);
+    admit_reply_count(ctx, peer, false, status == HM_SUCCESS);
     hm_addr_free(peer);
     admit_reply_slot_put(slot);
+    hmi_admit_flush(ctx);
 }
 
 /* Idle reply slots that stayed idle a whole interval, past a few kept. */
 uint32_t hmi_admit_trim(hm_context_t *ctx)
 {
+    hmi_admit_flush(ctx); /* replies whose post failed wait for no completion */
     struct hmi_admit *ad = &ctx->c_admit;
     uint32_t excess = ad->ad_replies_low > HMI_ADMIT_REPLIES_PEER
                           ? ad->ad_replies_low - HMI_ADMIT_REPLIES_PEER

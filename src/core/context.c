@@ -358,6 +358,7 @@ static void ctx_free_pools(hm_context_t *ctx)
     struct hmi_list *link;
     while ((link = hmi_list_pop_front(&ctx->c_free_sends)) != NULL)
         hmi_send_slot_free(hmi_container_of(link, struct hmi_send_slot, s_link));
+    hmi_admit_deferred_free(ctx);
     while ((link = hmi_list_pop_front(&ctx->c_admit.ad_free_replies)) != NULL)
         hmi_send_slot_free(hmi_container_of(link, struct hmi_send_slot, s_link));
     for (uint32_t i = 0; i < ctx->c_table_size; i++) {
@@ -383,6 +384,7 @@ static hm_return_t ctx_init_state(hm_context_t *ctx, const hm_context_opts_t *op
     hmi_list_init(&ctx->c_free_handles);
     hmi_list_init(&ctx->c_free_sends);
     hmi_list_init(&ctx->c_admit.ad_free_replies);
+    hmi_list_init(&ctx->c_admit.ad_deferred);
     hm_return_t ret = hmi_hmap_init(&ctx->c_addr_cache, 64);
     if (ret != HM_SUCCESS)
         return ret;

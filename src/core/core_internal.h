@@ -38,12 +38,16 @@
 /* Error replies (HM_OVERLOADED, HM_NOENTRY, ...) a server keeps posted and not yet
  * sent (header-sized buffers, a few hundred bytes each): to a peer that has
  * taken none for HMI_ADMIT_STALL_MS, at most HMI_ADMIT_REPLIES_PEER; to any peer
- * HMI_ADMIT_REPLIES_PEER_MAX, and HMI_ADMIT_REPLIES_CTX in all. Past them a
- * refused request gets no answer. */
+ * HMI_ADMIT_REPLIES_PEER_MAX, and HMI_ADMIT_REPLIES_CTX in all. Past them (or
+ * when a post fails for want of resources) the answer waits as a small record,
+ * posted as earlier replies complete; at most HMI_ADMIT_DEFERRED_MAX wait in a
+ * context. Only a peer that has stopped taking its replies (the stall rule) or
+ * one past that last bound gets no answer, counted in overload_drops. */
 #define HMI_ADMIT_REPLIES_PEER 64u
 #define HMI_ADMIT_STALL_MS 5000u /* as long as ofi+tcp waits to declare a peer dead */
 #define HMI_ADMIT_REPLIES_PEER_MAX 16384u
 #define HMI_ADMIT_REPLIES_CTX 32768u
+#define HMI_ADMIT_DEFERRED_MAX 262144u /* ~25 MB of records */
 /* The pool trim runs at most this often; it frees what stayed idle since the last. */
 #define HMI_TRIM_INTERVAL_NS 250000000ull
 
@@ -90,6 +94,7 @@ struct hm_addr {
     uint32_t a_adm_replies;  /* error replies to it posted, not yet completed */
     uint64_t a_adm_taken_ns; /* when it last took one (or the first was posted) */
     uint64_t a_adm_bytes;    /* overflow bytes of its requests in service */
+    uint32_t a_adm_deferred; /* error replies to it waiting to be posted (admit.c) */
 };
 
 /* A serving context's admission budgets and their use (admit.c); 0: no limit. */
@@ -105,6 +110,8 @@ struct hmi_admit {
     /* Error replies' send slots: header-sized buffers, pooled apart from the
      * eager-limit ones, so an answer costs a few hundred bytes. */
     struct hmi_list ad_free_replies;
+    struct hmi_list ad_deferred; /* error replies waiting to be posted, oldest first */
+    uint32_t ad_deferred_count;
     uint32_t ad_replies_idle;
     uint32_t ad_replies_low;  /* fewest idle since the last trim (trim.c) */
 };
@@ -403,6 +410,10 @@ void hmi_admit_reply(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_h
 void hmi_admit_reply_done(struct hmi_send_slot *slot, hm_return_t status);
 /* trim.c's share: free idle reply slots beyond a few; returns how many. */
 uint32_t hmi_admit_trim(hm_context_t *ctx);
+/* Post the error replies waiting for room; also called by hmi_admit_trim. */
+void hmi_admit_flush(hm_context_t *ctx);
+/* Free the waiting error replies (context destroy). */
+void hmi_admit_deferred_free(hm_context_t *ctx);
 
 
 /* retry.c: client side of HM_OVERLOADED */
