@@ -273,8 +273,9 @@ typedef struct hm_stats {
     /* Admission (server) and its retries (client). */
     uint64_t overload_replies;    /* requests answered HM_OVERLOADED (or HM_MSGSIZE for an
                                      overflow larger than the per-peer budget), not run */
-    uint64_t overload_drops;      /* requests over budget dropped unanswered: one-way, or the
-                                     peer's (context's) error replies in flight at their bound */
+    uint64_t overload_drops;      /* requests over budget dropped unanswered: one-way, a peer
+                                     that stopped taking its replies (5 s) or is dead, or the
+                                     context's waiting replies at their bound */
     uint64_t overload_retries;    /* requests sent again after an HM_OVERLOADED answer */
     uint64_t pool_trimmed;        /* idle handles and send buffers freed by the pool trim */
 } hm_stats_t;
