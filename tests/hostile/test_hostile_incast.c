@@ -169,8 +169,12 @@ static void test_incast_shrinks(void **state)
     assert_int_equal(hm_test_wait(&srv, 60), 0);
     /* Memory went back to the system (how much depends on the transport,
      * which keeps buffers of its own: ofi+tcp gave back about a third, the
-     * others nearly all; the pool counts above are the exact check). */
+     * others nearly all; the pool counts above are the exact check). Not
+     * under ASan: its allocator keeps freed memory in quarantine and
+     * malloc_trim does not reach it, so RSS stays at its peak. */
+#if !defined(__SANITIZE_ADDRESS__)
     assert_true(rss < hwm - 1024);
+#endif
     hm_test_alarm(0, NULL);
 }
 
