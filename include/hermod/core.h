@@ -164,11 +164,23 @@ enum hm_context_opt_field {
     HM_CONTEXT_OPT_PROGRESS_THREAD = 1u << 5, /* .progress_thread */
     HM_CONTEXT_OPT_CREDITS_PEER = 1u << 6,  /* .credits_per_peer */
     HM_CONTEXT_OPT_CREDITS_TOTAL = 1u << 7, /* .credits_total */
+    HM_CONTEXT_OPT_MAX_REQUESTS = 1u << 8,  /* .max_requests */
+    HM_CONTEXT_OPT_MAX_REQUESTS_PEER = 1u << 9, /* .max_requests_per_peer */
+    HM_CONTEXT_OPT_MAX_OVERFLOW = 1u << 10, /* .max_overflow_bytes */
+    HM_CONTEXT_OPT_MAX_OVERFLOW_PEER = 1u << 11, /* .max_overflow_bytes_per_peer */
+    HM_CONTEXT_OPT_RETRY_HINT = 1u << 12,   /* .retry_hint_us */
 };
 
 /* Default limits of RPCs in flight (DESIGN §6). */
 #define HM_CREDITS_PER_PEER_DEFAULT 256u
 #define HM_CREDITS_TOTAL_DEFAULT 4096u
+
+/* Default admission budgets of a serving context (see hm_context_opts_t). */
+#define HM_MAX_REQUESTS_DEFAULT 4096u
+#define HM_MAX_REQUESTS_PEER_DEFAULT 512u
+#define HM_MAX_OVERFLOW_DEFAULT ((uint64_t)2 << 30)      /* 2 GiB */
+#define HM_MAX_OVERFLOW_PEER_DEFAULT ((uint64_t)1 << 30) /* 1 GiB: the largest overflow */
+#define HM_RETRY_HINT_DEFAULT_US 500u
 
 typedef struct hm_context_opts {
     uint64_t field_mask;
@@ -190,6 +202,27 @@ typedef struct hm_context_opts {
      * a queued RPC keeps its deadline and can be canceled. */
     uint32_t credits_per_peer;
     uint32_t credits_total;
+    /*
+     * Admission budgets of this context as a server (0: no limit). Incoming
+     * requests in service (received, queued for or in their handler, or
+     * responding until the response has left): at most max_requests
+     * (HM_MAX_REQUESTS_DEFAULT, env HM_MAX_REQUESTS) on the context and
+     * max_requests_per_peer (HM_MAX_REQUESTS_PEER_DEFAULT, env
+     * HM_MAX_REQUESTS_PEER) from one peer context. Bytes of overflowed
+     * request arguments pulled and not yet freed: max_overflow_bytes
+     * (HM_MAX_OVERFLOW_DEFAULT, env HM_MAX_OVERFLOW) and
+     * max_overflow_bytes_per_peer (HM_MAX_OVERFLOW_PEER_DEFAULT, env
+     * HM_MAX_OVERFLOW_PEER); an announcement larger than the per-peer budget
+     * is answered HM_MSGSIZE. A request past a budget is not run: it is
+     * answered HM_OVERLOADED with a hint of retry_hint_us microseconds
+     * (HM_RETRY_HINT_DEFAULT_US, env HM_RETRY_HINT_US), and the client's
+     * hm_forward sends it again by itself, within its deadline.
+     */
+    uint32_t max_requests;
+    uint32_t max_requests_per_peer;
+    uint64_t max_overflow_bytes;
+    uint64_t max_overflow_bytes_per_peer;
+    uint32_t retry_hint_us;
 } hm_context_opts_t;
 
 /*
@@ -292,6 +325,14 @@ typedef struct hm_stats {
     uint64_t listen_refused_key;   /* job key (HM_JOB_KEY) missing or different */
     uint64_t listen_refused_slow;  /* no whole hello within its deadline */
     uint64_t listen_refused_busy;  /* evicted: too many connections waiting */
+    /* Admission (server) and its retries (client). */
+    uint64_t overload_replies;    /* requests answered HM_OVERLOADED (or HM_MSGSIZE for an
+                                     overflow larger than the per-peer budget), not run */
+    uint64_t overload_drops;      /* requests over budget dropped unanswered: one-way, a peer
+                                     that stopped taking its replies (5 s) or is dead, or the
+                                     context's waiting replies at their bound */
+    uint64_t overload_retries;    /* requests sent again after an HM_OVERLOADED answer */
+    uint64_t pool_trimmed;        /* idle handles and send buffers freed by the pool trim */
 } hm_stats_t;
 
 /* Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked). */
@@ -396,7 +437,11 @@ typedef struct hm_forward_opts {
 /*
  * hm_forward: encode `in` and send the request; `cb` runs once from
  * hm_trigger with the result: HM_SUCCESS (then hm_get_output), HM_TIMEOUT,
- * HM_CANCELED, HM_UNREACHABLE, or the error the server returned. Fails at
+ * HM_CANCELED, HM_UNREACHABLE, or the error the server returned. A server
+ * over its admission budget answers HM_OVERLOADED: the request is then sent
+ * again by itself, after the server's hint and an exponential backoff, until
+ * it is admitted or its deadline passes (HM_TIMEOUT); each retry is counted
+ * in overload_retries, and `cb` never sees HM_OVERLOADED. Fails at
  * once with HM_BUSY if the handle already has an RPC in flight, HM_MSGSIZE if
  * `in` does not fit the eager limit, HM_UNREACHABLE for a dead peer; `cb`
  * does not run then.

@@ -43,7 +43,8 @@ extern "C" {
     X(HM_BUSY, 13, "busy: object still in use")                                \
     X(HM_TRANSPORT_ERROR, 14, "transport error")                               \
     X(HM_FAULT, 15, "internal error")                                          \
-    X(HM_STALE, 16, "stale group version (membership differs)")
+    X(HM_STALE, 16, "stale group version (membership differs)")               \
+    X(HM_OVERLOADED, 17, "server over its admission budget, retry later")
 
 #define HM_RETURN_ENUM_ENTRY(name, value, text) name = value,
 typedef enum hm_return { HM_RETURN_LIST(HM_RETURN_ENUM_ENTRY) HM_RETURN_MAX } hm_return_t;

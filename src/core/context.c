@@ -16,26 +16,52 @@
 
 /* ---- handle pool ----------------------------------------------------------- */
 
-/* Make one more handle, with a permanent slot in the cookie table. */
+/* Room for one more slot in the cookie table (and in the list of trimmed slots). */
+static bool ctx_table_room(hm_context_t *ctx)
+{
+    if (ctx->c_table_size < ctx->c_table_cap)
+        return true;
+    uint32_t cap = ctx->c_table_cap ? ctx->c_table_cap * 2 : 64;
+    hm_handle_t **grown = realloc(ctx->c_table, cap * sizeof(*grown));
+    if (grown == NULL)
+        return false;
+    ctx->c_table = grown;
+    uint64_t *slots = realloc(ctx->c_slots_free, cap * sizeof(*slots));
+    if (slots == NULL)
+        return false; /* the table is bigger, its capacity not yet */
+    ctx->c_slots_free = slots;
+    ctx->c_table_cap = cap;
+    return true;
+}
+
+/* Make one more handle, in a trimmed handle's slot (going on from its
+ * generation, so its old cookies stay stale) or a new one. */
 static hm_handle_t *ctx_handle_new(hm_context_t *ctx)
 {
-    if (ctx->c_table_size == ctx->c_table_cap) {
-        uint32_t cap = ctx->c_table_cap ? ctx->c_table_cap * 2 : 64;
-        hm_handle_t **grown = realloc(ctx->c_table, cap * sizeof(*grown));
-        if (grown == NULL)
-            return NULL;
-        ctx->c_table = grown;
-        ctx->c_table_cap = cap;
-    }
+    bool reuse = ctx->c_slots_free_count > 0;
+    if (!reuse && !ctx_table_room(ctx))
+        return NULL;
     hm_handle_t *handle = calloc(1, sizeof(*handle));
     if (handle == NULL)
         return NULL;
     handle->h_ctx = ctx;
-    handle->h_slot = ctx->c_table_size;
+    if (reuse) {
+        uint64_t freed = ctx->c_slots_free[--ctx->c_slots_free_count];
+        handle->h_slot = (uint32_t)freed;
+        handle->h_gen = (uint32_t)(freed >> 32) + 1;
+    } else {
+        handle->h_slot = ctx->c_table_size++;
+    }
     hmi_list_init(&handle->h_link);
     hmi_timer_init(&handle->h_timer);
-    ctx->c_table[ctx->c_table_size++] = handle;
+    ctx->c_table[handle->h_slot] = handle;
     return handle;
+}
+
+/* Handles in the pool, idle. */
+static uint32_t ctx_handles_idle(const hm_context_t *ctx)
+{
+    return ctx->c_table_size - ctx->c_slots_free_count - ctx->c_handles_alive;
 }
 
 /*
@@ -52,7 +78,8 @@ static uint32_t ctx_grow_count(uint32_t current)
 
 static void ctx_handles_grow(hm_context_t *ctx)
 {
-    for (uint32_t n = ctx_grow_count(ctx->c_table_size); n > 0; n--) {
+    for (uint32_t n = ctx_grow_count(ctx->c_table_size - ctx->c_slots_free_count); n > 0;
+         n--) {
         hm_handle_t *handle = ctx_handle_new(ctx);
         if (handle == NULL)
             return;
@@ -84,6 +111,9 @@ hm_handle_t *hmi_handle_get(hm_context_t *ctx)
     hmi_list_init(&handle->h_link);
     hmi_timer_init(&handle->h_timer);
     ctx->c_handles_alive++;
+    uint32_t idle = ctx_handles_idle(ctx);
+    if (idle < ctx->c_handles_low)
+        ctx->c_handles_low = idle;
     return handle;
 }
 
@@ -92,6 +122,7 @@ void hmi_handle_put(hm_handle_t *handle)
 {
     hm_context_t *ctx = handle->h_ctx;
     hmi_handle_release_msg(handle);
+    hmi_admit_leave(handle); /* before its address, which carries the peer's share */
     if (handle->h_addr)
         hm_addr_free(handle->h_addr);
     handle->h_addr = NULL;
@@ -104,8 +135,9 @@ void hmi_handle_put(hm_handle_t *handle)
 /* ---- send slots -------------------------------------------------------------- */
 
 static void ctx_send_done(hm_na_op_t *op, hm_return_t status);
+static struct hmi_send_slot *ctx_send_slot_new(hm_context_t *ctx);
 
-static struct hmi_send_slot *ctx_send_slot_new(hm_context_t *ctx)
+struct hmi_send_slot *hmi_send_slot_new(hm_context_t *ctx, size_t size)
 {
     hm_na_class_t *na = ctx->c_class->k_na;
     struct hmi_send_slot *slot = calloc(1, sizeof(*slot));
@@ -115,14 +147,12 @@ static struct hmi_send_slot *ctx_send_slot_new(hm_context_t *ctx)
     slot->s_op = hm_na_op_create(na);
     if (slot->s_op == NULL)
         goto err_free_slot;
-    slot->s_buf = na->c_ops.msg_buf_alloc(na, ctx->c_class->k_msg_limit, &slot->s_desc);
+    slot->s_buf = na->c_ops.msg_buf_alloc(na, size, &slot->s_desc);
     if (slot->s_buf == NULL)
         goto err_free_op;
-    hmi_ctx_place_buffer(ctx, slot->s_buf, ctx->c_class->k_msg_limit);
     slot->s_op->o_cb = ctx_send_done;
     slot->s_op->o_arg = slot;
     hmi_list_init(&slot->s_link);
-    ctx->c_sends_total++;
     return slot;
 
 err_free_op:
@@ -132,12 +162,22 @@ err_free_slot:
     return NULL;
 }
 
-static void ctx_send_slot_free(struct hmi_send_slot *slot)
+/* An eager-limit slot of the context's pool, placed on its node. */
+static struct hmi_send_slot *ctx_send_slot_new(hm_context_t *ctx)
+{
+    struct hmi_send_slot *slot = hmi_send_slot_new(ctx, ctx->c_class->k_msg_limit);
+    if (slot == NULL)
+        return NULL;
+    hmi_ctx_place_buffer(ctx, slot->s_buf, ctx->c_class->k_msg_limit);
+    ctx->c_sends_total++;
+    return slot;
+}
+
+void hmi_send_slot_free(struct hmi_send_slot *slot)
 {
     hm_na_class_t *na = slot->s_ctx->c_class->k_na;
     na->c_ops.msg_buf_free(na, slot->s_buf, slot->s_desc);
     hm_na_op_destroy(slot->s_op);
-    slot->s_ctx->c_sends_total--;
     free(slot);
 }
 
@@ -165,6 +205,8 @@ struct hmi_send_slot *hmi_send_slot_get(hm_context_t *ctx)
     slot->s_handle = NULL;
     slot->s_cookie = 0;
     ctx->c_sends_busy++;
+    if (ctx->c_sends_total - ctx->c_sends_busy < ctx->c_sends_low)
+        ctx->c_sends_low = ctx->c_sends_total - ctx->c_sends_busy;
     return slot;
 }
 
@@ -182,6 +224,10 @@ static void ctx_send_done(hm_na_op_t *op, hm_return_t status)
     enum hmi_send_kind kind = slot->s_kind;
     hm_handle_t *handle = slot->s_handle;
     uint64_t cookie = slot->s_cookie;
+    if (kind == HMI_SEND_REPLY) { /* a counted error reply: its own pool */
+        hmi_admit_reply_done(slot, status);
+        return;
+    }
     hmi_send_slot_put(slot);
     if (status != HM_SUCCESS && status != HM_CANCELED)
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG, "send failed: %s", hm_strerror(status));
@@ -312,14 +358,21 @@ static void ctx_free_pools(hm_context_t *ctx)
 {
     struct hmi_list *link;
     while ((link = hmi_list_pop_front(&ctx->c_free_sends)) != NULL)
-        ctx_send_slot_free(hmi_container_of(link, struct hmi_send_slot, s_link));
+        hmi_send_slot_free(hmi_container_of(link, struct hmi_send_slot, s_link));
+    hmi_admit_deferred_free(ctx);
+    while ((link = hmi_list_pop_front(&ctx->c_admit.ad_free_replies)) != NULL)
+        hmi_send_slot_free(hmi_container_of(link, struct hmi_send_slot, s_link));
     for (uint32_t i = 0; i < ctx->c_table_size; i++) {
+        if (ctx->c_table[i] == NULL) /* trimmed */
+            continue;
         free(ctx->c_table[i]->h_stage);
         free(ctx->c_table[i]);
     }
     free(ctx->c_table);
+    free(ctx->c_slots_free);
     ctx->c_table = NULL;
-    ctx->c_table_size = ctx->c_table_cap = 0;
+    ctx->c_slots_free = NULL;
+    ctx->c_table_size = ctx->c_table_cap = ctx->c_slots_free_count = 0;
 }
 
 /* Everything but the NA context and the pools; undone by ctx_fini_state. */
@@ -332,6 +385,8 @@ static hm_return_t ctx_init_state(hm_context_t *ctx, const hm_context_opts_t *op
     hmi_list_init(&ctx->c_linger);
     hmi_list_init(&ctx->c_free_handles);
     hmi_list_init(&ctx->c_free_sends);
+    hmi_list_init(&ctx->c_admit.ad_free_replies);
+    hmi_list_init(&ctx->c_admit.ad_deferred);
     hm_return_t ret = hmi_hmap_init(&ctx->c_addr_cache, 64);
     if (ret != HM_SUCCESS)
         return ret;
@@ -347,6 +402,9 @@ static hm_return_t ctx_init_state(hm_context_t *ctx, const hm_context_opts_t *op
     ret = hmi_ctx_drive_init(ctx);
     if (ret != HM_SUCCESS)
         goto err_credit;
+    hmi_admit_init(ctx, opts);
+    ctx->c_retain = pool_size;
+    ctx->c_retry_rng = (uint64_t)(uintptr_t)ctx * 0x9e3779b97f4a7c15ull | 1u;
     return HM_SUCCESS;
 
 err_credit:

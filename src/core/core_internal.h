@@ -35,6 +35,21 @@
 #define HMI_OVERFLOW_HOLD_MS 30000u
 /* How long a timed-out or canceled request's bulk pins wait for a late response. */
 #define HMI_LINGER_MS 60000u
+/* Error replies (HM_OVERLOADED, HM_NOENTRY, ...) a server keeps posted and not yet
+ * sent (header-sized buffers, a few hundred bytes each): to a peer that has
+ * taken none for HMI_ADMIT_STALL_MS, at most HMI_ADMIT_REPLIES_PEER; to any peer
+ * HMI_ADMIT_REPLIES_PEER_MAX, and HMI_ADMIT_REPLIES_CTX in all. Past them (or
+ * when a post fails for want of resources) the answer waits as a small record,
+ * posted as earlier replies complete; at most HMI_ADMIT_DEFERRED_MAX wait in a
+ * context. Only a peer that has stopped taking its replies (the stall rule) or
+ * one past that last bound gets no answer, counted in overload_drops. */
+#define HMI_ADMIT_REPLIES_PEER 64u
+#define HMI_ADMIT_STALL_MS 5000u /* as long as ofi+tcp waits to declare a peer dead */
+#define HMI_ADMIT_REPLIES_PEER_MAX 16384u
+#define HMI_ADMIT_REPLIES_CTX 32768u
+#define HMI_ADMIT_DEFERRED_MAX 262144u /* ~25 MB of records */
+/* The pool trim runs at most this often; it frees what stayed idle since the last. */
+#define HMI_TRIM_INTERVAL_NS 250000000ull
 
 struct hmi_rpc_info {
     hm_id_t r_id;
@@ -73,6 +88,32 @@ struct hm_addr {
     hm_na_addr_t *a_na;      /* one reference */
     uint16_t a_ctx_index;    /* context of the peer this address targets */
     _Atomic uint32_t a_refs;
+    /* Admission (admit.c): what this peer context holds of our server budgets.
+     * Only on the cached source address of requests; driver only. */
+    uint32_t a_adm_requests; /* its requests in service */
+    uint32_t a_adm_replies;  /* error replies to it posted, not yet completed */
+    uint64_t a_adm_taken_ns; /* when it last took one (or the first was posted) */
+    uint64_t a_adm_bytes;    /* overflow bytes of its requests in service */
+    uint32_t a_adm_deferred; /* error replies to it waiting to be posted (admit.c) */
+};
+
+/* A serving context's admission budgets and their use (admit.c); 0: no limit. */
+struct hmi_admit {
+    uint32_t ad_max_requests;
+    uint32_t ad_max_requests_peer;
+    uint64_t ad_max_bytes;
+    uint64_t ad_max_bytes_peer;
+    uint32_t ad_hint_us;
+    uint32_t ad_requests;    /* server handles in service */
+    uint32_t ad_replies;     /* error replies posted, not yet completed */
+    uint64_t ad_bytes;       /* overflow bytes held by requests in service */
+    /* Error replies' send slots: header-sized buffers, pooled apart from the
+     * eager-limit ones, so an answer costs a few hundred bytes. */
+    struct hmi_list ad_free_replies;
+    struct hmi_list ad_deferred; /* error replies waiting to be posted, oldest first */
+    uint32_t ad_deferred_count;
+    uint32_t ad_replies_idle;
+    uint32_t ad_replies_low;  /* fewest idle since the last trim (trim.c) */
 };
 
 /*
@@ -92,7 +133,12 @@ struct hmi_ctx_place {
 };
 
 /* Send slot: a message buffer and the NA op that carries it. */
-enum hmi_send_kind { HMI_SEND_REQUEST, HMI_SEND_RESPONSE, HMI_SEND_RAW };
+enum hmi_send_kind {
+    HMI_SEND_REQUEST,
+    HMI_SEND_RESPONSE,
+    HMI_SEND_RAW,
+    HMI_SEND_REPLY, /* a counted error reply, from the admission pool (admit.c) */
+};
 
 struct hmi_send_slot {
     hm_context_t *s_ctx;
@@ -103,6 +149,7 @@ struct hmi_send_slot {
     enum hmi_send_kind s_kind;
     hm_handle_t *s_handle;    /* responses: the handle (one ref) */
     uint64_t s_cookie;        /* requests: to report a failed send */
+    hm_addr_t *s_peer;        /* HMI_SEND_REPLY: its peer (one reference) */
 };
 
 /* What a handle is queued for in the completion queue. */
@@ -180,6 +227,9 @@ struct hm_handle {
      * pins) or the response's (server, until the ACK: overflow.c). */
     hm_bulk_t *h_overflow;
     hm_bulk_op_id_t *h_fetch;        /* client: pull of an overflowed response */
+    bool h_retry_wait;               /* client: answered HM_OVERLOADED, h_timer is
+                                        the time to send the staged request again */
+    uint32_t h_retries;              /* client: of the RPC in flight */
 
     /* server */
     uint64_t h_peer_cookie;
@@ -188,6 +238,8 @@ struct hm_handle {
     hm_cb_t h_resp_cb;
     void *h_resp_arg;
     hm_return_t h_resp_ret;
+    bool h_admitted;                 /* counted in the admission budgets (admit.c) */
+    uint64_t h_adm_bytes;            /* overflow bytes it was admitted with */
 
     enum hmi_comp_kind h_comp;
     /* Pool free list, completion queue, or a peer's credit queue: one at a time. */
@@ -253,10 +305,20 @@ struct hm_context {
     struct hmi_list c_comp_bulk;      /* finished bulk transfers (bulk_api.c) */
     uint32_t c_bulks_alive;           /* transfers started, callback not run yet */
     struct hmi_list c_free_handles;
-    hm_handle_t **c_table;            /* slot -> handle, for cookies */
+    hm_handle_t **c_table;            /* slot -> handle, for cookies; NULL: trimmed */
     uint32_t c_table_size;
     uint32_t c_table_cap;
     uint32_t c_handles_alive;         /* handed out of the pool */
+    /* Pool trim (trim.c). Slots of trimmed handles, as gen << 32 | slot, so a
+     * handle made later in the slot goes on from the generation it had. */
+    uint64_t *c_slots_free;           /* capacity c_table_cap */
+    uint32_t c_slots_free_count;
+    uint32_t c_handles_low;           /* fewest idle handles since the last trim */
+    uint32_t c_sends_low;             /* fewest idle send slots since the last trim */
+    uint32_t c_retain;                /* send slots kept idle (handles: twice) */
+    uint64_t c_trim_next_ns;
+    struct hmi_admit c_admit;         /* admission budgets (admit.c) */
+    uint64_t c_retry_rng;             /* jitter of retry delays (retry.c) */
 
     struct hmi_list c_free_sends;
     uint32_t c_sends_total;
@@ -350,6 +412,43 @@ void hmi_forward_dispatch(hm_handle_t *handle);
 /* respond.c: driver side of a response staged by another thread. */
 void hmi_respond_dispatch(hm_handle_t *handle);
 
+/* admit.c: a serving context's budgets (DESIGN §6, ARCHITECTURE "Admission") */
+void hmi_admit_init(hm_context_t *ctx, const hm_context_opts_t *opts);
+/* May the request in `hdr` (payload in `buf`) from `peer` be served? HM_SUCCESS
+ * (with the overflow bytes it announces), HM_OVERLOADED, or HM_MSGSIZE. */
+hm_return_t hmi_admit_check(hm_context_t *ctx, hm_addr_t *peer,
+                            const struct hmi_wire_header *hdr, const void *buf,
+                            uint64_t *bytes_out);
+/* Count the server handle in the budgets (bytes: its overflow) until it is put. */
+void hmi_admit_enter(hm_handle_t *handle, uint64_t bytes);
+void hmi_admit_leave(hm_handle_t *handle);
+/* Answer a request that will not be served with `error`; bounded per peer and
+ * context (past the bound: no answer, counted). HM_OVERLOADED carries the hint. */
+void hmi_admit_reply(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *req,
+                     hm_return_t error);
+/* The send of a counted error reply ended: uncount it, pool its slot again. */
+void hmi_admit_reply_done(struct hmi_send_slot *slot, hm_return_t status);
+/* trim.c's share: free idle reply slots beyond a few; returns how many. */
+uint32_t hmi_admit_trim(hm_context_t *ctx);
+/* Post the error replies waiting for room; also called by hmi_admit_trim. */
+void hmi_admit_flush(hm_context_t *ctx);
+/* Free the waiting error replies (context destroy). */
+void hmi_admit_deferred_free(hm_context_t *ctx);
+
+
+/* retry.c: client side of HM_OVERLOADED */
+/* The server refused the waiting RPC on `handle`: send it again later, or end it. */
+void hmi_retry_overloaded(hm_handle_t *handle, uint32_t hint_us);
+/* Its retry time came (h_timer fired with h_retry_wait): send it again. */
+void hmi_retry_send(hm_handle_t *handle);
+
+/* trim.c: pools give back what stayed idle */
+/* Driver, outside callbacks: free idle handles and send slots past the retained
+ * amount that stayed idle for a whole interval. */
+void hmi_trim(hm_context_t *ctx, uint64_t now_ns);
+/* Free a handle whose slot is in the table (its memory and its stage). */
+void hmi_trim_handle_free(hm_context_t *ctx, hm_handle_t *handle);
+
 /* class / registry */
 struct hmi_rpc_info *hmi_registry_find(hm_class_t *cls, hm_id_t id);
 void hmi_registry_destroy(hm_class_t *cls);
@@ -359,6 +458,10 @@ hm_handle_t *hmi_handle_get(hm_context_t *ctx);
 void hmi_handle_put(hm_handle_t *handle);
 struct hmi_send_slot *hmi_send_slot_get(hm_context_t *ctx);
 void hmi_send_slot_put(struct hmi_send_slot *slot);
+/* A send slot with a `size`-byte message buffer (not counted in any pool). */
+struct hmi_send_slot *hmi_send_slot_new(hm_context_t *ctx, size_t size);
+/* Free an idle send slot that is on no list (context destroy, trim). */
+void hmi_send_slot_free(struct hmi_send_slot *slot);
 void hmi_comp_enqueue(hm_handle_t *handle, enum hmi_comp_kind kind);
 
 /* A callback is due: a handle or a bulk transfer is queued. */

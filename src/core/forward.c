@@ -20,7 +20,7 @@ hm_handle_t *hmi_forward_waiting(hm_context_t *ctx, uint64_t cookie)
     if (slot >= ctx->c_table_size)
         return NULL;
     hm_handle_t *handle = ctx->c_table[slot];
-    if (handle->h_gen != (uint32_t)(cookie >> 32) || handle->h_state != HMI_H_WAITING ||
+    if (handle == NULL || handle->h_gen != (uint32_t)(cookie >> 32) || handle->h_state != HMI_H_WAITING ||
         handle->h_server)
         return NULL;
     return handle;
@@ -41,6 +41,7 @@ void hmi_forward_complete(hm_handle_t *handle, hm_return_t ret)
     hm_context_t *ctx = handle->h_ctx;
     handle->h_state = HMI_H_DONE;
     handle->h_ret = ret;
+    handle->h_retry_wait = false;
     hmi_credit_end(ctx, handle);
     hmi_handle_unpin(handle); /* the peer is done with the request's bulk handles */
     if (handle->h_fetch != NULL) { /* ended while pulling its overflowed output */
@@ -103,6 +104,8 @@ static hm_return_t forward_arm(hm_handle_t *handle, hm_cb_t cb, void *arg, uint3
     handle->h_state = HMI_H_WAITING;
     handle->h_credit = false;
     handle->h_queued = false;
+    handle->h_retry_wait = false;
+    handle->h_retries = 0;
     handle->h_deadline_ns = timeout_ms ? start_ns + (uint64_t)timeout_ms * 1000000u : 0;
     if (timeout_ms == 0)
         return HM_SUCCESS;
@@ -167,11 +170,12 @@ static hm_return_t forward_now(hm_handle_t *handle, const void *in, hm_cb_t cb, 
     ret = forward_arm(handle, cb, arg, timeout_ms, hmi_time_ns());
     if (ret != HM_SUCCESS)
         goto err_unwind;
+    /* Kept in the stage whether it leaves now or not: a server over its
+     * budget answers HM_OVERLOADED and the request goes again (retry.c). */
+    ret = forward_stage_slot(handle, slot, msg.m_len, msg.m_overflow ? HMI_WIRE_F_OVERFLOW : 0);
+    if (ret != HM_SUCCESS)
+        goto err_unwind;
     if (!hmi_credit_take(ctx, handle)) {
-        uint8_t flags = msg.m_overflow ? HMI_WIRE_F_OVERFLOW : 0;
-        ret = forward_stage_slot(handle, slot, msg.m_len, flags);
-        if (ret != HM_SUCCESS)
-            goto err_unwind;
         hmi_send_slot_put(slot);
         hmi_credit_queue(ctx, handle);
         return HM_SUCCESS;
@@ -355,7 +359,10 @@ void hmi_forward_response(hm_context_t *ctx, const struct hmi_wire_header *hdr, 
     ctx->c_stats.responses_received++;
     if (hdr->flags & HMI_WIRE_F_ERROR) {
         hm_na_msg_release(ctx->c_na, token);
-        hmi_forward_complete(handle, (hm_return_t)hdr->ret);
+        if (hdr->ret == HM_OVERLOADED)
+            hmi_retry_overloaded(handle, hdr->budget_us);
+        else
+            hmi_forward_complete(handle, (hm_return_t)hdr->ret);
         return;
     }
     if (hdr->flags & HMI_WIRE_F_OVERFLOW) { /* completes once the output is pulled */
@@ -381,6 +388,10 @@ void hmi_forward_expire(hm_context_t *ctx, uint64_t now_ns)
             hmi_overflow_release(handle);
             continue;
         }
+        if (handle->h_retry_wait) { /* not its deadline: the time to send it again */
+            hmi_retry_send(handle);
+            continue;
+        }
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG, "RPC 0x%08x timed out%s", handle->h_id,
                 handle->h_queued ? " waiting for a credit" : "");
         forward_end_early(handle, HM_TIMEOUT);
@@ -391,7 +402,7 @@ void hmi_forward_fail_peer(hm_context_t *ctx, hm_na_addr_t *peer)
 {
     for (uint32_t i = 0; i < ctx->c_table_size; i++) {
         hm_handle_t *handle = ctx->c_table[i];
-        if (handle->h_state == HMI_H_WAITING && !handle->h_server && handle->h_addr &&
+        if (handle != NULL && handle->h_state == HMI_H_WAITING && !handle->h_server && handle->h_addr &&
             handle->h_addr->a_na == peer)
             hmi_forward_complete(handle, HM_UNREACHABLE);
     }

@@ -405,7 +405,7 @@ void hmi_overflow_release(hm_handle_t *handle)
 void hmi_overflow_ack(hm_context_t *ctx, const struct hmi_wire_header *hdr)
 {
     uint32_t slot = (uint32_t)hdr->cookie;
-    hm_handle_t *handle = slot < ctx->c_table_size ? ctx->c_table[slot] : NULL;
+    hm_handle_t *handle = slot < ctx->c_table_size ? ctx->c_table[slot] : NULL; /* or trimmed */
     if (handle == NULL || !handle->h_server || handle->h_overflow == NULL ||
         handle->h_gen != (uint32_t)(hdr->cookie >> 32)) {
         ctx->c_stats.dropped_late++;
@@ -420,7 +420,7 @@ void hmi_overflow_release_peer(hm_context_t *ctx, hm_na_addr_t *peer)
 {
     for (uint32_t i = 0; i < ctx->c_table_size; i++) {
         hm_handle_t *handle = ctx->c_table[i];
-        if (handle->h_server && handle->h_overflow && handle->h_addr->a_na == peer)
+        if (handle && handle->h_server && handle->h_overflow && handle->h_addr->a_na == peer)
             hmi_overflow_release(handle);
     }
 }
@@ -430,7 +430,7 @@ uint32_t hmi_overflow_ref_all(hm_context_t *ctx, hm_bulk_t **out)
     uint32_t count = 0;
     for (uint32_t i = 0; i < ctx->c_table_size; i++) {
         hm_handle_t *handle = ctx->c_table[i];
-        if (!handle->h_server || handle->h_overflow == NULL)
+        if (handle == NULL || !handle->h_server || handle->h_overflow == NULL)
             continue;
         if (out != NULL) {
             hm_bulk_ref(handle->h_overflow);
@@ -444,6 +444,6 @@ uint32_t hmi_overflow_ref_all(hm_context_t *ctx, hm_bulk_t **out)
 void hmi_overflow_release_all(hm_context_t *ctx)
 {
     for (uint32_t i = 0; i < ctx->c_table_size; i++)
-        if (ctx->c_table[i]->h_server)
+        if (ctx->c_table[i] != NULL && ctx->c_table[i]->h_server)
             hmi_overflow_release(ctx->c_table[i]);
 }

@@ -39,6 +39,7 @@ static int progress_pass(hm_context_t *ctx)
         hmi_linger_expire(ctx, now);
     if (ctx->c_queued != 0)
         hmi_credit_pump(ctx);
+    hmi_trim(ctx, now);
     return events;
 }
 

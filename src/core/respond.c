@@ -12,24 +12,19 @@
 #include "util/log.h"
 #include "util/time.h"
 
-static void respond_noentry(hm_context_t *ctx, hm_na_addr_t *source,
+static void respond_noentry(hm_context_t *ctx, hm_addr_t *peer,
                             const struct hmi_wire_header *hdr)
 {
     ctx->c_stats.noentry_replies++;
     hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
             "request for unknown RPC id 0x%08x, answered HM_NOENTRY", hdr->rpc_id);
-    if ((hdr->flags & HMI_WIRE_F_NO_RESPONSE) == 0)
-        hmi_send_error_reply(ctx, source, hdr, HM_NOENTRY);
+    hmi_admit_reply(ctx, peer, hdr, HM_NOENTRY);
 }
 
-/* Fill a fresh server handle for the request in `hdr`. */
-static hm_return_t respond_handle_init(hm_handle_t *handle, hm_na_addr_t *source,
-                                       const struct hmi_wire_header *hdr,
-                                       struct hmi_rpc_info *rpc)
+/* Fill a fresh server handle for the request in `hdr` from `addr` (cached). */
+static void respond_handle_init(hm_handle_t *handle, hm_addr_t *addr,
+                                const struct hmi_wire_header *hdr, struct hmi_rpc_info *rpc)
 {
-    hm_addr_t *addr = hmi_addr_cached(handle->h_ctx, source, hdr->origin_ctx);
-    if (addr == NULL)
-        return HM_NOMEM;
     handle->h_server = true;
     handle->h_addr = hm_addr_dup(addr);
     handle->h_rpc = rpc;
@@ -40,28 +35,47 @@ static hm_return_t respond_handle_init(hm_handle_t *handle, hm_na_addr_t *source
                                 ? 0
                                 : hmi_time_ns() + (uint64_t)hdr->budget_us * 1000u;
     handle->h_state = HMI_H_RECEIVED;
-    return HM_SUCCESS;
+}
+
+/* Not served: give the receive buffer back at once, then answer `error`. */
+static void respond_refuse(hm_context_t *ctx, hm_addr_t *peer,
+                           const struct hmi_wire_header *hdr, uintptr_t token,
+                           hm_return_t error)
+{
+    hm_na_msg_release(ctx->c_na, token);
+    hmi_admit_reply(ctx, peer, hdr, error);
 }
 
 void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
                          const struct hmi_wire_header *hdr, void *buf, size_t len,
                          uintptr_t token)
 {
-    struct hmi_rpc_info *rpc = hmi_registry_find(ctx->c_class, hdr->rpc_id);
-    if (rpc == NULL || rpc->r_handler == NULL) {
-        respond_noentry(ctx, source, hdr);
-        hm_na_msg_release(ctx->c_na, token);
-        return;
-    }
-    hm_handle_t *handle = hmi_handle_get(ctx);
-    if (handle == NULL || respond_handle_init(handle, source, hdr, rpc) != HM_SUCCESS) {
-        if (handle)
-            hm_handle_destroy(handle);
+    hm_addr_t *peer = hmi_addr_cached(ctx, source, hdr->origin_ctx);
+    if (peer == NULL) { /* no memory for a first request's address: best effort */
         hm_na_msg_release(ctx->c_na, token);
         if ((hdr->flags & HMI_WIRE_F_NO_RESPONSE) == 0)
             hmi_send_error_reply(ctx, source, hdr, HM_NOMEM);
         return;
     }
+    struct hmi_rpc_info *rpc = hmi_registry_find(ctx->c_class, hdr->rpc_id);
+    if (rpc == NULL || rpc->r_handler == NULL) {
+        hm_na_msg_release(ctx->c_na, token);
+        respond_noentry(ctx, peer, hdr);
+        return;
+    }
+    uint64_t bytes;
+    hm_return_t verdict = hmi_admit_check(ctx, peer, hdr, buf, &bytes);
+    if (verdict != HM_SUCCESS) {
+        respond_refuse(ctx, peer, hdr, token, verdict);
+        return;
+    }
+    hm_handle_t *handle = hmi_handle_get(ctx);
+    if (handle == NULL) {
+        respond_refuse(ctx, peer, hdr, token, HM_NOMEM);
+        return;
+    }
+    respond_handle_init(handle, peer, hdr, rpc);
+    hmi_admit_enter(handle, bytes);
     ctx->c_stats.requests_received++;
     if (hdr->flags & HMI_WIRE_F_OVERFLOW) { /* queued once its arguments are pulled */
         hm_return_t ret = hmi_overflow_request(handle, hdr, buf);

@@ -112,6 +112,16 @@ static void wire_decode_fields(const uint8_t *p, struct hmi_wire_header *hdr)
     hdr->target_ctx = (uint16_t)get_le(p + OFF_TARGET_CTX, 2);
 }
 
+/* Budget: any on requests; on an HM_OVERLOADED answer a bounded retry hint; else none. */
+static bool wire_budget_valid(const struct hmi_wire_header *hdr)
+{
+    if (hdr->flags & HMI_WIRE_F_REQUEST)
+        return true;
+    if ((hdr->flags & HMI_WIRE_F_ERROR) && hdr->ret == HM_OVERLOADED)
+        return hdr->budget_us <= HMI_WIRE_RETRY_MAX_US;
+    return hdr->budget_us == HMI_WIRE_NO_BUDGET;
+}
+
 /* Return code: 0 unless an error response, which carries a known error and no payload. */
 static bool wire_ret_valid(const struct hmi_wire_header *hdr)
 {
@@ -137,7 +147,7 @@ hmi_wire_verdict_t hmi_wire_check(const void *buf, size_t len, bool require_chec
         return HMI_WIRE_BAD_FLAGS;
     if (hdr->payload_len != len - HMI_WIRE_HEADER_SIZE)
         return HMI_WIRE_BAD_LENGTH;
-    if (get_le(p + OFF_RESERVED, 2) != 0 || !wire_ret_valid(hdr))
+    if (get_le(p + OFF_RESERVED, 2) != 0 || !wire_ret_valid(hdr) || !wire_budget_valid(hdr))
         return HMI_WIRE_BAD_FIELD;
     uint32_t crc = (uint32_t)get_le(p + OFF_CRC, 4);
     if (hdr->flags & HMI_WIRE_F_CHECKSUM) {

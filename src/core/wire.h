@@ -5,14 +5,18 @@
  *
  *   off size field
  *    0   4   magic "HMRD"
- *    4   1   version (1)
+ *    4   1   version (2)
  *    5   1   flags (HMI_WIRE_F_*)
  *    6   2   origin context index (the sender's)
  *    8   4   RPC id
  *   12   4   payload length (bytes after the header)
  *   16   8   cookie: pairs a response with its request
- *   24   4   budget: microseconds left before the caller's deadline
- *              (HMI_WIRE_NO_BUDGET: none); clocks are not shared
+ *   24   4   requests: budget, microseconds left before the caller's
+ *              deadline (HMI_WIRE_NO_BUDGET: none); clocks are not shared.
+ *              Error responses carrying HM_OVERLOADED: the retry hint,
+ *              microseconds the client should wait before sending again
+ *              (at most HMI_WIRE_RETRY_MAX_US). Other responses and ACKs:
+ *              HMI_WIRE_NO_BUDGET.
  *   28   4   return code (error responses; 0 otherwise)
  *   32   2   target context index
  *   34   2   reserved, 0
@@ -20,6 +24,10 @@
  *              HMI_WIRE_F_CHECKSUM is set; 0 otherwise
  *
  * The payload that follows starts 8-byte aligned when the buffer is.
+ *
+ * Version 2 gave the budget field its meaning on responses (the retry hint
+ * of HM_OVERLOADED, a code version 1 did not know); a version-1 peer's
+ * messages are refused as HMI_WIRE_BAD_VERSION, as it refuses ours.
  */
 #ifndef HM_CORE_WIRE_H
 #define HM_CORE_WIRE_H
@@ -31,9 +39,10 @@
 #include <hermod/types.h>
 
 #define HMI_WIRE_MAGIC 0x44524d48u /* "HMRD" read as little-endian u32 */
-#define HMI_WIRE_VERSION 1u
+#define HMI_WIRE_VERSION 2u
 #define HMI_WIRE_HEADER_SIZE 40u
 #define HMI_WIRE_NO_BUDGET UINT32_MAX
+#define HMI_WIRE_RETRY_MAX_US 10000000u /* largest retry hint accepted: 10 s */
 
 enum hmi_wire_flag {
     HMI_WIRE_F_REQUEST = 1u << 0,

@@ -113,6 +113,8 @@ static void expect_flags(uint8_t flags, hmi_wire_verdict_t verdict)
     hdr.flags = flags;
     hdr.ret = (flags & HMI_WIRE_F_ERROR) ? 7 : 0;
     hdr.payload_len = (flags & HMI_WIRE_F_ERROR) ? 0 : PAYLOAD;
+    if ((flags & HMI_WIRE_F_REQUEST) == 0)
+        hdr.budget_us = HMI_WIRE_NO_BUDGET; /* a budget only rides on requests */
     uint8_t *msg = make_msg(&hdr, false);
     assert_int_equal(check(msg, HMI_WIRE_HEADER_SIZE + hdr.payload_len, false), verdict);
     free(msg);
@@ -142,6 +144,7 @@ static void test_ack(void **state)
     struct hmi_wire_header hdr = base_request;
     hdr.flags = HMI_WIRE_F_ACK;
     hdr.payload_len = 0;
+    hdr.budget_us = HMI_WIRE_NO_BUDGET;
     uint8_t *msg = make_msg(&hdr, true);
     struct hmi_wire_header out;
     assert_int_equal(hmi_wire_check(msg, HMI_WIRE_HEADER_SIZE, true, &out), HMI_WIRE_OK);
@@ -162,6 +165,7 @@ static void test_fields(void **state)
 
     struct hmi_wire_header hdr = base_request;
     hdr.flags = HMI_WIRE_F_RESPONSE | HMI_WIRE_F_ERROR;
+    hdr.budget_us = HMI_WIRE_NO_BUDGET;
     hdr.ret = HM_RETURN_MAX; /* unknown code */
     hdr.payload_len = 0;
     msg = make_msg(&hdr, false);
@@ -171,6 +175,40 @@ static void test_fields(void **state)
     hdr.payload_len = 4; /* an error response carries no payload */
     msg = make_msg(&hdr, false);
     assert_int_equal(check(msg, HMI_WIRE_HEADER_SIZE + 4, false), HMI_WIRE_BAD_FIELD);
+    free(msg);
+}
+
+/* The budget field: free on requests, a bounded hint on HM_OVERLOADED, else none. */
+static void test_budget_and_retry_hint(void **state)
+{
+    struct hmi_wire_header hdr = base_request;
+    hdr.flags = HMI_WIRE_F_RESPONSE;
+    uint8_t *msg = make_msg(&hdr, false); /* a response with a budget */
+    assert_int_equal(check(msg, HMI_WIRE_HEADER_SIZE + PAYLOAD, false), HMI_WIRE_BAD_FIELD);
+    free(msg);
+    hdr.budget_us = HMI_WIRE_NO_BUDGET;
+    msg = make_msg(&hdr, false);
+    assert_int_equal(check(msg, HMI_WIRE_HEADER_SIZE + PAYLOAD, false), HMI_WIRE_OK);
+    free(msg);
+
+    hdr.flags = HMI_WIRE_F_RESPONSE | HMI_WIRE_F_ERROR;
+    hdr.payload_len = 0;
+    hdr.ret = HM_OVERLOADED;
+    hdr.budget_us = 750; /* the retry hint */
+    msg = make_msg(&hdr, true);
+    struct hmi_wire_header out;
+    assert_int_equal(hmi_wire_check(msg, HMI_WIRE_HEADER_SIZE, true, &out), HMI_WIRE_OK);
+    assert_int_equal(out.ret, HM_OVERLOADED);
+    assert_int_equal(out.budget_us, 750);
+    free(msg);
+    hdr.budget_us = HMI_WIRE_RETRY_MAX_US + 1; /* a hint past the bound */
+    msg = make_msg(&hdr, false);
+    assert_int_equal(check(msg, HMI_WIRE_HEADER_SIZE, false), HMI_WIRE_BAD_FIELD);
+    free(msg);
+    hdr.ret = HM_NOENTRY; /* a hint on another error */
+    hdr.budget_us = 750;
+    msg = make_msg(&hdr, false);
+    assert_int_equal(check(msg, HMI_WIRE_HEADER_SIZE, false), HMI_WIRE_BAD_FIELD);
     free(msg);
 }
 
@@ -210,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_fields),
         cmocka_unit_test(test_ack),
+        cmocka_unit_test(test_budget_and_retry_hint),
         cmocka_unit_test(test_checksum_catches_every_byte),
         cmocka_unit_test(test_checksum_required),
     };

@@ -1,0 +1,380 @@
+/*
+ * Admission control of a serving context: budgets of requests in service
+ * and of overflow bytes, per context and per peer context, checked when a
+ * request arrives and before anything is allocated for it.
+ *
+ * A request is "in service" from its arrival until its server handle goes
+ * back to the pool: queued for its handler, in it, held by it, responding
+ * until the response has left, holding an overflowed response until the
+ * ACK. So the budget of requests also bounds the responses stuck towards a
+ * peer that never progresses, and the receive buffers its requests hold.
+ *
+ * A request past a budget is not run: it is answered HM_OVERLOADED with a
+ * retry hint (the wire header's budget field), and the client's hm_forward
+ * sends it again (retry.c). An overflow announcing more bytes than a whole
+ * budget can ever hold is answered HM_MSGSIZE instead: retrying cannot help.
+ * The answer costs a send slot from a pool of header-sized buffers. Replies
+ * waiting to leave are bounded (admit_replies_full); past the bound the
+ * request is dropped unanswered, counted in overload_drops: so a peer that
+ * floods and never progresses costs the server a bounded amount, while a
+ * client that takes its replies, however slowly, is always answered.
+ *
+ * The counters are plain fields of the context and of the cached source
+ * address, touched only by the thread driving the context.
+ */
+#include <stdlib.h>
+
+#include "core/core_internal.h"
+#include "proc/proc_internal.h"
+#include "util/log.h"
+#include "util/time.h"
+
+/* `value`, or the count in environment variable `name` (0: no limit). */
+static uint64_t admit_env(const char *name, uint64_t value)
+{
+    const char *env = getenv(name);
+    if (env == NULL || *env == '\0')
+        return value;
+    char *end;
+    unsigned long long parsed = strtoull(env, &end, 10);
+    if (*end != '\0') {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "%s=%s ignored (a count, 0: no limit)", name,
+                env);
+        return value;
+    }
+    return parsed;
+}
+
+static uint32_t admit_u32(uint64_t value)
+{
+    return value > UINT32_MAX ? UINT32_MAX : (uint32_t)value;
+}
+
+void hmi_admit_init(hm_context_t *ctx, const hm_context_opts_t *opts)
+{
+    uint64_t mask = opts ? opts->field_mask : 0;
+    struct hmi_admit *ad = &ctx->c_admit;
+    ad->ad_max_requests = admit_u32(admit_env(
+        "HM_MAX_REQUESTS",
+        (mask & HM_CONTEXT_OPT_MAX_REQUESTS) ? opts->max_requests : HM_MAX_REQUESTS_DEFAULT));
+    ad->ad_max_requests_peer = admit_u32(admit_env(
+        "HM_MAX_REQUESTS_PEER", (mask & HM_CONTEXT_OPT_MAX_REQUESTS_PEER)
+                                    ? opts->max_requests_per_peer
+                                    : HM_MAX_REQUESTS_PEER_DEFAULT));
+    ad->ad_max_bytes = admit_env("HM_MAX_OVERFLOW", (mask & HM_CONTEXT_OPT_MAX_OVERFLOW)
+                                                        ? opts->max_overflow_bytes
+                                                        : HM_MAX_OVERFLOW_DEFAULT);
+    ad->ad_max_bytes_peer = admit_env("HM_MAX_OVERFLOW_PEER",
+                                      (mask & HM_CONTEXT_OPT_MAX_OVERFLOW_PEER)
+                                          ? opts->max_overflow_bytes_per_peer
+                                          : HM_MAX_OVERFLOW_PEER_DEFAULT);
+    uint64_t hint = admit_env("HM_RETRY_HINT_US", (mask & HM_CONTEXT_OPT_RETRY_HINT)
+                                                      ? opts->retry_hint_us
+                                                      : HM_RETRY_HINT_DEFAULT_US);
+    ad->ad_hint_us = hint > HMI_WIRE_RETRY_MAX_US ? HMI_WIRE_RETRY_MAX_US : (uint32_t)hint;
+}
+
+/* Bytes an overflowed request announces (its descriptor's first field); 0 if unreadable. */
+static uint64_t admit_announced(hm_context_t *ctx, const struct hmi_wire_header *hdr,
+                                const void *buf)
+{
+    if ((hdr->flags & HMI_WIRE_F_OVERFLOW) == 0)
+        return 0;
+    hm_proc_t p;
+    uint64_t len = 0;
+    hmi_proc_init(&p, HM_PROC_DECODE, (char *)buf + HMI_WIRE_HEADER_SIZE, hdr->payload_len,
+                  ctx->c_class);
+    if (hm_proc_uint64(&p, &len) != HM_SUCCESS || len > HMI_OVERFLOW_MAX)
+        return 0; /* malformed: the descriptor check refuses it, allocating nothing */
+    return len;
+}
+
+/* `used` + `more` past `max` (0: no limit)? */
+static bool admit_over(uint64_t used, uint64_t more, uint64_t max)
+{
+    return max != 0 && (more > max || used > max - more);
+}
+
+hm_return_t hmi_admit_check(hm_context_t *ctx, hm_addr_t *peer,
+                            const struct hmi_wire_header *hdr, const void *buf,
+                            uint64_t *bytes_out)
+{
+    const struct hmi_admit *ad = &ctx->c_admit;
+    uint64_t bytes = admit_announced(ctx, hdr, buf);
+    *bytes_out = bytes;
+    if ((ad->ad_max_bytes_peer != 0 && bytes > ad->ad_max_bytes_peer) ||
+        (ad->ad_max_bytes != 0 && bytes > ad->ad_max_bytes)) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                "context %u refused an overflow of %llu bytes: above its budget",
+                ctx->c_index, (unsigned long long)bytes);
+        return HM_MSGSIZE;
+    }
+    if (admit_over(ad->ad_requests, 1, ad->ad_max_requests) ||
+        admit_over(peer->a_adm_requests, 1, ad->ad_max_requests_peer) ||
+        admit_over(ad->ad_bytes, bytes, ad->ad_max_bytes) ||
+        admit_over(peer->a_adm_bytes, bytes, ad->ad_max_bytes_peer))
+        return HM_OVERLOADED;
+    return HM_SUCCESS;
+}
+
+void hmi_admit_enter(hm_handle_t *handle, uint64_t bytes)
+{
+    struct hmi_admit *ad = &handle->h_ctx->c_admit;
+    hm_addr_t *peer = handle->h_addr;
+    handle->h_admitted = true;
+    handle->h_adm_bytes = bytes;
+    ad->ad_requests++;
+    ad->ad_bytes += bytes;
+    peer->a_adm_requests++;
+    peer->a_adm_bytes += bytes;
+}
+
+void hmi_admit_leave(hm_handle_t *handle)
+{
+    if (!handle->h_admitted)
+        return;
+    struct hmi_admit *ad = &handle->h_ctx->c_admit;
+    hm_addr_t *peer = handle->h_addr;
+    handle->h_admitted = false;
+    ad->ad_requests--;
+    ad->ad_bytes -= handle->h_adm_bytes;
+    peer->a_adm_requests--;
+    peer->a_adm_bytes -= handle->h_adm_bytes;
+}
+
+static struct hmi_wire_header admit_reply_header(hm_context_t *ctx,
+                                                 const struct hmi_wire_header *req,
+                                                 hm_return_t error)
+{
+    struct hmi_wire_header hdr = {
+        .flags = HMI_WIRE_F_RESPONSE | HMI_WIRE_F_ERROR,
+        .origin_ctx = ctx->c_index,
+        .target_ctx = req->origin_ctx,
+        .rpc_id = req->rpc_id,
+        .cookie = req->cookie,
+        .budget_us = error == HM_OVERLOADED ? ctx->c_admit.ad_hint_us : HMI_WIRE_NO_BUDGET,
+        .ret = (int32_t)error,
+    };
+    return hdr;
+}
+
+/*
+ * A peer that has stopped taking its replies: it has some waiting and took
+ * none for HMI_ADMIT_STALL_MS. Only to such a peer may answers be dropped
+ * (and a few more are still posted first, HMI_ADMIT_REPLIES_PEER). A client
+ * busy posting a burst (it progresses only once all are posted) is not
+ * stalled: it takes its replies well within the stall time.
+ */
+static bool admit_peer_stalled(hm_addr_t *peer)
+{
+    if (peer->a_adm_replies + peer->a_adm_deferred < HMI_ADMIT_REPLIES_PEER)
+        return false;
+    return hmi_time_ns() - peer->a_adm_taken_ns > (uint64_t)HMI_ADMIT_STALL_MS * 1000000u;
+}
+
+/* No room to post one more reply now: it waits (admit_defer) instead. */
+static bool admit_posts_full(hm_context_t *ctx, hm_addr_t *peer)
+{
+    return ctx->c_admit.ad_replies >= HMI_ADMIT_REPLIES_CTX ||
+           peer->a_adm_replies >= HMI_ADMIT_REPLIES_PEER_MAX;
+}
+
+static struct hmi_send_slot *admit_reply_slot(hm_context_t *ctx)
+{
+    struct hmi_admit *ad = &ctx->c_admit;
+    struct hmi_list *link = hmi_list_pop_front(&ad->ad_free_replies);
+    if (link != NULL) {
+        if (--ad->ad_replies_idle < ad->ad_replies_low)
+            ad->ad_replies_low = ad->ad_replies_idle;
+        return hmi_container_of(link, struct hmi_send_slot, s_link);
+    }
+    return hmi_send_slot_new(ctx, HMI_WIRE_HEADER_SIZE);
+}
+
+static void admit_reply_slot_put(struct hmi_send_slot *slot)
+{
+    struct hmi_admit *ad = &slot->s_ctx->c_admit;
+    ad->ad_replies_idle++;
+    hmi_list_push_front(&ad->ad_free_replies, &slot->s_link);
+}
+
+/* Start the stall clock when `peer` gets its first waiting reply. */
+static void admit_clock_start(hm_addr_t *peer)
+{
+    if (peer->a_adm_replies == 0 && peer->a_adm_deferred == 0)
+        peer->a_adm_taken_ns = hmi_time_ns();
+}
+
+/* Count a reply to `peer` as posted, or as gone (`taken`: sent). */
+static void admit_reply_count(hm_context_t *ctx, hm_addr_t *peer, bool posted, bool taken)
+{
+    struct hmi_admit *ad = &ctx->c_admit;
+    if (posted) {
+        admit_clock_start(peer);
+        peer->a_adm_replies++;
+        ad->ad_replies++;
+        return;
+    }
+    ad->ad_replies--;
+    peer->a_adm_replies--;
+    if (taken)
+        peer->a_adm_taken_ns = hmi_time_ns();
+}
+
+/* A post that failed for a reason that passes (resources), not a dead peer. */
+static bool admit_transient(hm_return_t ret)
+{
+    return ret != HM_UNREACHABLE && ret != HM_INVALID_ARG && ret != HM_MSGSIZE;
+}
+
+/* Post the reply `hdr` to `peer`; on failure nothing of it is left. */
+static hm_return_t admit_post(hm_context_t *ctx, hm_addr_t *peer,
+                              const struct hmi_wire_header *hdr)
+{
+    struct hmi_send_slot *slot = admit_reply_slot(ctx);
+    if (slot == NULL)
+        return HM_NOMEM;
+    hmi_wire_encode(slot->s_buf, hdr, ctx->c_class->k_checksum);
+    slot->s_kind = HMI_SEND_REPLY;
+    slot->s_peer = hm_addr_dup(peer);
+    admit_reply_count(ctx, peer, true, false);
+    hm_return_t ret = hmi_send_post(slot, peer, HMI_WIRE_HEADER_SIZE);
+    if (ret != HM_SUCCESS) {
+        admit_reply_count(ctx, peer, false, false);
+        hm_addr_free(slot->s_peer);
+        slot->s_peer = NULL;
+        admit_reply_slot_put(slot);
+        return ret;
+    }
+    ctx->c_stats.responses_sent++;
+    if (hdr->ret == HM_OVERLOADED || hdr->ret == HM_MSGSIZE)
+        ctx->c_stats.overload_replies++;
+    return HM_SUCCESS;
+}
+
+struct admit_deferred {
+    struct hmi_list d_link;
+    hm_addr_t *d_peer; /* one reference */
+    struct hmi_wire_header d_hdr;
+};
+
+static void admit_drop(hm_context_t *ctx, const char *why)
+{
+    ctx->c_stats.overload_drops++;
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG, "error reply dropped: %s", why);
+}
+
+/* Keep the reply to post later, behind those already waiting. */
+static void admit_defer(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *hdr)
+{
+    struct hmi_admit *ad = &ctx->c_admit;
+    struct admit_deferred *d =
+        ad->ad_deferred_count < HMI_ADMIT_DEFERRED_MAX ? malloc(sizeof(*d)) : NULL;
+    if (d == NULL) {
+        admit_drop(ctx, "too many waiting or out of memory");
+        return;
+    }
+    admit_clock_start(peer);
+    d->d_peer = hm_addr_dup(peer);
+    d->d_hdr = *hdr;
+    peer->a_adm_deferred++;
+    ad->ad_deferred_count++;
+    hmi_list_push_back(&ad->ad_deferred, &d->d_link);
+}
+
+static void admit_deferred_free(hm_context_t *ctx, struct admit_deferred *d)
+{
+    ctx->c_admit.ad_deferred_count--;
+    d->d_peer->a_adm_deferred--;
+    hm_addr_free(d->d_peer);
+    free(d);
+}
+
+/* Answer now, later, or (stalled or dead peer) never. */
+static void admit_answer(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *hdr)
+{
+    if (admit_peer_stalled(peer)) {
+        admit_drop(ctx, "peer stalled");
+        return;
+    }
+    if (!hmi_list_empty(&ctx->c_admit.ad_deferred) || admit_posts_full(ctx, peer)) {
+        admit_defer(ctx, peer, hdr); /* in order, behind those waiting */
+        return;
+    }
+    hm_return_t ret = admit_post(ctx, peer, hdr);
+    if (ret == HM_SUCCESS)
+        return;
+    if (admit_transient(ret))
+        admit_defer(ctx, peer, hdr);
+    else
+        admit_drop(ctx, hm_strerror(ret));
+}
+
+void hmi_admit_flush(hm_context_t *ctx)
+{
+    struct hmi_admit *ad = &ctx->c_admit;
+    struct hmi_list *link;
+    while ((link = ad->ad_deferred.next) != &ad->ad_deferred) {
+        struct admit_deferred *d = hmi_container_of(link, struct admit_deferred, d_link);
+        hm_return_t ret = HM_TIMEOUT; /* stands for "peer stalled" */
+        if (!admit_peer_stalled(d->d_peer)) {
+            if (admit_posts_full(ctx, d->d_peer))
+                return; /* a completion calls again */
+            ret = admit_post(ctx, d->d_peer, &d->d_hdr);
+            if (ret != HM_SUCCESS && admit_transient(ret))
+                return; /* the next completion or trim tick tries again */
+        }
+        if (ret != HM_SUCCESS)
+            admit_drop(ctx, ret == HM_TIMEOUT ? "peer stalled" : hm_strerror(ret));
+        hmi_list_remove(link);
+        admit_deferred_free(ctx, d);
+    }
+}
+
+void hmi_admit_deferred_free(hm_context_t *ctx)
+{
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(&ctx->c_admit.ad_deferred)) != NULL)
+        admit_deferred_free(ctx, hmi_container_of(link, struct admit_deferred, d_link));
+}
+
+void hmi_admit_reply(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *req,
+                     hm_return_t error)
+{
+    if (req->flags & HMI_WIRE_F_NO_RESPONSE) {
+        ctx->c_stats.overload_drops++; /* no answer wanted */
+        return;
+    }
+    struct hmi_wire_header hdr = admit_reply_header(ctx, req, error);
+    admit_answer(ctx, peer, &hdr);
+}
+
+void hmi_admit_reply_done(struct hmi_send_slot *slot, hm_return_t status)
+{
+    hm_context_t *ctx = slot->s_ctx;
+    hm_addr_t *peer = slot->s_peer;
+    slot->s_peer = NULL;
+    admit_reply_count(ctx, peer, false, status == HM_SUCCESS);
+    hm_addr_free(peer);
+    admit_reply_slot_put(slot);
+    hmi_admit_flush(ctx);
+}
+
+/* Idle reply slots that stayed idle a whole interval, past a few kept. */
+uint32_t hmi_admit_trim(hm_context_t *ctx)
+{
+    hmi_admit_flush(ctx); /* replies whose post failed wait for no completion */
+    struct hmi_admit *ad = &ctx->c_admit;
+    uint32_t excess = ad->ad_replies_low > HMI_ADMIT_REPLIES_PEER
+                          ? ad->ad_replies_low - HMI_ADMIT_REPLIES_PEER
+                          : 0;
+    uint32_t freed = 0;
+    for (; freed < excess && !hmi_list_empty(&ad->ad_free_replies); freed++) {
+        struct hmi_list *link = ad->ad_free_replies.prev;
+        hmi_list_remove(link);
+        hmi_send_slot_free(hmi_container_of(link, struct hmi_send_slot, s_link));
+        ad->ad_replies_idle--;
+    }
+    ad->ad_replies_low = ad->ad_replies_idle;
+    return freed;
+}

@@ -1,0 +1,82 @@
+/*
+ * Adversarial tests (label "hostile"): a server in a child process with
+ * small admission budgets, attackers in other child processes that send
+ * hand-made requests (no credits, no retries, overflow descriptors that
+ * announce up to 1 GiB), and a well-behaved client. The parent (the cmocka
+ * test) reads the server's memory from /proc/<pid>/status.
+ *
+ * Attackers craft messages with the core's internals (hermod_testing):
+ * they are the only code here that does not use the public API.
+ */
+#ifndef HM_TESTS_HOSTILE_H
+#define HM_TESTS_HOSTILE_H
+
+#include <hermod.h>
+
+#include "harness.h"
+
+/* RPCs the server serves. */
+#define HOSTILE_SINK "hostile.sink"   /* no input: held until the server stops */
+#define HOSTILE_FILL "hostile.fill"   /* no input; out: hm_bytes_t of HOSTILE_FILL_SIZE */
+#define HOSTILE_GATE "hostile.gate"   /* u32 in and out: held until "open" */
+#define HOSTILE_OPEN "hostile.open"   /* answers every held "gate" and keeps the gate open */
+#define HOSTILE_ECHO "hostile.echo"   /* u32 in and out, at once */
+#define HOSTILE_STATS "hostile.stats" /* out: struct hostile_report */
+#define HOSTILE_STOP "hostile.stop"   /* answers, then the server exits */
+
+/* A "fill" response: big enough that a few thousand overrun any socket buffer. */
+#define HOSTILE_FILL_SIZE (32u << 10)
+
+struct hostile_server_args {
+    const char *protocol;
+    hm_context_opts_t opts;  /* the server context's options (budgets) */
+    unsigned int life_s;     /* the server exits after this long at most */
+};
+
+/* What the server says about itself. */
+struct hostile_report {
+    uint64_t overload_replies;
+    uint64_t overload_drops;
+    uint64_t pool_trimmed;
+    uint64_t requests_received;
+    uint64_t dropped_overflow;
+    uint64_t overflows_received;
+    uint64_t sends_pooled;    /* eager send slots in the pool, busy or idle */
+    uint64_t handles_pooled;  /* handles in the pool, in use or idle */
+    uint64_t retain;          /* send slots the trim keeps */
+};
+
+hm_return_t hostile_register(hm_class_t *cls);
+/* Child body: the server. Prints its URI with hm_test_ready. */
+int hostile_server_main(void *arg);
+/* hm_call of `name` with `in`, output decoded into `out` and freed (NULL: none). */
+hm_return_t hostile_call(hm_context_t *ctx, hm_addr_t *srv, const char *name, void *in,
+                         void *out, unsigned int timeout_ms);
+hm_return_t hostile_report_of(hm_context_t *ctx, hm_addr_t *srv, struct hostile_report *rep);
+
+/* What an attacker does. */
+enum hostile_attack {
+    HOSTILE_FLOOD,    /* "sink" requests and overflow announcements, until told to stop */
+    HOSTILE_STALL,    /* `count` "fill" requests, then never progresses again */
+};
+
+struct hostile_attacker_args {
+    const char *protocol;
+    const char *server_uri;
+    enum hostile_attack attack;
+    uint32_t count;          /* STALL: requests to send */
+    uint64_t overflow_bytes; /* FLOOD: the largest overflow announced (<= 1 GiB) */
+};
+
+/* Child body: an attacker. Signals "sent N" once it has sent its first batch
+ * (FLOOD) or everything (STALL); a FLOOD attacker stops at the parent's "stop"
+ * line and prints "done N"; a STALL attacker waits to be killed. */
+int hostile_attacker_main(void *arg);
+
+/* VmHWM and VmRSS of process `pid`, in KiB. 0 or -1. */
+int hostile_memory_kb(pid_t pid, long *hwm_kb, long *rss_kb);
+
+/* The attacker's overflow size from HOSTILE_OVERFLOW_MB, else `fallback`. */
+uint64_t hostile_overflow_bytes(uint64_t fallback);
+
+#endif

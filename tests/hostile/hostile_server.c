@@ -1,0 +1,250 @@
+/* The hostile tests' server and the client helpers (see hostile.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core_internal.h"
+#include "hostile.h"
+
+/* ---- procs ------------------------------------------------------------------ */
+
+static hm_return_t proc_fill(hm_proc_t *p, void *data)
+{
+    return hm_proc_bytes(p, data);
+}
+
+static const hm_proc_field_t report_fields[] = {
+    HM_PROC_FIELD(struct hostile_report, overload_replies, hm_proc_uint64),
+    HM_PROC_FIELD(struct hostile_report, overload_drops, hm_proc_uint64),
+    HM_PROC_FIELD(struct hostile_report, pool_trimmed, hm_proc_uint64),
+    HM_PROC_FIELD(struct hostile_report, requests_received, hm_proc_uint64),
+    HM_PROC_FIELD(struct hostile_report, dropped_overflow, hm_proc_uint64),
+    HM_PROC_FIELD(struct hostile_report, overflows_received, hm_proc_uint64),
+    HM_PROC_FIELD(struct hostile_report, sends_pooled, hm_proc_uint64),
+    HM_PROC_FIELD(struct hostile_report, handles_pooled, hm_proc_uint64),
+    HM_PROC_FIELD(struct hostile_report, retain, hm_proc_uint64),
+};
+
+static hm_return_t proc_report(hm_proc_t *p, void *data)
+{
+    return hm_proc_struct(p, data, report_fields, HM_PROC_FIELD_COUNT(report_fields));
+}
+
+/* ---- server state (lives in the child) ---------------------------------------- */
+
+#define HELD_MAX 65536u
+
+static struct {
+    hm_context_t *ctx;
+    hm_handle_t *sunk[HELD_MAX];   /* "sink" requests, never answered */
+    uint32_t nsunk;
+    hm_handle_t *gated[HELD_MAX];  /* "gate" requests until "open" */
+    uint32_t gate_in[HELD_MAX];
+    uint32_t ngated;
+    bool gate_open;
+    bool stop;
+    char fill[HOSTILE_FILL_SIZE];
+} srv;
+
+static hm_return_t srv_answer(hm_handle_t *h, const void *out)
+{
+    hm_return_t ret = hm_respond(h, out, NULL, NULL);
+    hm_handle_destroy(h);
+    return ret;
+}
+
+static hm_return_t srv_sink(hm_handle_t *h)
+{
+    if (srv.stop || srv.nsunk == HELD_MAX) /* attackers may outlive the stop */
+        return srv_answer(h, NULL);
+    srv.sunk[srv.nsunk++] = h;
+    return HM_SUCCESS;
+}
+
+static hm_return_t srv_fill(hm_handle_t *h)
+{
+    hm_bytes_t out = {.data = srv.fill, .len = sizeof(srv.fill)};
+    return srv_answer(h, &out);
+}
+
+static hm_return_t srv_gate(hm_handle_t *h)
+{
+    uint32_t in = 0;
+    hm_return_t ret = hm_get_input(h, &in);
+    if (ret != HM_SUCCESS)
+        return ret;
+    hm_free_input(h, &in);
+    if (srv.gate_open || srv.ngated == HELD_MAX)
+        return srv_answer(h, &in);
+    srv.gate_in[srv.ngated] = in;
+    srv.gated[srv.ngated++] = h;
+    return HM_SUCCESS;
+}
+
+static hm_return_t srv_open(hm_handle_t *h)
+{
+    srv.gate_open = true;
+    for (uint32_t i = 0; i < srv.ngated; i++)
+        srv_answer(srv.gated[i], &srv.gate_in[i]);
+    srv.ngated = 0;
+    return srv_answer(h, NULL);
+}
+
+static hm_return_t srv_echo(hm_handle_t *h)
+{
+    uint32_t in = 0;
+    hm_return_t ret = hm_get_input(h, &in);
+    if (ret != HM_SUCCESS)
+        return ret;
+    hm_free_input(h, &in);
+    return srv_answer(h, &in);
+}
+
+static hm_return_t srv_stats(hm_handle_t *h)
+{
+    hm_context_t *ctx = hm_handle_get_context(h);
+    hm_stats_t st;
+    hm_context_stats(ctx, &st);
+    struct hostile_report rep = {
+        .overload_replies = st.overload_replies,
+        .overload_drops = st.overload_drops,
+        .pool_trimmed = st.pool_trimmed,
+        .requests_received = st.requests_received,
+        .dropped_overflow = st.dropped_overflow,
+        .overflows_received = st.overflows_received,
+        .sends_pooled = ctx->c_sends_total, /* internals: the server is ours */
+        .handles_pooled = ctx->c_table_size - ctx->c_slots_free_count,
+        .retain = ctx->c_retain,
+    };
+    return srv_answer(h, &rep);
+}
+
+static hm_return_t srv_stop(hm_handle_t *h)
+{
+    srv.stop = true;
+    return srv_answer(h, NULL);
+}
+
+hm_return_t hostile_register(hm_class_t *cls)
+{
+    struct {
+        const char *name;
+        hm_proc_cb_t in, out;
+        hm_rpc_handler_t handler;
+    } rpcs[] = {
+        {HOSTILE_SINK, NULL, NULL, srv_sink},
+        {HOSTILE_FILL, NULL, proc_fill, srv_fill},
+        {HOSTILE_GATE, hm_proc_uint32, hm_proc_uint32, srv_gate},
+        {HOSTILE_OPEN, NULL, NULL, srv_open},
+        {HOSTILE_ECHO, hm_proc_uint32, hm_proc_uint32, srv_echo},
+        {HOSTILE_STATS, NULL, proc_report, srv_stats},
+        {HOSTILE_STOP, NULL, NULL, srv_stop},
+    };
+    for (size_t i = 0; i < sizeof(rpcs) / sizeof(rpcs[0]); i++) {
+        hm_return_t ret =
+            hm_register(cls, rpcs[i].name, rpcs[i].in, rpcs[i].out, rpcs[i].handler, NULL);
+        if (ret != HM_SUCCESS)
+            return ret;
+    }
+    return HM_SUCCESS;
+}
+
+/* Drop what is held, then progress until the context can be destroyed. */
+static int srv_shutdown(hm_class_t *cls)
+{
+    srv.gate_open = true;
+    for (uint32_t i = 0; i < srv.nsunk; i++)
+        hm_handle_destroy(srv.sunk[i]);
+    for (uint32_t i = 0; i < srv.ngated; i++)
+        srv_answer(srv.gated[i], &srv.gate_in[i]);
+    srv.nsunk = srv.ngated = 0;
+    for (int tries = 0; tries < 1500; tries++) { /* dead peers noticed */
+        hm_progress(srv.ctx, 10);
+        hm_trigger(srv.ctx, 1u << 20, NULL);
+        if (hm_context_destroy(srv.ctx) == HM_SUCCESS)
+            return hm_class_destroy(cls) == HM_SUCCESS ? 0 : 3;
+    }
+    fprintf(stderr, "hostile server: context still busy at exit (%u handles, %u transfers)\n",
+            srv.ctx->c_handles_alive, srv.ctx->c_bulks_alive);
+    return 4;
+}
+
+static uint64_t srv_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec;
+}
+
+int hostile_server_main(void *arg)
+{
+    const struct hostile_server_args *args = arg;
+    hm_class_t *cls;
+    if (hm_class_create(args->protocol, NULL, &cls) != HM_SUCCESS)
+        return 1;
+    if (hostile_register(cls) != HM_SUCCESS ||
+        hm_context_create(cls, &args->opts, &srv.ctx) != HM_SUCCESS)
+        return 2;
+    memset(srv.fill, 0x5a, sizeof(srv.fill));
+    hm_addr_t *self;
+    char uri[1024];
+    size_t size = sizeof(uri);
+    if (hm_addr_self(srv.ctx, &self) != HM_SUCCESS ||
+        hm_addr_to_string(self, uri, &size) != HM_SUCCESS)
+        return 2;
+    hm_addr_free(self);
+    hm_test_ready(uri);
+    uint64_t end = srv_now_s() + args->life_s;
+    while (!srv.stop && srv_now_s() < end) {
+        hm_progress(srv.ctx, 100);
+        hm_trigger(srv.ctx, 1u << 20, NULL);
+    }
+    return srv_shutdown(cls);
+}
+
+/* ---- client helpers ---------------------------------------------------------------- */
+
+hm_return_t hostile_call(hm_context_t *ctx, hm_addr_t *srv_addr, const char *name, void *in,
+                         void *out, unsigned int timeout_ms)
+{
+    hm_handle_t *h;
+    hm_return_t ret = hm_handle_create(ctx, srv_addr, hm_rpc_id(name), &h);
+    if (ret != HM_SUCCESS)
+        return ret;
+    ret = hm_call(h, in, out, timeout_ms);
+    if (ret == HM_SUCCESS && out != NULL)
+        hm_free_output(h, out);
+    hm_handle_destroy(h);
+    return ret;
+}
+
+hm_return_t hostile_report_of(hm_context_t *ctx, hm_addr_t *srv_addr,
+                              struct hostile_report *rep)
+{
+    return hostile_call(ctx, srv_addr, HOSTILE_STATS, NULL, rep, 10000);
+}
+
+int hostile_memory_kb(pid_t pid, long *hwm_kb, long *rss_kb)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    int found = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "VmHWM: %ld kB", hwm_kb) == 1)
+            found |= 1;
+        else if (sscanf(line, "VmRSS: %ld kB", rss_kb) == 1)
+            found |= 2;
+    }
+    fclose(f);
+    return found == 3 ? 0 : -1;
+}
+
+uint64_t hostile_overflow_bytes(uint64_t fallback)
+{
+    const char *env = getenv("HOSTILE_OVERFLOW_MB");
+    return env != NULL && *env != '\0' ? strtoull(env, NULL, 10) << 20 : fallback;
+}

@@ -1,0 +1,124 @@
+/*
+ * Promise checked: a client that sends thousands of requests with big
+ * answers and then never progresses again costs the server a bounded
+ * amount of memory (responses and error replies queued towards it are
+ * bounded per peer; past the bound requests are refused or dropped, and
+ * counted), and a well-behaved client keeps being served meanwhile.
+ *
+ * Fails without admission control (HM_MAX_REQUESTS=0 HM_MAX_REQUESTS_PEER=0):
+ * the server runs every request and keeps every response, a 64 KiB send
+ * buffer each, queued towards the stalled peer, and its VmHWM passes the
+ * bound.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "hostile.h"
+
+#define STALLED_REQUESTS 4000u
+#define GOOD_RPCS 200u
+#define RSS_BOUND_KB (64L << 10) /* above the server's own VmRSS at start */
+
+static const char *protocol;
+
+static void good_client(const char *uri)
+{
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    hm_addr_t *srv;
+    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
+    assert_int_equal(hostile_register(cls), HM_SUCCESS);
+    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
+    assert_int_equal(hm_addr_lookup(ctx, uri, &srv), HM_SUCCESS);
+    for (uint32_t k = 0; k < GOOD_RPCS; k++) {
+        uint32_t in = k, out = 0;
+        hm_handle_t *h;
+        assert_int_equal(hm_handle_create(ctx, srv, hm_rpc_id(HOSTILE_ECHO), &h), HM_SUCCESS);
+        assert_int_equal(hm_call(h, &in, &out, 30000), HM_SUCCESS);
+        assert_int_equal(out, in);
+        hm_free_output(h, &out);
+        hm_handle_destroy(h);
+    }
+    struct hostile_report rep;
+    assert_int_equal(hostile_report_of(ctx, srv, &rep), HM_SUCCESS);
+    print_message("server: %llu requests received, %llu answered HM_OVERLOADED, %llu "
+                  "dropped unanswered\n",
+                  (unsigned long long)rep.requests_received,
+                  (unsigned long long)rep.overload_replies,
+                  (unsigned long long)rep.overload_drops);
+    char line[64]; /* the parent stops the stalled client before the server */
+    hm_test_signal("done");
+    assert_int_equal(hm_test_await(line, sizeof(line), 120000), 0);
+    assert_int_equal(hostile_call(ctx, srv, HOSTILE_STOP, NULL, NULL, 10000), HM_SUCCESS);
+    hm_addr_free(srv);
+    assert_int_equal(hm_context_destroy(ctx), HM_SUCCESS);
+    assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
+}
+
+static int good_client_main(void *arg)
+{
+    good_client(arg);
+    return 0;
+}
+
+static void test_stalled_client(void **state)
+{
+    (void)state;
+    hm_test_alarm(280, "hostile_stall");
+    struct hm_test_child srv, good, stalled;
+    struct hostile_server_args sargs = {
+        .protocol = protocol,
+        .life_s = 250,
+        .opts = {.field_mask = HM_CONTEXT_OPT_MAX_REQUESTS | HM_CONTEXT_OPT_MAX_REQUESTS_PEER,
+                 .max_requests = 256,
+                 .max_requests_per_peer = 32},
+    };
+    char uri[1024], line[HM_TEST_LINE_MAX];
+    assert_int_equal(hm_test_spawn(&srv, hostile_server_main, &sargs), 0);
+    assert_int_equal(hm_test_recv(&srv, uri, sizeof(uri), 20000), 0);
+    long hwm0, rss0, hwm, rss;
+    assert_int_equal(hostile_memory_kb(srv.pid, &hwm0, &rss0), 0);
+    struct hostile_attacker_args aargs = {
+        .protocol = protocol,
+        .server_uri = uri,
+        .attack = HOSTILE_STALL,
+        .count = STALLED_REQUESTS,
+    };
+    assert_int_equal(hm_test_spawn(&stalled, hostile_attacker_main, &aargs), 0);
+    assert_int_equal(hm_test_recv(&stalled, line, sizeof(line), 120000), 0);
+    print_message("stalled client: %s requests, then stopped progressing\n", line);
+    assert_int_equal(hm_test_spawn(&good, good_client_main, uri), 0);
+    int good_ok = hm_test_recv(&good, line, sizeof(line), 200000); /* "done" */
+    assert_int_equal(hostile_memory_kb(srv.pid, &hwm, &rss), 0);
+    hm_test_child_kill(&stalled);
+    hm_test_send(&good, "stop the server");
+    int good_status = hm_test_wait(&good, 60);
+    print_message("server VmRSS at start %ld kB, VmHWM with a stalled client %ld kB\n", rss0,
+                  hwm);
+    assert_int_equal(good_ok, 0);
+    assert_int_equal(good_status, 0);
+    assert_int_equal(hm_test_wait(&srv, 60), 0);
+    assert_true(hwm - rss0 < RSS_BOUND_KB);
+    hm_test_alarm(0, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PROTOCOL_URI\n", argv[0]);
+        return 2;
+    }
+    protocol = argv[1];
+    signal(SIGPIPE, SIG_IGN); /* a child that died is reported, not fatal to us */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stalled_client),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
