@@ -80,8 +80,10 @@ static int info_probe(const char *proto)
     else
         printf("  %-12s yes  %s (eager limit %zu bytes)\n", proto, uri,
                hm_class_eager_limit(cls));
-    if (have_info)
+    if (have_info) {
         printf("  %-12s      bulk access by peers: %s\n", "", info.rma);
+        printf("  %-12s      peers it may face: %s\n", "", info.peers);
+    }
     info_print_placement(cls);
     ret = hm_class_destroy(cls);
     if (ret != HM_SUCCESS)

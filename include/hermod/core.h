@@ -55,12 +55,23 @@ typedef uint32_t hm_id_t;
 enum hm_class_opt_field {
     HM_CLASS_OPT_CHECKSUM = 1u << 0,    /* .checksum */
     HM_CLASS_OPT_EAGER_LIMIT = 1u << 1, /* .eager_limit */
+    HM_CLASS_OPT_UNTRUSTED_PEERS = 1u << 2, /* .untrusted_peers */
 };
 
 typedef struct hm_class_opts {
     uint64_t field_mask; /* which fields below are set (hm_class_opt_field) */
     bool checksum;       /* CRC32C on every message sent (default: off) */
     size_t eager_limit;  /* lower the transport's eager limit, in bytes */
+    /*
+     * The class will be reached by peers it does not trust (any process that
+     * can open a socket to it). Then hm_class_create refuses, with
+     * HM_NOT_SUPPORTED, a protocol whose transport library can be aborted by
+     * a peer's bytes (hm_class_info_t.peers says which; today ucx+tcp: UCX's
+     * own tcp port asserts on a malformed packet). Default: the environment
+     * variable HM_UNTRUSTED_PEERS (1 or 0), else false: every peer is a
+     * process of the job, as in most HPC deployments.
+     */
+    bool untrusted_peers;
 } hm_class_opts_t;
 
 /*
@@ -73,7 +84,8 @@ typedef struct hm_class_opts {
  * "A.B.C.D" or "A.B.C.D:PORT" (numeric IPv4; decimal port 0..65535 with no
  * sign, space or leading zero; nothing after it), shm takes nothing.
  * Errors: HM_INVALID_ARG (NULL uri or class_out, malformed URI or listen
- * address, opts.eager_limit 0 or above the transport's), HM_NOT_SUPPORTED,
+ * address, opts.eager_limit 0 or above the transport's), HM_NOT_SUPPORTED
+ * (also: untrusted_peers on a protocol that must face trusted peers only),
  * HM_NOMEM, the transport's error. *class_out is written only on success.
  */
 HM_EXPORT hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
@@ -95,6 +107,9 @@ typedef struct hm_class_info {
     size_t inject_limit;  /* largest message sent without waiting (0: n/a), header included */
     const char *rma;      /* who checks a peer's bulk access to this class's memory, in
                              words (static): the owner's key table, or the NIC */
+    const char *peers;    /* which peers the class may face, in words (static):
+                             "any: ..." when its transport was shown to survive
+                             hostile bytes (tests/hostile), else "trusted only: why" */
 } hm_class_info_t;
 
 /* Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked). */

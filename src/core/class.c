@@ -9,10 +9,40 @@
 #include "topo/topo.h"
 #include "util/log.h"
 
+/* opts.untrusted_peers, else HM_UNTRUSTED_PEERS ("1" or "0"), else false. */
+static bool class_untrusted_peers(const hm_class_opts_t *opts)
+{
+    if (opts != NULL && (opts->field_mask & HM_CLASS_OPT_UNTRUSTED_PEERS))
+        return opts->untrusted_peers;
+    const char *env = getenv("HM_UNTRUSTED_PEERS");
+    if (env == NULL || *env == '\0' || strcmp(env, "0") == 0)
+        return false;
+    if (strcmp(env, "1") != 0)
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                "HM_UNTRUSTED_PEERS=%s read as 1 (it takes 1 or 0)", env);
+    return true;
+}
+
+/*
+ * A class that will face untrusted peers must not open a transport that a
+ * peer's bytes can abort: refuse it before any context opens a port.
+ */
+static hm_return_t class_check_peers(const hm_class_t *cls, const hm_class_opts_t *opts)
+{
+    const char *why = cls->k_na->c_trusted_only;
+    if (why == NULL || !class_untrusted_peers(opts))
+        return HM_SUCCESS;
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
+            "%s is refused for untrusted peers (HM_UNTRUSTED_PEERS / untrusted_peers), %s",
+            cls->k_na->c_protocol, why);
+    return HM_NOT_SUPPORTED;
+}
+
 static hm_return_t class_apply_opts(hm_class_t *cls, const hm_class_opts_t *opts)
 {
-    if (opts == NULL)
-        return HM_SUCCESS;
+    hm_return_t ret = class_check_peers(cls, opts);
+    if (ret != HM_SUCCESS || opts == NULL)
+        return ret;
     if (opts->field_mask & HM_CLASS_OPT_CHECKSUM)
         cls->k_checksum = opts->checksum;
     if (opts->field_mask & HM_CLASS_OPT_EAGER_LIMIT) {
@@ -138,6 +168,8 @@ hm_return_t hm_class_get_info(const hm_class_t *cls, hm_class_info_t *info)
     info->protocol = cls->k_na->c_protocol;
     info->eager_limit = hm_class_eager_limit(cls);
     info->inject_limit = cls->k_na->c_inject_limit;
+    info->peers = cls->k_na->c_trusted_only ? cls->k_na->c_trusted_only
+                                          : "any: survives hostile bytes (tests/hostile)";
     if (cls->k_na->c_rma_kind == HM_NA_RMA_NATIVE)
         info->rma = "native: the NIC checks every access against its memory regions";
     else if (cls->k_na->c_cma)

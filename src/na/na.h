@@ -362,6 +362,9 @@ struct hm_na_class {
     bool c_cma;               /* set by class_open: peers are processes of this
                                  host (shared memory), so owner-checked RMA may
                                  use process_vm_readv/writev */
+    const char *c_trusted_only; /* set by class_open: NULL when the transport was
+                                 shown to survive any peer's bytes (tests/hostile);
+                                 else "trusted only: why" (static) */
     unsigned int c_nctx;      /* contexts open */
     void *c_priv;             /* ops->class_size bytes */
 };

@@ -70,6 +70,8 @@ struct ofi_quirk {
                                      back as error completions naming their op (so an op
                                      to a dead peer waits for them; see ofi_addr.c) */
     const char *q_note;           /* why, for hm_info and the reader */
+    const char *q_trusted_only;   /* NULL: survives hostile bytes (tests/hostile); else why
+                                     only trusted peers may reach it (hm_class_info_t.peers) */
 };
 
 /* The quirks of `protocol`, or NULL. */

@@ -69,6 +69,7 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_probe = true,
         .q_mem_pins = true,
         .q_rma_native = true,
+        .q_trusted_only = "trusted only: not tested against hostile peers (needs RDMA hardware)",
         .q_rma_fails_named = true,
         .q_note = "as tcp (rxm on top); needs FI_MR_LOCAL and provider keys; the NIC checks "
                   "every RMA against its memory regions (native RMA)",

@@ -210,6 +210,18 @@ static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, cons
     cls->c_mem_pins = false; /* tcp and shared-memory lanes only: virtual addresses */
     cls->c_rma_kind = HM_NA_RMA_OWNER_CHECKED;
     cls->c_cma = k->k_proto == UCX_PROTO_SHM;
+    /*
+     * Hermod's listener fronts the hello, but UCX's own tcp port (its number
+     * is in the worker address) takes raw bytes from anyone, and UCX 1.13
+     * (and upstream today) asserts on a framed packet whose length is bad
+     * (tcp_ep.c) and on a malformed worker address (ucp_address_unpack).
+     * Shared memory is reachable only by processes of the same user.
+     */
+    cls->c_trusted_only =
+        k->k_proto == UCX_PROTO_TCP
+            ? "trusted only: UCX's own tcp port aborts the process on a malformed packet "
+              "(use ofi+tcp)"
+            : NULL;
     return HM_SUCCESS;
 }
 
