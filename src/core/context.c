@@ -535,22 +535,34 @@ static void ctx_free_kept_bulks(hm_bulk_t **kept, uint32_t count)
     free(kept);
 }
 
+/*
+ * HM_BUSY, and nothing changed, while the user still holds something of the
+ * context. Server handles kept only for an overflow response's ACK do not
+ * count: destroy releases them.
+ */
+static hm_return_t ctx_check_idle(hm_context_t *ctx)
+{
+    uint32_t handles = ctx->c_handles_alive - hmi_overflow_releasable(ctx);
+    if (handles == 0 && ctx->c_bulks_alive == 0 && ctx->c_utimers_alive == 0 &&
+        !hmi_comp_pending(ctx))
+        return HM_SUCCESS;
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
+            "context %u destroyed with %u handles, %u bulk transfers and %u timers alive%s",
+            ctx->c_index, handles, ctx->c_bulks_alive, ctx->c_utimers_alive,
+            hmi_comp_pending(ctx) ? " and callbacks not triggered" : "");
+    return HM_BUSY;
+}
+
 /* Everything but the lock and the state ctx_fini_state frees. */
 static hm_return_t ctx_destroy_locked(hm_context_t *ctx)
 {
+    hm_return_t ret = ctx_check_idle(ctx);
+    if (ret != HM_SUCCESS)
+        return ret;
     uint32_t nkept;
     hm_bulk_t **kept = ctx_keep_held_bulks(ctx, &nkept);
     hmi_overflow_release_all(ctx); /* responses whose ACK has not come: shutting down */
     hmi_linger_release_all(ctx);
-    if (ctx->c_handles_alive != 0 || ctx->c_bulks_alive != 0 || ctx->c_utimers_alive != 0 ||
-        hmi_comp_pending(ctx)) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-                "context %u destroyed with %u handles, %u bulk transfers and %u timers alive%s",
-                ctx->c_index, ctx->c_handles_alive, ctx->c_bulks_alive, ctx->c_utimers_alive,
-                hmi_comp_pending(ctx) ? " and callbacks not triggered" : "");
-        ctx_free_kept_bulks(kept, nkept);
-        return HM_BUSY;
-    }
     hmi_addr_cache_clear(ctx);
     hmi_credit_fini(ctx); /* before the NA context: the records hold addresses */
     hmi_hmap_init(&ctx->c_peers, 0);

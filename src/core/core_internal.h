@@ -556,6 +556,8 @@ void hmi_overflow_release_peer(hm_context_t *ctx, hm_na_addr_t *peer);
 void hmi_overflow_release_all(hm_context_t *ctx);
 /* Count the held response buffers; with `out`, also store one new reference to each. */
 uint32_t hmi_overflow_ref_all(hm_context_t *ctx, hm_bulk_t **out);
+/* Server handles only an unacknowledged overflow response keeps alive. */
+uint32_t hmi_overflow_releasable(const hm_context_t *ctx);
 
 /* linger.c */
 /* The request on `handle` ended early: keep its pins until the server is surely done. */

@@ -441,6 +441,17 @@ uint32_t hmi_overflow_ref_all(hm_context_t *ctx, hm_bulk_t **out)
     return count;
 }
 
+uint32_t hmi_overflow_releasable(const hm_context_t *ctx)
+{
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < ctx->c_table_size; i++) {
+        hm_handle_t *handle = ctx->c_table[i];
+        count += handle != NULL && handle->h_server && handle->h_overflow != NULL &&
+                 atomic_load(&handle->h_refs) == 1;
+    }
+    return count;
+}
+
 void hmi_overflow_release_all(hm_context_t *ctx)
 {
     for (uint32_t i = 0; i < ctx->c_table_size; i++)
