@@ -143,6 +143,8 @@ void hmi_credit_end(hm_context_t *ctx, hm_handle_t *handle)
         handle->h_peer->p_inflight--;
         ctx->c_inflight--;
         handle->h_credit = false;
+        if (handle->h_peer->p_inflight != 0) /* answers still due from it */
+            hm_na_peer_expect(ctx->c_na, handle->h_peer->p_na);
     }
     handle->h_peer = NULL;
 }

@@ -403,6 +403,12 @@ void hm_na_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer)
         ctx->x_fail_cb(ctx->x_fail_arg, peer);
 }
 
+void hm_na_peer_expect(hm_na_context_t *ctx, hm_na_addr_t *peer)
+{
+    if (ctx->x_class->c_ops.peer_expect != NULL)
+        ctx->x_class->c_ops.peer_expect(ctx, peer);
+}
+
 /* Queue a posted op's completion on `list` (x_done or x_deferred), once. */
 static void na_op_queue(hm_na_op_t *op, hm_return_t status, struct hmi_list *list)
 {

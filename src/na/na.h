@@ -244,6 +244,15 @@ struct hm_na_ops {
      * which is why the key-table check is done as well.
      */
     uint32_t (*addr_pid)(hm_na_addr_t *addr);
+    /*
+     * peer_expect (optional): the layers above still wait for messages from
+     * `peer` (requests, RMA pieces outstanding), although one just came. A
+     * plugin that learns of a peer's death only by probing quiet peers it
+     * waits on must keep watching this one: a receive alone does not prove
+     * every outstanding request will be answered. Called from progress,
+     * after a receive from `peer`; never blocks; a no-op for a dead peer.
+     */
+    void (*peer_expect)(hm_na_context_t *ctx, hm_na_addr_t *peer);
 
     /*
      * msg_buf_alloc / msg_buf_free: memory for messages, registered if the
@@ -495,6 +504,8 @@ void hm_na_deliver(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf, size_t
 
 /* Report a dead peer: the NA's RMA ops with it end, then the core hears of it. */
 void hm_na_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer);
+/* Above NA: still waiting for messages from `peer` (ops.peer_expect, if any). */
+void hm_na_peer_expect(hm_na_context_t *ctx, hm_na_addr_t *peer);
 
 /* ---- Registry ------------------------------------------------------------ */
 

@@ -292,12 +292,15 @@ void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, const struct swrma_msg *m)
         s->s_stats.ss_late++;
         return;
     }
+    hm_na_addr_t *peer = q->q_peer;
     if (m->m_type == SWRMA_GET_DATA)
         req_get_data(s, q, piece, m);
     else if (m->m_type == SWRMA_PUT_ACK)
         req_put_ack(s, q, piece, m);
     else
         req_err(s, q, piece, m);
+    if (req_lookup(s, m->m_id, &piece) != NULL) /* more of it to come */
+        hm_na_peer_expect(s->s_ctx, peer);
 }
 
 void hmi_swrma_req_send_failed(struct hmi_swrma_ctx *s, uint64_t id, hm_return_t status)

@@ -252,6 +252,14 @@ static void addr_probe(struct ofi_context *x, hm_na_addr_t *peer)
     }
 }
 
+/* A receive cleared a_await; the layers above still wait on the peer. */
+void hmi_ofi_peer_expect(hm_na_context_t *ctx, hm_na_addr_t *peer)
+{
+    (void)ctx;
+    if (!peer->a_dead && !peer->a_self)
+        peer->a_await = true; /* the sweep starts the quiet clock */
+}
+
 void hmi_ofi_probe_done(struct ofi_context *x, hm_na_addr_t *peer, int err)
 {
     peer->a_probing = false;

@@ -409,6 +409,7 @@ hm_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
 void hmi_ofi_peer_fail(struct ofi_context *x, hm_na_addr_t *peer, const char *why);
 /* Pidfd events and liveness probes; returns events handled. */
 int hmi_ofi_peers_check(struct ofi_context *x, uint64_t now);
+void hmi_ofi_peer_expect(hm_na_context_t *ctx, hm_na_addr_t *peer);
 void hmi_ofi_probe_done(struct ofi_context *x, hm_na_addr_t *peer, int err);
 /* Drop every peer (context close). */
 void hmi_ofi_peers_clear(struct ofi_context *x);

@@ -319,6 +319,7 @@ const struct hm_na_ops hm_na_ofi_ops = {
     .addr_ref = hmi_ofi_addr_ref,
     .addr_unref = hmi_ofi_addr_unref,
     .addr_pid = hmi_ofi_addr_pid,
+    .peer_expect = hmi_ofi_peer_expect,
     .msg_buf_alloc = hmi_ofi_msg_buf_alloc,
     .msg_buf_free = hmi_ofi_msg_buf_free,
     .msg_send = hmi_ofi_msg_send,
