@@ -2,7 +2,7 @@
  * Hermod core: classes, contexts, addresses, RPC registration, handles,
  * progress and trigger.
  *
- * Threading (DESIGN §9). Any thread may call any function on any context
+ * Threading (docs/ARCHITECTURE.md, "Contexts, threads and credits"). Any thread may call any function on any context
  * and its handles and addresses; one thread at a time progresses a context
  * (the one inside hm_progress or hm_trigger, or the context's own progress
  * thread), and the others hand it their work:
@@ -186,7 +186,7 @@ enum hm_context_opt_field {
     HM_CONTEXT_OPT_RETRY_HINT = 1u << 12,   /* .retry_hint_us */
 };
 
-/* Default limits of RPCs in flight (DESIGN §6). */
+/* Default limits of RPCs in flight (docs/ARCHITECTURE.md, "Contexts, threads and credits"). */
 #define HM_CREDITS_PER_PEER_DEFAULT 256u
 #define HM_CREDITS_TOTAL_DEFAULT 4096u
 
@@ -458,8 +458,9 @@ typedef struct hm_forward_opts {
  * it is admitted or its deadline passes (HM_TIMEOUT); each retry is counted
  * in overload_retries, and `cb` never sees HM_OVERLOADED. Fails at
  * once with HM_BUSY if the handle already has an RPC in flight, HM_MSGSIZE if
- * `in` does not fit the eager limit, HM_UNREACHABLE for a dead peer; `cb`
- * does not run then.
+ * the encoded `in` is larger than 1 GiB (arguments past the eager limit
+ * travel by overflow: the server pulls them), HM_UNREACHABLE for a dead
+ * peer; `cb` does not run then.
  * Errors: HM_INVALID_ARG (NULL handle or cb, NULL `in` for an RPC with an
  * input proc, a server handle, encoding failed), HM_NOENTRY (RPC not
  * registered on this class), HM_BUSY, HM_MSGSIZE, HM_UNREACHABLE, HM_NOMEM.
@@ -490,7 +491,8 @@ HM_EXPORT hm_return_t hm_free_input(hm_handle_t *handle, void *in);
  * hm_respond: encode `out` and send the response; `cb` (may be NULL) runs
  * once it has left or failed.
  * Errors: HM_INVALID_ARG (NULL handle, NULL `out` for an RPC with an output
- * proc, a client handle), HM_BUSY (responded already), HM_MSGSIZE, HM_NOMEM,
+ * proc, a client handle), HM_BUSY (responded already), HM_MSGSIZE (encoded
+ * `out` over 1 GiB; past the eager limit it travels by overflow), HM_NOMEM,
  * the transport's error; `cb` does not run then.
  */
 HM_EXPORT hm_return_t hm_respond(hm_handle_t *handle, const void *out, hm_cb_t cb, void *arg);

@@ -1,6 +1,7 @@
 /*
  * Hermod groups: ordered sets of ranks, and collective RPCs over them
- * (DESIGN §10). Built on the public core API only.
+ * (docs/ARCHITECTURE.md, "Groups and collectives"). Built on the public
+ * core API only.
  *
  * A group is a list of ranks (distinct numbers, kept in increasing order),
  * each with the URI of its context, a version, a name, and, on a member,

@@ -66,8 +66,6 @@ typedef struct hm_array {
 HM_EXPORT hm_proc_op_t hm_proc_get_op(const hm_proc_t *proc);
 /* Bytes encoded or decoded so far (on encode: needed, even past overflow); 0 for NULL. */
 HM_EXPORT size_t hm_proc_get_size(const hm_proc_t *proc);
-/* Opaque pointer the core attaches (its class), NULL for NULL; procs of addresses use it. */
-HM_EXPORT void *hm_proc_get_user(const hm_proc_t *proc);
 
 /* Primitives. `data` points to a value of the named C type. */
 HM_EXPORT hm_return_t hm_proc_uint8(hm_proc_t *proc, void *data);

@@ -106,11 +106,6 @@ size_t hm_proc_get_size(const hm_proc_t *proc)
     return proc ? proc->p_pos : 0;
 }
 
-void *hm_proc_get_user(const hm_proc_t *proc)
-{
-    return proc ? proc->p_user : NULL;
-}
-
 /* ---- error paths (out of line, the only ones that log) -------------------- */
 
 __attribute__((cold, noinline)) static hm_return_t proc_bad_input(const hm_proc_t *p,

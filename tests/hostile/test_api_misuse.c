@@ -845,7 +845,6 @@ static void test_proc_null(void **state)
     assert_int_equal(hm_proc_struct(&proc, NULL, &field, 1), HM_INVALID_ARG);
     assert_int_equal(hm_proc_struct(&proc, &value, NULL, 1), HM_INVALID_ARG);
     assert_int_equal(hm_proc_get_size(NULL), 0);
-    assert_null(hm_proc_get_user(NULL));
 }
 
 /* Out-of-range arguments and input. */

@@ -744,7 +744,7 @@ static void test_proc_object(void **state)
                      HM_SUCCESS);
     assert_int_equal(used, 0);
     hmi_proc_init(&p, HM_PROC_DECODE, buf, sizeof(buf), &user);
-    assert_ptr_equal(hm_proc_get_user(&p), &user);
+    assert_ptr_equal(p.p_user, &user);
     assert_int_equal(hm_proc_get_op(&p), HM_PROC_DECODE);
     assert_int_equal(hmi_proc_remaining(&p), 16);
     uint32_t v;
