@@ -134,6 +134,11 @@ static hm_return_t ucx_config_set(ucp_config_t *config, const char *name, const 
  * that holds it (UCX_NET_DEVICES, default "all"), and IPv6 first when the
  * address is IPv6 (UCX_TCP_AF_PRIO, default "inet,inet6"), so the URI's
  * choice of network is the data's too. A variable the user set wins.
+ * Verified with UCX 1.13.1: over an interface's global IPv6 address the lanes
+ * are IPv6; over ::1 UCX's tcp offers no IPv6 ("network device 'lo' is not
+ * available" with inet6 alone), so there the lanes use lo's IPv4 address
+ * while our listener and the URI stay IPv6. The key is "AF_PRIO": UCX
+ * applies modified transport keys without their "TCP_" prefix.
  */
 static hm_return_t ucx_config_devices(const struct ucx_class *k, ucp_config_t *config)
 {
@@ -145,7 +150,7 @@ static hm_return_t ucx_config_devices(const struct ucx_class *k, ucp_config_t *c
         ret = ucx_config_set(config, "NET_DEVICES", l->hp_ifname);
     if (ret == HM_SUCCESS && getenv("UCX_TCP_AF_PRIO") == NULL &&
         l->hp_addr.ss_family == AF_INET6)
-        ret = ucx_config_set(config, "TCP_AF_PRIO", "inet6");
+        ret = ucx_config_set(config, "AF_PRIO", "inet6,inet");
     return ret;
 }
 
