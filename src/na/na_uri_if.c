@@ -1,7 +1,8 @@
 /*
  * tcp URIs: the host's interfaces (getifaddrs) for the parser (na_uri.h):
  * what an interface name stands for, which interface holds an address,
- * which address wildcard listening reports, and the list hm_info prints.
+ * which address wildcard listening reports, and the list hm_info prints
+ * (hm_listen_interfaces_print, the public face).
  */
 #include "na/na_uri.h"
 
@@ -11,6 +12,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <hermod/core.h>
+
+#include "na/na.h"
 #include "util/log.h"
 
 /* An address a peer can use: IPv4, or IPv6 that is not link-local (needs a zone). */
@@ -212,11 +216,43 @@ hm_return_t hmi_uri_ifaces_print(FILE *out, const char *indent)
         if (seen == i && if_pick(ifs, i->ifa_name, 0) != NULL)
             if_print_one(out, indent, ifs, i);
     }
-    struct hmi_uri_host wild = {.hp_addr.ss_family = AF_INET, .hp_wildcard = true};
-    char text[HMI_URI_TEXT_MAX];
-    if (if_concrete(ifs, AF_INET, &wild) && hmi_uri_host_text(&wild, text, sizeof(text)) > 0)
-        fprintf(out, "%swildcard (\"\", 0.0.0.0) reports %s (%s)\n", indent, text,
-                wild.hp_ifname);
+    static const char *const wild_text[] = {"\"\", 0.0.0.0", "[::]"};
+    static const int wild_family[] = {AF_INET, AF_INET6};
+    for (int w = 0; w < 2; w++) {
+        struct hmi_uri_host wild = {.hp_addr.ss_family = (sa_family_t)wild_family[w],
+                                    .hp_wildcard = true};
+        char text[HMI_URI_TEXT_MAX];
+        if (if_concrete(ifs, wild_family[w], &wild) &&
+            hmi_uri_host_text(&wild, text, sizeof(text)) > 0)
+            fprintf(out, "%swildcard (%s) reports %s (%s)\n", indent, wild_text[w], text,
+                    wild.hp_ifname);
+    }
     freeifaddrs(ifs);
     return HM_SUCCESS;
+}
+
+/* True when `protocol` is "<plugin>+tcp" of a plugin compiled in. */
+static bool if_tcp_protocol(const char *protocol)
+{
+    for (const struct hm_na_ops *const *p = hm_na_plugins; *p != NULL; p++) {
+        size_t len = strlen((*p)->name);
+        if (strncmp(protocol, (*p)->name, len) != 0 || strcmp(protocol + len, "+tcp") != 0)
+            continue;
+        for (const char *const *proto = (*p)->protocols; *proto != NULL; proto++) {
+            if (strcmp(*proto, "tcp") == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+hm_return_t hm_listen_interfaces_print(const char *protocol, FILE *out)
+{
+    if (protocol == NULL || out == NULL)
+        return HM_INVALID_ARG;
+    if (!if_tcp_protocol(protocol)) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "%s: not a tcp protocol compiled in", protocol);
+        return HM_NOT_SUPPORTED;
+    }
+    return hmi_uri_ifaces_print(out, "      ");
 }

@@ -888,6 +888,12 @@ static void test_topo(void **state)
 {
     (void)state;
     assert_int_equal(hm_topo_print(NULL), HM_INVALID_ARG);
+    assert_int_equal(hm_listen_interfaces_print(NULL, stdout), HM_INVALID_ARG);
+    assert_int_equal(hm_listen_interfaces_print("ucx+tcp", NULL), HM_INVALID_ARG);
+    assert_int_equal(hm_listen_interfaces_print("zzz+tcp", stdout), HM_NOT_SUPPORTED);
+    assert_int_equal(hm_listen_interfaces_print("ofi+shm", stdout), HM_NOT_SUPPORTED);
+    assert_int_equal(hm_listen_interfaces_print("ofi+tcpx", stdout), HM_NOT_SUPPORTED);
+    assert_int_equal(hm_listen_interfaces_print("", stdout), HM_NOT_SUPPORTED);
 }
 
 int main(int argc, char **argv)
