@@ -1,7 +1,8 @@
 /*
  * UCX plugin: URIs, addresses and endpoints.
  *
- *   ucx+tcp://A.B.C.D:PORT   Hermod's own listener (one per context,
+ *   ucx+tcp://HOST:PORT      (na_uri.h; printed A.B.C.D:PORT or [v6]:PORT)
+ *                            Hermod's own listener (one per context,
  *                            na_listen.h): a peer sends a hello frame and gets
  *                            our worker address back, then connects to that
  *                            worker address, error mode PEER. No byte from
