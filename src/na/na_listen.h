@@ -54,9 +54,9 @@ hm_return_t hm_na_listener_open(const char *host, uint16_t port,
 void hm_na_listener_close(struct hm_na_listener *l);
 
 /*
- * Dial the listener at `host` (numeric IPv4 or IPv6) and `port`, send a hello with `key`, and read its
- * answer's payload into `reply` (`*reply_len`: its size in, the length
- * out). Blocks up to `timeout_ms`; retries a connection closed before the
+ * Dial the listener at `host` (numeric IPv4 or IPv6) and `port`, send a
+ * hello with `key`, and read its answer's payload into `reply`
+ * (`*reply_len`: its size in, the length out). Blocks up to `timeout_ms`; retries a connection closed before the
  * answer while time is left. HM_UNREACHABLE (no answer), HM_PERMISSION (an
  * answer without our job key), HM_PROTOCOL_ERROR (a malformed answer),
  * HM_MSGSIZE (payload larger than `*reply_len`); logged.
