@@ -4,7 +4,8 @@
  * Prints the library version, the protocols compiled in, and for each one
  * whether a class opens here (with the transport's reason when it does not,
  * and the eager limit when it does, with where a context per NUMA node
- * would be placed: its device and why), then the topology: NUMA nodes, their
+ * would be placed: its device and why, and for tcp the interfaces a URI may
+ * name to listen on), then the topology: NUMA nodes, their
  * cores, and the network devices with the node closest to each. Exit
  * status: 0 when at least one protocol opens, 1 otherwise (a topology that
  * cannot be read is reported but does not change it).
@@ -85,6 +86,11 @@ static int info_probe(const char *proto)
         printf("  %-12s      peers it may face: %s\n", "", info.peers);
     }
     info_print_placement(cls);
+    if (strstr(proto, "+tcp") != NULL) {
+        printf("  %-12s      listens on (URI host: interface name or address):\n", "");
+        if (hm_listen_interfaces_print(proto, stdout) != HM_SUCCESS)
+            printf("  %-12s      interfaces: %s\n", "", hm_error_detail());
+    }
     ret = hm_class_destroy(cls);
     if (ret != HM_SUCCESS)
         printf("  %-12s     warning: hm_class_destroy: %s\n", proto, hm_strerror(ret));

@@ -80,11 +80,28 @@ typedef struct hm_class_opts {
  * HM_NOT_SUPPORTED when the plugin is not built in or the protocol cannot
  * open on this machine (hm_error_detail() has the transport's reason),
  * HM_INVALID_ARG for a malformed URI.
- * Listen addresses are strict, alike on every plugin: tcp takes nothing,
- * "A.B.C.D" or "A.B.C.D:PORT" (numeric IPv4; decimal port 0..65535 with no
- * sign, space or leading zero; nothing after it), shm takes nothing.
+ * Listen addresses are strict, alike on every plugin (one parser):
+ *
+ *   protocol            listen part after "://"        example
+ *   ucx+tcp, ofi+tcp    ""  (every interface)          ucx+tcp://
+ *                       HOST or HOST:PORT, HOST one of ucx+tcp://127.0.0.1:0
+ *                         IPv4 literal                 ofi+tcp://[::1]:4000
+ *                         [IPv6 literal] (no %zone)    ucx+tcp://lo:0
+ *                         interface name               ofi+tcp://localhost:0
+ *                         host name (RFC 1123)
+ *   ucx+shm, ofi+shm    "" only                        ofi+shm://
+ *
+ * PORT: decimal 0..65535 (0 or absent: any), no sign, space or leading
+ * zero, nothing after it. An interface stands for its first IPv4 address,
+ * else its first IPv6 one that is not link-local; an interface wins over a
+ * host of the same name; a host name stands for getaddrinfo's first
+ * address, which must belong to this host. "0.0.0.0" and "[::]" are the
+ * wildcards. ucx+tcp with a concrete address runs UCX's own tcp lanes on
+ * that interface (UCX_NET_DEVICES, unless set), IPv6 first for an IPv6
+ * address (over ::1 UCX 1.13 has no IPv6: its lanes use lo's IPv4 then).
  * Errors: HM_INVALID_ARG (NULL uri or class_out, malformed URI or listen
- * address, opts.eager_limit 0 or above the transport's), HM_NOT_SUPPORTED
+ * address, an unknown interface, a name or address not of this host,
+ * opts.eager_limit 0 or above the transport's), HM_NOT_SUPPORTED
  * (also: untrusted_peers on a protocol that must face trusted peers only),
  * HM_NOMEM, the transport's error. *class_out is written only on success.
  */
@@ -385,11 +402,16 @@ HM_EXPORT void hm_timer_destroy(hm_timer_t *timer);
 
 /*
  * hm_addr_lookup: resolve `uri` (as printed by hm_addr_to_string, possibly
- * with "#N" for context N) for use on `ctx`. May block while connecting.
- * Returns a reference released with hm_addr_free.
+ * with "#N" for context N) for use on `ctx`. May block while connecting,
+ * and in getaddrinfo for a host name. Returns a reference released with
+ * hm_addr_free. A tcp peer's HOST is written as for hm_class_create (IPv4,
+ * [IPv6], interface name, host name) with a PORT that is required and not
+ * 0; the wildcards are refused. Names are resolved here, once: the address
+ * is the numeric one, and hm_addr_to_string prints it so.
  * Errors: HM_INVALID_ARG (NULL, malformed URI or "#N" suffix: N decimal,
- * below 65535), HM_NOENTRY (live-checked; no context N), HM_UNREACHABLE,
- * HM_TIMEOUT (locating "#N"), HM_NOMEM, the transport's error.
+ * below 65535), HM_NOENTRY (live-checked; no context N), HM_UNREACHABLE
+ * (also: a well-formed host name that does not resolve), HM_TIMEOUT
+ * (locating "#N"), HM_NOMEM, the transport's error.
  */
 HM_EXPORT hm_return_t hm_addr_lookup(hm_context_t *ctx, const char *uri, hm_addr_t **addr_out);
 /* hm_addr_self: the address peers use to reach `ctx`.
@@ -401,11 +423,24 @@ HM_EXPORT hm_addr_t *hm_addr_dup(hm_addr_t *addr);
 HM_EXPORT void hm_addr_free(hm_addr_t *addr);
 /*
  * hm_addr_to_string: write the URI to `buf`; `*size` is the buffer size in,
- * the length needed (with the NUL) out. HM_MSGSIZE if it did not fit (`buf`
+ * the length needed (with the NUL) out. tcp: always numeric, "A.B.C.D:PORT"
+ * or "[v6]:PORT", and never a wildcard: a class listening on "", "0.0.0.0"
+ * or "[::]" reports the first address (of that family) of the interface of
+ * the default route, else of the first interface up that is not loopback,
+ * else loopback: an address a peer on another host can use. HM_MSGSIZE if it did not fit (`buf`
  * may be NULL with *size 0 to ask the length).
  * Errors: HM_INVALID_ARG (NULL addr or size, NULL buf with *size > 0), HM_MSGSIZE.
  */
 HM_EXPORT hm_return_t hm_addr_to_string(const hm_addr_t *addr, char *buf, size_t *size);
+/*
+ * hm_listen_interfaces_print: for `protocol` ("ucx+tcp", "ofi+tcp", as
+ * hm_protocol_list names them), print to `out` the interfaces a listen
+ * address may name: one line each with its name, state and addresses
+ * (IPv6 in brackets), then the address wildcard listening reports.
+ * Errors: HM_INVALID_ARG (NULL), HM_NOT_SUPPORTED (not a tcp protocol
+ * compiled in: shm has no interfaces), HM_TRANSPORT_ERROR (getifaddrs).
+ */
+HM_EXPORT hm_return_t hm_listen_interfaces_print(const char *protocol, FILE *out);
 
 /* ---- Handles and RPCs -------------------------------------------------------- */
 

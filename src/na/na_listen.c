@@ -216,27 +216,53 @@ static void *listen_thread(void *arg)
 
 /* ---- Open and close ------------------------------------------------------- */
 
+/* Numeric IPv4 or IPv6 `host` and `port` -> a socket address; false if neither. */
+static bool listen_sockaddr(const char *host, uint16_t port, struct sockaddr_storage *ss,
+                            socklen_t *len)
+{
+    memset(ss, 0, sizeof(*ss));
+    struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons(port);
+        *len = sizeof(*sin);
+        return true;
+    }
+    if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons(port);
+        *len = sizeof(*sin6);
+        return true;
+    }
+    return false;
+}
+
 static hm_return_t listen_socket(struct hm_na_listener *l, const char *host, uint16_t port,
                                  uint16_t *port_out)
 {
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
-    if (inet_pton(AF_INET, host, &sin.sin_addr) != 1)
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    if (!listen_sockaddr(host, port, &ss, &sl))
         return HM_INVALID_ARG;
-    l->l_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    l->l_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (l->l_fd < 0)
         goto err;
     int one = 1;
     (void)setsockopt(l->l_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(l->l_fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
+    if (ss.ss_family == AF_INET6) /* "::" means IPv6 only, like the URI said */
+        (void)setsockopt(l->l_fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(l->l_fd, (struct sockaddr *)&ss, sl) != 0) {
         hm_return_t ret = errno == EADDRINUSE ? HM_EXISTS : HM_TRANSPORT_ERROR;
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "listener: cannot bind %s:%u: %s", host,
                 (unsigned int)port, strerror(errno));
         return ret;
     }
-    socklen_t sl = sizeof(sin);
-    if (listen(l->l_fd, SOMAXCONN) != 0 || getsockname(l->l_fd, (struct sockaddr *)&sin, &sl))
+    sl = sizeof(ss);
+    if (listen(l->l_fd, SOMAXCONN) != 0 || getsockname(l->l_fd, (struct sockaddr *)&ss, &sl))
         goto err;
-    *port_out = ntohs(sin.sin_port);
+    *port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                               : ((struct sockaddr_in *)&ss)->sin_port);
     return HM_SUCCESS;
 err:
     hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "listener: cannot listen on %s:%u: %s", host,
@@ -346,15 +372,15 @@ static int dial_wait(int fd, short events, uint64_t deadline_ns)
 }
 
 /* Connect and send our hello. The socket, or -1. */
-static int dial_connect(const struct sockaddr_in *sin, const uint8_t *hello, size_t len,
-                        uint64_t deadline_ns)
+static int dial_connect(const struct sockaddr_storage *ss, socklen_t ss_len,
+                        const uint8_t *hello, size_t len, uint64_t deadline_ns)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (connect(fd, (const struct sockaddr *)sin, sizeof(*sin)) != 0 && errno != EINPROGRESS)
+    if (connect(fd, (const struct sockaddr *)ss, ss_len) != 0 && errno != EINPROGRESS)
         goto err;
     int soerr = 0;
     socklen_t sl = sizeof(soerr);
@@ -392,12 +418,13 @@ static int dial_read(int fd, uint8_t *buf, size_t len, uint64_t deadline_ns)
 }
 
 /* One attempt. HM_AGAIN: the listener closed without answering. */
-static hm_return_t dial_once(const struct sockaddr_in *sin, const struct hm_na_hello_key *key,
-                             uint64_t deadline_ns, void *reply, size_t *reply_len)
+static hm_return_t dial_once(const struct sockaddr_storage *ss, socklen_t sl,
+                             const struct hm_na_hello_key *key, uint64_t deadline_ns, void *reply,
+                             size_t *reply_len)
 {
     uint8_t hello[HM_NA_HELLO_HDR];
     size_t hello_len = hm_na_hello_encode(hello, sizeof(hello), key, 0, NULL, 0);
-    int fd = dial_connect(sin, hello, hello_len, deadline_ns);
+    int fd = dial_connect(ss, sl, hello, hello_len, deadline_ns);
     if (fd < 0)
         return errno == ECONNREFUSED ? HM_UNREACHABLE : HM_AGAIN;
     uint8_t hdr[HM_NA_HELLO_HDR];
@@ -424,14 +451,15 @@ static hm_return_t dial_once(const struct sockaddr_in *sin, const struct hm_na_h
 hm_return_t hm_na_hello_dial(const char *host, uint16_t port, const struct hm_na_hello_key *key,
                              unsigned int timeout_ms, void *reply, size_t *reply_len)
 {
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
-    if (inet_pton(AF_INET, host, &sin.sin_addr) != 1)
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    if (!listen_sockaddr(host, port, &ss, &sl))
         return HM_INVALID_ARG;
     uint64_t deadline = hmi_time_ns() + (uint64_t)timeout_ms * 1000000u;
     hm_return_t ret;
     int attempts = 0;
     do {
-        ret = dial_once(&sin, key, deadline, reply, reply_len);
+        ret = dial_once(&ss, sl, key, deadline, reply, reply_len);
         if (ret == HM_AGAIN)
             usleep(1000); /* evicted under load, or reset: dial again */
     } while (ret == HM_AGAIN && ++attempts < HELLO_DIAL_ATTEMPTS && hmi_time_ns() < deadline);

@@ -41,7 +41,7 @@
 struct hm_na_listener;
 
 /*
- * Listen on IPv4 `host` (numeric) and `port` (0: a free one) and answer
+ * Listen on numeric IPv4 or IPv6 `host` (no brackets) and `port` (0: a free one) and answer
  * every good hello with `payload` (copied). Counts into `stats` (must
  * outlive the listener). *port_out: the bound port. Blocks briefly.
  * HM_EXISTS (port taken), HM_NOMEM, HM_TRANSPORT_ERROR, logged.
@@ -54,9 +54,9 @@ hm_return_t hm_na_listener_open(const char *host, uint16_t port,
 void hm_na_listener_close(struct hm_na_listener *l);
 
 /*
- * Dial the listener at `host`:`port`, send a hello with `key`, and read its
- * answer's payload into `reply` (`*reply_len`: its size in, the length
- * out). Blocks up to `timeout_ms`; retries a connection closed before the
+ * Dial the listener at `host` (numeric IPv4 or IPv6) and `port`, send a
+ * hello with `key`, and read its answer's payload into `reply`
+ * (`*reply_len`: its size in, the length out). Blocks up to `timeout_ms`; retries a connection closed before the
  * answer while time is left. HM_UNREACHABLE (no answer), HM_PERMISSION (an
  * answer without our job key), HM_PROTOCOL_ERROR (a malformed answer),
  * HM_MSGSIZE (payload larger than `*reply_len`); logged.

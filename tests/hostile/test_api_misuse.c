@@ -234,11 +234,15 @@ static void test_types(void **state)
 
 /* ---- core.h: classes ---------------------------------------------------------------- */
 
-/* Listen addresses both plugins refuse, as the tail of "<scheme>". */
+/* Listen addresses both plugins refuse, as the tail of "<scheme>" (na_uri.h): "junk" and
+ * "nosuchif0" are neither an interface nor a name of this host, 192.0.2.200 no address
+ * of ours. */
 static const char *const bad_listen_tcp[] = {
-    "junk:1", "junk/zz", "localhost:1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:+5",
+    "junk:1", "junk/zz", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:+5",
     "127.0.0.1:05", "127.0.0.1:5x", "127.0.0.1: 5", " 127.0.0.1:5", "127.0.0.1:-0",
-    "127.0.0.1:1:2", ":5", "127.0.0.1/", "1.2.3:5",
+    "127.0.0.1:1:2", ":5", "127.0.0.1/", "1.2.3:5", "[::1", "[::1]x", "::1:0", "[lo]:0",
+    "nosuchif0:0", "192.0.2.200:0", "[fe80::1%lo]:0", "lo:0:1", "a..b:0", "-lo:0",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.b:0",
 };
 static const char *const bad_listen_shm[] = {"junk:1", "junk/zz", "1", "127.0.0.1:0", "/"};
 
@@ -883,6 +887,12 @@ static void test_topo(void **state)
 {
     (void)state;
     assert_int_equal(hm_topo_print(NULL), HM_INVALID_ARG);
+    assert_int_equal(hm_listen_interfaces_print(NULL, stdout), HM_INVALID_ARG);
+    assert_int_equal(hm_listen_interfaces_print("ucx+tcp", NULL), HM_INVALID_ARG);
+    assert_int_equal(hm_listen_interfaces_print("zzz+tcp", stdout), HM_NOT_SUPPORTED);
+    assert_int_equal(hm_listen_interfaces_print("ofi+shm", stdout), HM_NOT_SUPPORTED);
+    assert_int_equal(hm_listen_interfaces_print("ofi+tcpx", stdout), HM_NOT_SUPPORTED);
+    assert_int_equal(hm_listen_interfaces_print("", stdout), HM_NOT_SUPPORTED);
 }
 
 int main(int argc, char **argv)

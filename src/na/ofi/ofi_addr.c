@@ -320,9 +320,11 @@ hm_return_t hmi_ofi_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_add
     }
     struct ofi_name name;
     pid_t pid;
-    if (hmi_ofi_uri_parse(q->q_addr, uri + plen + 3, &name, &pid) != HM_SUCCESS) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: malformed address \"%.200s\"", uri);
-        return HM_INVALID_ARG;
+    hm_return_t ret = hmi_ofi_uri_parse(q->q_addr, uri + plen + 3, &name, &pid);
+    if (ret != HM_SUCCESS) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: %s address \"%.200s\"",
+                ret == HM_UNREACHABLE ? "cannot resolve" : "malformed", uri);
+        return ret;
     }
     hm_na_addr_t *peer = hmi_ofi_peer_get(x, &name, pid);
     if (peer == NULL)

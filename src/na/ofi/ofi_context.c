@@ -88,8 +88,12 @@ static struct fi_info *ctx_info(struct ofi_class *k, unsigned int index)
 {
     struct fi_info *info = fi_dupinfo(k->k_info);
     if (info && index > 0 && k->k_quirk->q_addr == OFI_ADDR_SOCKADDR_IN && info->src_addr &&
-        info->src_addrlen >= sizeof(struct sockaddr_in))
-        ((struct sockaddr_in *)info->src_addr)->sin_port = 0;
+        info->src_addrlen >= sizeof(struct sockaddr_in)) {
+        if (((struct sockaddr *)info->src_addr)->sa_family == AF_INET6)
+            ((struct sockaddr_in6 *)info->src_addr)->sin6_port = 0;
+        else
+            ((struct sockaddr_in *)info->src_addr)->sin_port = 0;
+    }
     return info;
 }
 
@@ -160,6 +164,7 @@ static hm_return_t ctx_open_endpoint(hm_na_context_t *ctx, struct ofi_context *x
     if (rc != 0)
         return hmi_ofi_error("fi_getname", prov, rc);
     x->x_name.n_len = (uint8_t)len;
+    hmi_ofi_name_concrete(k->k_quirk->q_addr, &x->x_name);
     return HM_SUCCESS;
 }
 

@@ -45,7 +45,7 @@
 /* ---- Quirks and tunables (ofi_quirks.c) ----------------------------------- */
 
 enum ofi_addr_kind {
-    OFI_ADDR_SOCKADDR_IN, /* URI host:port <-> struct sockaddr_in */
+    OFI_ADDR_SOCKADDR_IN, /* URI host:port <-> struct sockaddr_in or sockaddr_in6 */
     OFI_ADDR_SHM,         /* URI pid.hexname <-> provider string name */
 };
 
@@ -121,20 +121,27 @@ struct ofi_name {
 };
 
 /*
- * Parse the address part of a URI ("127.0.0.1:5000" for tcp, "1234.6669..."
- * for shm) into an endpoint name and, for shm, the owner's pid.
- * HM_INVALID_ARG if it does not parse.
+ * Parse the address part of a URI ("127.0.0.1:5000", "[::1]:5000",
+ * "lo:5000", "localhost:5000" for tcp (na_uri.h), "1234.6669..." for shm)
+ * into an endpoint name (tcp: sockaddr_in or sockaddr_in6 bytes) and, for
+ * shm, the owner's pid. HM_INVALID_ARG if it does not parse, HM_UNREACHABLE
+ * for a host name that does not resolve. May block in getaddrinfo.
  */
 hm_return_t hmi_ofi_uri_parse(enum ofi_addr_kind kind, const char *rest,
                               struct ofi_name *name, pid_t *pid_out);
 /*
- * The listen part of a class URI, as strict as the UCX plugin's: tcp takes
- * "", "A.B.C.D" or "A.B.C.D:PORT" (numeric IPv4, decimal port 0..65535, no
- * sign or leading zero); shm takes "" only. *set_out: an address was given
- * (else the provider chooses). HM_INVALID_ARG for anything else.
+ * The listen part of a class URI, parsed as the UCX plugin's (na_uri.h,
+ * HMI_URI_LISTEN): tcp takes "", "HOST" or "HOST:PORT"; shm takes "" only.
+ * *set_out: an address was given (else the provider chooses).
+ * HM_INVALID_ARG for anything else.
  */
 hm_return_t hmi_ofi_listen_parse(enum ofi_addr_kind kind, const char *listen,
                                  struct ofi_name *name, bool *set_out);
+/*
+ * tcp: when `name` (our endpoint's, from fi_getname) is a wildcard, the
+ * concrete address peers should use instead (hmi_uri_concrete), port kept.
+ */
+void hmi_ofi_name_concrete(enum ofi_addr_kind kind, struct ofi_name *name);
 /* Format `name` as a URI with the "ofi+<protocol>://" prefix; HM_MSGSIZE if too small. */
 hm_return_t hmi_ofi_uri_format(enum ofi_addr_kind kind, const char *protocol,
                                const struct ofi_name *name, pid_t pid, char *buf,

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "na/ofi/ofi_internal.h"
 #include "util/log.h"
@@ -116,6 +117,9 @@ static struct fi_info *plugin_hints(const struct ofi_quirk *q, const struct ofi_
             goto err;
         memcpy(hints->src_addr, k->k_listen.n_bytes, k->k_listen.n_len);
         hints->src_addrlen = k->k_listen.n_len;
+        if (q->q_addr == OFI_ADDR_SOCKADDR_IN &&
+            ((const struct sockaddr *)hints->src_addr)->sa_family == AF_INET6)
+            hints->addr_format = FI_SOCKADDR_IN6; /* "[v6]" in the URI */
     }
     return hints;
 

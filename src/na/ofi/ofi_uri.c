@@ -10,51 +10,30 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "na/na_uri.h"
 #include "na/ofi/ofi_internal.h"
 
 /* ---- URIs ------------------------------------------------------------------ */
 
-/* A port: decimal digits only (no sign, space or leading zero), at most 65535. */
-static bool uri_parse_port(const char *s, uint16_t *port_out)
+/* `h`'s socket address as an endpoint name (FI_SOCKADDR_IN / _IN6 bytes). */
+static void uri_name_of(const struct hmi_uri_host *h, struct ofi_name *name)
 {
-    unsigned long port = 0;
-    const char *p = s;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        port = port * 10 + (unsigned long)(*p - '0');
-        if (port > 65535)
-            return false;
-    }
-    if (p == s || *p != '\0' || (p - s > 1 && *s == '0'))
-        return false;
-    *port_out = (uint16_t)port;
-    return true;
+    memcpy(name->n_bytes, &h->hp_addr, h->hp_len);
+    name->n_len = (uint8_t)h->hp_len;
 }
 
-/* "host:port" (port optional, 0 = any) -> struct sockaddr_in. */
-static hm_return_t uri_parse_inet(const char *rest, struct ofi_name *name)
+/* An endpoint name of an inet kind back to its address; false if it is not one. */
+static bool uri_host_of(const struct ofi_name *name, struct hmi_uri_host *h)
 {
-    char host[256];
-    const char *colon = strrchr(rest, ':');
-    size_t hlen = colon ? (size_t)(colon - rest) : strlen(rest);
-    if (hlen == 0 || hlen >= sizeof(host))
-        return HM_INVALID_ARG;
-    memcpy(host, rest, hlen);
-    host[hlen] = '\0';
-    uint16_t port = 0;
-    if (colon && !uri_parse_port(colon + 1, &port))
-        return HM_INVALID_ARG;
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
-    if (inet_pton(AF_INET, host, &sin.sin_addr) != 1) {
-        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
-        struct addrinfo *res;
-        if (getaddrinfo(host, NULL, &hints, &res) != 0)
-            return HM_INVALID_ARG;
-        sin.sin_addr = ((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr;
-        freeaddrinfo(res);
-    }
-    memcpy(name->n_bytes, &sin, sizeof(sin));
-    name->n_len = sizeof(sin);
-    return HM_SUCCESS;
+    memset(h, 0, sizeof(*h));
+    sa_family_t family;
+    if (name->n_len < sizeof(family) || name->n_len > sizeof(h->hp_addr))
+        return false;
+    memcpy(&h->hp_addr, name->n_bytes, name->n_len);
+    family = h->hp_addr.ss_family;
+    h->hp_len = name->n_len;
+    return (family == AF_INET && name->n_len == sizeof(struct sockaddr_in)) ||
+           (family == AF_INET6 && name->n_len == sizeof(struct sockaddr_in6));
 }
 
 static int uri_hex_digit(char c)
@@ -98,8 +77,13 @@ hm_return_t hmi_ofi_uri_parse(enum ofi_addr_kind kind, const char *rest,
     if (rest == NULL)
         return HM_INVALID_ARG;
     switch (kind) {
-    case OFI_ADDR_SOCKADDR_IN:
-        return uri_parse_inet(rest, name);
+    case OFI_ADDR_SOCKADDR_IN: {
+        struct hmi_uri_host h;
+        hm_return_t ret = hmi_uri_parse(rest, HMI_URI_PEER, &h);
+        if (ret == HM_SUCCESS)
+            uri_name_of(&h, name);
+        return ret;
+    }
     case OFI_ADDR_SHM:
         return uri_parse_shm(rest, name, pid_out);
     }
@@ -115,23 +99,23 @@ hm_return_t hmi_ofi_listen_parse(enum ofi_addr_kind kind, const char *listen,
         return HM_SUCCESS; /* the provider's choice */
     if (kind != OFI_ADDR_SOCKADDR_IN)
         return HM_INVALID_ARG; /* shm: its names are made per context */
-    char host[INET_ADDRSTRLEN];
-    const char *colon = strchr(listen, ':');
-    size_t hlen = colon ? (size_t)(colon - listen) : strlen(listen);
-    if (hlen == 0 || hlen >= sizeof(host))
-        return HM_INVALID_ARG;
-    memcpy(host, listen, hlen);
-    host[hlen] = '\0';
-    struct sockaddr_in sin = {.sin_family = AF_INET};
-    uint16_t port = 0;
-    if (inet_pton(AF_INET, host, &sin.sin_addr) != 1 ||
-        (colon != NULL && !uri_parse_port(colon + 1, &port)))
-        return HM_INVALID_ARG;
-    sin.sin_port = htons(port);
-    memcpy(name->n_bytes, &sin, sizeof(sin));
-    name->n_len = sizeof(sin);
+    struct hmi_uri_host h;
+    hm_return_t ret = hmi_uri_parse(listen, HMI_URI_LISTEN, &h);
+    if (ret != HM_SUCCESS)
+        return ret;
+    uri_name_of(&h, name);
     *set_out = true;
     return HM_SUCCESS;
+}
+
+void hmi_ofi_name_concrete(enum ofi_addr_kind kind, struct ofi_name *name)
+{
+    struct hmi_uri_host h;
+    if (kind != OFI_ADDR_SOCKADDR_IN || !uri_host_of(name, &h))
+        return;
+    h.hp_wildcard = hmi_uri_is_wildcard(&h);
+    hmi_uri_concrete(&h);
+    uri_name_of(&h, name);
 }
 
 hm_return_t hmi_ofi_uri_format(enum ofi_addr_kind kind, const char *protocol,
@@ -141,15 +125,11 @@ hm_return_t hmi_ofi_uri_format(enum ofi_addr_kind kind, const char *protocol,
     char text[2 * OFI_NAME_MAX + 64];
     int n;
     if (kind == OFI_ADDR_SOCKADDR_IN) {
-        struct sockaddr_in sin;
-        char host[INET_ADDRSTRLEN];
-        if (name->n_len < sizeof(sin))
+        struct hmi_uri_host h;
+        char hostport[HMI_URI_TEXT_MAX];
+        if (!uri_host_of(name, &h) || hmi_uri_format(&h, hostport, sizeof(hostport)) == 0)
             return HM_INVALID_ARG;
-        memcpy(&sin, name->n_bytes, sizeof(sin));
-        if (inet_ntop(AF_INET, &sin.sin_addr, host, sizeof(host)) == NULL)
-            return HM_INVALID_ARG;
-        n = snprintf(text, sizeof(text), "ofi+%s://%s:%u", protocol, host,
-                     (unsigned)ntohs(sin.sin_port));
+        n = snprintf(text, sizeof(text), "ofi+%s://%s", protocol, hostport);
     } else {
         n = snprintf(text, sizeof(text), "ofi+%s://%ld.", protocol, (long)pid);
         for (size_t i = 0; i < name->n_len && n > 0 && (size_t)n + 3 < sizeof(text); i++)

@@ -1,7 +1,8 @@
 /*
  * UCX plugin: URIs, addresses and endpoints.
  *
- *   ucx+tcp://A.B.C.D:PORT   Hermod's own listener (one per context,
+ *   ucx+tcp://HOST:PORT      (na_uri.h; printed A.B.C.D:PORT or [v6]:PORT)
+ *                            Hermod's own listener (one per context,
  *                            na_listen.h): a peer sends a hello frame and gets
  *                            our worker address back, then connects to that
  *                            worker address, error mode PEER. No byte from
@@ -32,6 +33,7 @@
 
 #include "na/na_listen.h"
 #include "na/na_pidwatch.h"
+#include "na/na_uri.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -81,29 +83,6 @@ static bool ucx_parse_uint(const char *s, unsigned long max, unsigned long *out,
     return true;
 }
 
-/* "A.B.C.D" or "A.B.C.D:PORT" (port optional when `port_optional`). */
-static hm_return_t ucx_parse_hostport(const char *s, bool port_optional, struct ucx_uri *out)
-{
-    const char *colon = strchr(s, ':');
-    size_t host_len = colon ? (size_t)(colon - s) : strlen(s);
-    if (host_len == 0 || host_len >= sizeof(out->u_host))
-        return HM_INVALID_ARG;
-    memcpy(out->u_host, s, host_len);
-    out->u_host[host_len] = '\0';
-    struct in_addr in;
-    if (inet_pton(AF_INET, out->u_host, &in) != 1)
-        return HM_INVALID_ARG;
-    out->u_port = 0;
-    if (colon == NULL)
-        return port_optional ? HM_SUCCESS : HM_INVALID_ARG;
-    unsigned long port;
-    const char *end;
-    if (!ucx_parse_uint(colon + 1, 65535, &port, &end) || *end != '\0')
-        return HM_INVALID_ARG;
-    out->u_port = (uint16_t)port;
-    return HM_SUCCESS;
-}
-
 /* "PID/HEX" */
 static hm_return_t ucx_parse_shm(const char *s, struct ucx_uri *out)
 {
@@ -126,17 +105,15 @@ static hm_return_t ucx_parse_shm(const char *s, struct ucx_uri *out)
     return HM_SUCCESS;
 }
 
-hm_return_t hmi_ucx_uri_parse(const char *uri, struct ucx_uri *out)
+hm_return_t hmi_ucx_uri_parse(const char *uri, bool resolve, struct ucx_uri *out)
 {
     if (uri == NULL || strlen(uri) >= UCX_URI_MAX)
         return HM_INVALID_ARG;
     memset(out, 0, offsetof(struct ucx_uri, u_waddr));
     if (strncmp(uri, "ucx+tcp://", 10) == 0) {
         out->u_proto = UCX_PROTO_TCP;
-        hm_return_t ret = ucx_parse_hostport(uri + 10, false, out);
-        if (ret == HM_SUCCESS && out->u_port == 0)
-            ret = HM_INVALID_ARG; /* a peer is never at port 0 */
-        return ret;
+        unsigned int use = HMI_URI_PEER | (resolve ? 0u : HMI_URI_NUMERIC);
+        return hmi_uri_parse(uri + 10, use, &out->u_tcp);
     }
     if (strncmp(uri, "ucx+shm://", 10) == 0) {
         out->u_proto = UCX_PROTO_SHM;
@@ -153,18 +130,17 @@ hm_return_t hmi_ucx_listen_parse(enum ucx_proto proto, const char *listen, struc
         listen = "";
     if (proto == UCX_PROTO_SHM)
         return listen[0] == '\0' ? HM_SUCCESS : HM_INVALID_ARG;
-    if (listen[0] == '\0') {
-        strcpy(out->u_host, "0.0.0.0");
-        return HM_SUCCESS;
-    }
-    return ucx_parse_hostport(listen, true, out);
+    return hmi_uri_parse(listen, HMI_URI_LISTEN, &out->u_tcp);
 }
 
 size_t hmi_ucx_uri_format(const struct ucx_uri *u, char *buf, size_t size)
 {
     int n;
     if (u->u_proto == UCX_PROTO_TCP) {
-        n = snprintf(buf, size, "ucx+tcp://%s:%u", u->u_host, (unsigned int)u->u_port);
+        char hostport[HMI_URI_TEXT_MAX];
+        if (hmi_uri_format(&u->u_tcp, hostport, sizeof(hostport)) == 0)
+            return 0;
+        n = snprintf(buf, size, "ucx+tcp://%s", hostport);
     } else {
         n = snprintf(buf, size, "ucx+shm://%ld/", (long)u->u_pid);
         if (n < 0 || (size_t)n + 2 * u->u_waddr_len >= size)
@@ -408,8 +384,12 @@ static hm_return_t ucx_tcp_resolve(struct ucx_ctx *c, const hm_na_addr_t *a,
         return HM_SUCCESS;
     }
     size_t len = sizeof(u->u_waddr);
-    hm_return_t ret = hm_na_hello_dial(u->u_host, u->u_port, &c->c_cls->k_job_key,
-                                       c->c_cls->k_connect_ms, u->u_waddr, &len);
+    char host[INET6_ADDRSTRLEN];
+    if (hmi_uri_host_text(&u->u_tcp, host, sizeof(host)) == 0)
+        return HM_INVALID_ARG;
+    hm_return_t ret = hm_na_hello_dial(host, (uint16_t)hmi_uri_port(&u->u_tcp),
+                                       &c->c_cls->k_job_key, c->c_cls->k_connect_ms,
+                                       u->u_waddr, &len);
     if (ret == HM_SUCCESS && len == 0)
         ret = HM_PROTOCOL_ERROR;
     u->u_waddr_len = len;
@@ -420,7 +400,7 @@ static hm_return_t ucx_tcp_resolve(struct ucx_ctx *c, const hm_na_addr_t *a,
 static hm_return_t ucx_addr_connect(struct ucx_ctx *c, hm_na_addr_t *a, struct ucx_ep **out)
 {
     struct ucx_uri u;
-    if (hmi_ucx_uri_parse(a->a_uri, &u) != HM_SUCCESS)
+    if (hmi_ucx_uri_parse(a->a_uri, false, &u) != HM_SUCCESS)
         return HM_INVALID_ARG;
     if (u.u_proto == UCX_PROTO_TCP) {
         hm_return_t ret = ucx_tcp_resolve(c, a, &u);
@@ -562,7 +542,7 @@ hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const 
     memcpy(uri, h + UCX_HDR_FIXED, uri_len);
     uri[uri_len] = '\0';
     struct ucx_uri u;
-    if (hmi_ucx_uri_parse(uri, &u) != HM_SUCCESS || u.u_proto != c->c_cls->k_proto)
+    if (hmi_ucx_uri_parse(uri, false, &u) != HM_SUCCESS || u.u_proto != c->c_cls->k_proto)
         return NULL;
     char canon[UCX_URI_MAX];
     size_t len = hmi_ucx_uri_format(&u, canon, sizeof(canon));
@@ -616,24 +596,6 @@ static hm_return_t ucx_hdr_build(struct ucx_ctx *c)
     return HM_SUCCESS;
 }
 
-/* The IPv4 address peers should use when we listen on 0.0.0.0. */
-static void ucx_pick_host(char *host, size_t size)
-{
-    struct ifaddrs *ifs, *i;
-    snprintf(host, size, "127.0.0.1");
-    if (getifaddrs(&ifs) != 0)
-        return;
-    for (i = ifs; i != NULL; i = i->ifa_next) {
-        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
-            (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
-            continue;
-        inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, host,
-                  (socklen_t)size);
-        break;
-    }
-    freeifaddrs(ifs);
-}
-
 /*
  * tcp: our worker address, and a listener of ours that hands it to peers
  * after checking their hello (context 0 where the class URI says, others on
@@ -654,15 +616,17 @@ static hm_return_t ucx_listen(struct ucx_ctx *c, struct ucx_uri *self)
         return HM_NOT_SUPPORTED;
     }
     uint16_t port;
-    hm_return_t ret = hm_na_listener_open(l->u_host, c->c_na->x_index == 0 ? l->u_port : 0,
+    char host[INET6_ADDRSTRLEN];
+    if (hmi_uri_host_text(&l->u_tcp, host, sizeof(host)) == 0)
+        return HM_INVALID_ARG;
+    hm_return_t ret = hm_na_listener_open(host, c->c_na->x_index == 0 ? hmi_uri_port(&l->u_tcp) : 0,
                                           &c->c_cls->k_job_key, c->c_waddr, c->c_waddr_len,
                                           &c->c_na->x_listen, &c->c_listener, &port);
     if (ret != HM_SUCCESS)
         return ret;
     *self = *l;
-    self->u_port = port;
-    if (strcmp(l->u_host, "0.0.0.0") == 0)
-        ucx_pick_host(self->u_host, sizeof(self->u_host));
+    hmi_uri_set_port(&self->u_tcp, port);
+    hmi_uri_concrete(&self->u_tcp); /* never 0.0.0.0 or :: in a URI we hand out */
     return HM_SUCCESS;
 }
 
@@ -932,10 +896,14 @@ hm_return_t hmi_ucx_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_add
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     struct ucx_uri u;
-    if (hmi_ucx_uri_parse(uri, &u) != HM_SUCCESS || u.u_proto != c->c_cls->k_proto) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: cannot parse address \"%s\" for %s", uri,
+    hm_return_t parsed = hmi_ucx_uri_parse(uri, true, &u);
+    if (parsed == HM_SUCCESS && u.u_proto != c->c_cls->k_proto)
+        parsed = HM_INVALID_ARG;
+    if (parsed != HM_SUCCESS) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: %s address \"%s\" for %s",
+                parsed == HM_UNREACHABLE ? "cannot resolve" : "cannot parse", uri,
                 ctx->x_class->c_protocol);
-        return HM_INVALID_ARG;
+        return parsed;
     }
     char canon[UCX_URI_MAX];
     size_t len = hmi_ucx_uri_format(&u, canon, sizeof(canon));

@@ -83,6 +83,7 @@
 
 #include "na/na.h"
 #include "na/na_hello.h"
+#include "na/na_uri.h"
 #include "util/compiler.h"
 #include "util/hmap.h"
 #include "util/list.h"
@@ -113,9 +114,8 @@ enum ucx_proto {
 /* A parsed peer URI. */
 struct ucx_uri {
     enum ucx_proto u_proto;
-    /* tcp */
-    char u_host[64]; /* numeric IPv4, as given */
-    uint16_t u_port;
+    /* tcp: the peer's (or our listen) address, na_uri.h */
+    struct hmi_uri_host u_tcp;
     /* shm */
     pid_t u_pid;
     size_t u_waddr_len;
@@ -123,14 +123,17 @@ struct ucx_uri {
 };
 
 /*
- * Parse a full plugin URI ("ucx+tcp://1.2.3.4:5", "ucx+shm://PID/HEX").
- * HM_INVALID_ARG, without logging, for anything malformed; never reads past
- * the terminating NUL.
+ * Parse a full plugin URI ("ucx+tcp://HOST:PORT" in na_uri.h's grammar,
+ * "ucx+shm://PID/HEX"). `resolve`: a user's URI, whose host may be an
+ * interface or a host name (may block in getaddrinfo); false for text a peer
+ * sent or our own canonical URIs: numeric only. HM_INVALID_ARG, without
+ * logging, for anything malformed; HM_UNREACHABLE for a name that does not
+ * resolve; never reads past the terminating NUL.
  */
-hm_return_t hmi_ucx_uri_parse(const char *uri, struct ucx_uri *out);
+hm_return_t hmi_ucx_uri_parse(const char *uri, bool resolve, struct ucx_uri *out);
 /*
  * Parse the listen part of a class URI for `proto` (tcp: "", "HOST",
- * "HOST:PORT"; shm: ""). Fills u_host/u_port for tcp. HM_INVALID_ARG.
+ * "HOST:PORT", na_uri.h; shm: ""). Fills u_tcp for tcp. HM_INVALID_ARG.
  */
 hm_return_t hmi_ucx_listen_parse(enum ucx_proto proto, const char *listen, struct ucx_uri *out);
 /* The canonical URI of `u` into buf; the length, or 0 if it does not fit. */

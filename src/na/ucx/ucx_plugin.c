@@ -18,6 +18,7 @@
 #include "na/ucx/ucx_internal.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,9 +129,35 @@ static hm_return_t ucx_config_set(ucp_config_t *config, const char *name, const 
     return HM_SUCCESS;
 }
 
-/* Read the UCX configuration and select the transports behind `proto`. */
-static hm_return_t ucx_config(enum ucx_proto proto, ucp_config_t **config_out)
+/*
+ * tcp with a concrete listen address: UCX's own tcp lanes use the interface
+ * that holds it (UCX_NET_DEVICES, default "all"), and IPv6 first when the
+ * address is IPv6 (UCX_TCP_AF_PRIO, default "inet,inet6"), so the URI's
+ * choice of network is the data's too. A variable the user set wins.
+ * Verified with UCX 1.13.1: over an interface's global IPv6 address the lanes
+ * are IPv6; over ::1 UCX's tcp offers no IPv6 ("network device 'lo' is not
+ * available" with inet6 alone), so there the lanes use lo's IPv4 address
+ * while our listener and the URI stay IPv6. The key is "AF_PRIO": UCX
+ * applies modified transport keys without their "TCP_" prefix.
+ */
+static hm_return_t ucx_config_devices(const struct ucx_class *k, ucp_config_t *config)
 {
+    const struct hmi_uri_host *l = &k->k_listen.u_tcp;
+    if (k->k_proto != UCX_PROTO_TCP || l->hp_wildcard)
+        return HM_SUCCESS;
+    hm_return_t ret = HM_SUCCESS;
+    if (getenv("UCX_NET_DEVICES") == NULL && l->hp_ifname[0] != '\0')
+        ret = ucx_config_set(config, "NET_DEVICES", l->hp_ifname);
+    if (ret == HM_SUCCESS && getenv("UCX_TCP_AF_PRIO") == NULL &&
+        l->hp_addr.ss_family == AF_INET6)
+        ret = ucx_config_set(config, "AF_PRIO", "inet6,inet");
+    return ret;
+}
+
+/* Read the UCX configuration and select the transports behind `k`'s protocol. */
+static hm_return_t ucx_config(const struct ucx_class *k, ucp_config_t **config_out)
+{
+    enum ucx_proto proto = k->k_proto;
     ucp_config_t *config;
     ucs_status_t status = ucp_config_read(NULL, NULL, &config);
     if (status != UCS_OK) {
@@ -152,6 +179,8 @@ static hm_return_t ucx_config(enum ucx_proto proto, ucp_config_t **config_out)
      */
     if (ret == HM_SUCCESS)
         ret = ucx_config_set(config, "RNDV_THRESH", "inf");
+    if (ret == HM_SUCCESS)
+        ret = ucx_config_devices(k, config);
     if (ret != HM_SUCCESS) {
         ucp_config_release(config);
         return ret;
@@ -188,7 +217,7 @@ static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, cons
     hm_na_hello_key_from_env(&k->k_job_key);
 
     ucp_config_t *config;
-    hm_return_t ret = ucx_config(k->k_proto, &config);
+    hm_return_t ret = ucx_config(k, &config);
     if (ret != HM_SUCCESS)
         return ret;
     ucp_params_t params = {

@@ -35,9 +35,27 @@ static void test_uri_tcp_round_trip(void **state)
     assert_int_equal(hmi_ofi_uri_format(OFI_ADDR_SOCKADDR_IN, "tcp", &name, 0, buf, &size),
                      HM_MSGSIZE);
     assert_int_equal(size, strlen("ofi+tcp://127.0.0.1:5000") + 1);
-    /* no port: 0, any */
-    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, "127.0.0.1", &name, &pid),
+    /* IPv6 in brackets, names and interfaces: canonical numeric text back */
+    const char *in[][2] = {{"[::1]:5000", "ofi+tcp://[::1]:5000"},
+                           {"localhost:5000", "ofi+tcp://127.0.0.1:5000"},
+                           {"lo:5000", "ofi+tcp://127.0.0.1:5000"}};
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, in[i][0], &name, &pid),
+                         HM_SUCCESS);
+        size = sizeof(buf);
+        assert_int_equal(hmi_ofi_uri_format(OFI_ADDR_SOCKADDR_IN, "tcp", &name, 0, buf, &size),
+                         HM_SUCCESS);
+        assert_string_equal(buf, in[i][1]);
+    }
+    /* A wildcard name of ours becomes an address peers can use. */
+    assert_int_equal(hmi_ofi_listen_parse(OFI_ADDR_SOCKADDR_IN, "0.0.0.0:7", &name, &(bool){0}),
                      HM_SUCCESS);
+    hmi_ofi_name_concrete(OFI_ADDR_SOCKADDR_IN, &name);
+    size = sizeof(buf);
+    assert_int_equal(hmi_ofi_uri_format(OFI_ADDR_SOCKADDR_IN, "tcp", &name, 0, buf, &size),
+                     HM_SUCCESS);
+    assert_null(strstr(buf, "0.0.0.0"));
+    assert_non_null(strstr(buf, ":7"));
 }
 
 static void test_uri_tcp_malformed(void **state)
@@ -45,10 +63,15 @@ static void test_uri_tcp_malformed(void **state)
     struct ofi_name name;
     pid_t pid;
     const char *bad[] = {"", ":80", "127.0.0.1:", "127.0.0.1:70000", "127.0.0.1:12x",
-                         "no-such-host.invalid:1"};
+                         "127.0.0.1", "[::1", "[::1]", "::1:80", "a:1:2", "1.2.3:80",
+                         "[::]:80", "0.0.0.0:80", "[fe80::1%lo]:80", "bad_name.example:80"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, bad[i], &name, &pid),
                          HM_INVALID_ARG);
+    /* well formed, but no such host: unreachable (na_uri.h) */
+    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, "no-such-host.invalid:1", &name,
+                                       &pid),
+                     HM_UNREACHABLE);
     assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, NULL, &name, &pid),
                      HM_INVALID_ARG);
 }
