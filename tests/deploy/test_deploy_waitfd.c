@@ -13,6 +13,11 @@
  *  - Nothing is lost: 10,000 echo RPCs (32 in flight, each a distinct
  *    string) all come back with their own string, and the server, started
  *    with -n 10000, counts exactly 10,000 responses and exits cleanly.
+ *  - test_other_thread_wakes (one process): a loop asleep on its armed wait
+ *    fd is woken when another thread arms a timer of the context (it sees
+ *    the armed fd as a sleeper and rings the context's eventfd: nothing else
+ *    could wake it), the next round re-arms with the new deadline, and the
+ *    timerfd wakes the loop for the timer, whose callback then runs.
  * With HM_DEPLOY_MEASURE=1 it also prints the median and p99 of 2,000
  * sequential round trips (one in flight: each one wakes the sleeping loop);
  * printed only, never checked.
@@ -24,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -243,6 +250,70 @@ static void test_epoll_server(void **state)
     hm_test_alarm(0, NULL);
 }
 
+/* ---- another thread wakes the loop --------------------------------------------------- */
+
+struct helper {
+    hm_timer_t *timer;
+    hm_return_t ret;
+};
+
+static void *helper_main(void *arg)
+{
+    struct helper *hp = arg;
+    sleep_ms(100); /* the loop is asleep by then (not needed for correctness) */
+    hp->ret = hm_timer_arm(hp->timer, 300);
+    return NULL;
+}
+
+static void timer_cb(hm_timer_t *timer, void *arg)
+{
+    (void)timer;
+    (*(int *)arg)++;
+}
+
+static void test_other_thread_wakes(void **state)
+{
+    (void)state;
+    hm_class_t *cls;
+    hm_context_t *w;
+    int fd, fired = 0;
+    assert_int_equal(hm_class_create(uri, NULL, &cls), HM_SUCCESS);
+    assert_int_equal(hm_context_create(cls, NULL, &w), HM_SUCCESS);
+    struct helper hp = {.ret = HM_FAULT};
+    assert_int_equal(hm_timer_create(w, timer_cb, &fired, &hp.timer), HM_SUCCESS);
+    assert_int_equal(hm_context_get_wait_fd(w, &fd), HM_SUCCESS);
+
+    /* A round with nothing to do arms the fd; it stays quiet. */
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    assert_int_equal(hm_progress(w, 0), HM_TIMEOUT);
+    assert_int_equal(hm_trigger(w, 64, NULL), HM_TIMEOUT);
+    assert_int_equal(poll(&pfd, 1, 50), 0);
+    pthread_t helper;
+    assert_int_equal(pthread_create(&helper, NULL, helper_main, &hp), 0);
+    /* Asleep, armed before the timer existed: only the helper's ring can wake
+     * us now (without it, nothing would before this poll's 10 s). */
+    int woken = poll(&pfd, 1, 10000);
+    pthread_join(helper, NULL);
+    assert_int_equal(hp.ret, HM_SUCCESS);
+    assert_int_equal(woken, 1);
+    /* The round it asks for re-arms with the new deadline (the timerfd),
+     * and the loop sleeps until then; the round after runs the callback. */
+    int rounds = 0;
+    while (fired == 0 && rounds < 20) {
+        unsigned int ran = 0;
+        (void)hm_progress(w, 0);
+        (void)hm_trigger(w, 64, &ran);
+        rounds++;
+        if (ran == 0)
+            assert_int_equal(poll(&pfd, 1, 10000), 1);
+    }
+    assert_int_equal(fired, 1);
+    assert_true(rounds <= 5); /* woken for a reason each time, not spinning */
+    hm_timer_destroy(hp.timer);
+    assert_int_equal(hm_context_destroy(w), HM_SUCCESS);
+    assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -253,6 +324,7 @@ int main(int argc, char **argv)
     server_path = argv[2];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_epoll_server),
+        cmocka_unit_test(test_other_thread_wakes),
     };
     return cmocka_run_group_tests_name("deploy_waitfd", tests, NULL, NULL);
 }
