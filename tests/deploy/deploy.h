@@ -20,7 +20,8 @@ struct deploy_str {
 
 struct deploy_addr {
     hm_addr_t *addr;
-    /* Client side only: raw bytes to put on the wire instead (hostile tests). */
+    /* Client side only: raw bytes to put on the wire instead (hostile tests):
+     * the length raw_len, then min(raw_len, 64) bytes of `raw`. */
     const void *raw;
     uint32_t raw_len;
 };

@@ -127,9 +127,11 @@ static void test_hostile_bytes(void **state)
     snprintf(bad_index, sizeof(bad_index), "%s://127.0.0.1:1#x7", proto);
     int n = snprintf(with_nul, sizeof(with_nul), "%s://a", proto);
     with_nul[n - 1] = '\0'; /* "...://" then a NUL */
+    static char filler[64]; /* what the two length lies send: 64 bytes */
+    memset(filler, 'x', sizeof(filler));
     const struct deploy_addr cases[] = {
-        {.raw = "x", .raw_len = 5000},                        /* past the bound */
-        {.raw = "x", .raw_len = 500},                         /* cut short */
+        {.raw = filler, .raw_len = 5000},                     /* past the bound */
+        {.raw = filler, .raw_len = 500},                      /* cut short */
         {.raw = with_nul, .raw_len = (uint32_t)n},            /* a NUL inside */
         {.raw = "ucx+tcp://\x01\x02", .raw_len = 12},         /* control bytes */
         {.raw = wrong_proto, .raw_len = (uint32_t)strlen(wrong_proto)},
