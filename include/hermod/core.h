@@ -323,6 +323,56 @@ HM_EXPORT hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms);
 HM_EXPORT hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max,
                                  unsigned int *count_out);
 
+/*
+ * hm_context_get_wait_fd: a file descriptor, owned by the context, that
+ * becomes readable when the context has work, for an application that runs
+ * its own event loop (epoll, poll, libuv, libevent). Made on the first call;
+ * later calls return the same fd. It stays open until hm_context_destroy:
+ * take it out of your loop before destroying the context, never close it.
+ *
+ * The loop (one thread drives the context this way):
+ *
+ *   for (;;) {
+ *       unsigned int ran;
+ *       hm_progress(ctx, 0);                          // arms the fd on HM_TIMEOUT
+ *       hm_trigger(ctx, UINT_MAX, &ran);
+ *       if (ran > 0)
+ *           continue;                                 // run another round first
+ *       epoll_wait(loop_fd, ...);                     // the fd is in loop_fd, EPOLLIN
+ *       ... handle your other fds (they may call Hermod: then go round again) ...
+ *   }
+ *
+ * Contract:
+ *  - Sleep only right after a round in which hm_progress(ctx, 0) returned
+ *    HM_TIMEOUT and hm_trigger ran nothing, with no other call on the
+ *    context from this thread in between. That hm_progress armed the fd; if
+ *    work was already there, the fd is readable at once.
+ *  - When the fd is readable, or after anything this thread did on the
+ *    context outside that round (hm_forward from a timer of yours, ...), run
+ *    another round. Never read the fd yourself: hm_progress drains it.
+ *  - No wake-up is lost between the check and the sleep: new transport
+ *    events make the fd readable, and so do posts from other threads (they
+ *    see the armed fd as a sleeping driver and ring the context's eventfd),
+ *    and the context's next deadline (RPC timeouts, overload retries,
+ *    hm_timer callbacks) through a timerfd inside it.
+ *  - The fd is level-triggered (an epoll set): until the next hm_progress it
+ *    stays readable once it is. Use EPOLLIN, not EPOLLET.
+ *  - hm_progress with a timeout and the context's own blocking still work on
+ *    the same context; mixing them just costs a spurious wake-up.
+ * Protocols: ucx+tcp and ucx+shm (the UCP worker's event fd, armed with
+ * ucp_worker_arm), ofi+tcp (the CQ's FI_WAIT_FD, fi_trywait) and ofi+shm
+ * (shm's CQ has no wait object: Hermod's doorbell, a unix socket a peer
+ * rings after posting to a sleeping context) all give one. A transport
+ * with no fd to block on gives HM_NOT_SUPPORTED: drive such a context with
+ * its own progress thread (progress_thread option, then post and take
+ * results from any thread) or poll it with hm_progress(ctx, 0) from a timer
+ * of your loop.
+ * Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked), HM_BUSY (the
+ * context has its own progress thread, which drives it instead),
+ * HM_NOT_SUPPORTED (no fd on this transport), HM_NOMEM, HM_FAULT (epoll).
+ */
+HM_EXPORT hm_return_t hm_context_get_wait_fd(hm_context_t *ctx, int *fd_out);
+
 /* Counters of one context; all monotonic. */
 typedef struct hm_stats {
     uint64_t requests_sent;
@@ -441,6 +491,42 @@ HM_EXPORT hm_return_t hm_addr_to_string(const hm_addr_t *addr, char *buf, size_t
  * compiled in: shm has no interfaces), HM_TRANSPORT_ERROR (getifaddrs).
  */
 HM_EXPORT hm_return_t hm_listen_interfaces_print(const char *protocol, FILE *out);
+
+/*
+ * hm_addr_cmp: order two addresses: 0 when both name the same peer context
+ * (the same URI, "#N" included), else -1 or 1, consistently (by URI); the
+ * addresses may belong to different contexts, even classes. NULL sorts
+ * before any address; two NULLs are equal. An address whose URI cannot be
+ * read (out of memory) compares by pointer.
+ */
+HM_EXPORT int hm_addr_cmp(const hm_addr_t *a, const hm_addr_t *b);
+/*
+ * hm_addr_is_self: whether `addr` names the context it belongs to (an RPC
+ * sent there is served by that same context, through its own progress).
+ * false for NULL.
+ */
+HM_EXPORT bool hm_addr_is_self(const hm_addr_t *addr);
+
+/*
+ * hm_proc_addr: an address (`data` points to an hm_addr_t *) as an RPC
+ * argument. Encode writes its URI (the canonical form hm_addr_to_string
+ * gives, with "#N"); NULL encodes as "no address". Decode, only inside
+ * hm_get_input / hm_get_output (the proc then knows the receiving context),
+ * checks the bytes before any transport sees them: length 1..HM_ADDR_URI_MAX-1,
+ * printable ASCII, the receiving class's protocol ("ucx+tcp://..." for a
+ * ucx+tcp class), a "#N" suffix below 65535; then resolves the URI on the
+ * receiving context, as hm_addr_lookup does (it may block while connecting
+ * over ucx+tcp), and yields a reference usable at once (hm_handle_create).
+ * Free (hm_free_input / hm_free_output) drops that reference: hm_addr_dup
+ * it first to keep it.
+ * Decode errors: HM_PROTOCOL_ERROR (truncated, bad length or byte, another
+ * protocol, malformed URI), HM_INVALID_ARG (hm_proc_decode outside an
+ * RPC: no context), HM_UNREACHABLE (the address names no live peer), the
+ * transport's lookup error. Encode: HM_INVALID_ARG for an address whose URI
+ * cannot be read.
+ */
+#define HM_ADDR_URI_MAX 1024
+HM_EXPORT hm_return_t hm_proc_addr(hm_proc_t *proc, void *data);
 
 /* ---- Handles and RPCs -------------------------------------------------------- */
 

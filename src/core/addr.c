@@ -133,6 +133,41 @@ static hm_return_t addr_locate(hm_context_t *ctx, hm_addr_t *first, hm_addr_t **
     return HM_SUCCESS;
 }
 
+/* The NA lookup of `na_uri`, as an address of `ctx` with context index `index`. */
+static hm_return_t addr_lookup_na(hm_context_t *ctx, const char *na_uri, uint16_t index,
+                                  hm_addr_t **addr_out)
+{
+    hm_na_addr_t *na;
+    bool took = hmi_ctx_enter(ctx);
+    hm_return_t ret = ctx->c_class->k_na->c_ops.addr_lookup(ctx->c_na, na_uri, &na);
+    hm_addr_t *addr = NULL;
+    if (ret == HM_SUCCESS) {
+        addr = hmi_addr_create(ctx, na, index);
+        if (addr == NULL) {
+            ctx->c_class->k_na->c_ops.addr_unref(na);
+            ret = HM_NOMEM;
+        }
+    }
+    hmi_ctx_leave(ctx, took);
+    if (ret == HM_SUCCESS)
+        *addr_out = addr;
+    return ret;
+}
+
+/*
+ * An address as hm_addr_to_string printed it: its NA part is context N's own
+ * address already (self, a located "#N", or a request's source), so no
+ * locate round trip, which a handler decoding its input must not wait for.
+ */
+hm_return_t hmi_addr_lookup_printed(hm_context_t *ctx, const char *uri, hm_addr_t **addr_out)
+{
+    char na_uri[HM_ADDR_URI_MAX];
+    uint16_t index;
+    if (addr_split_index(uri, na_uri, sizeof(na_uri), &index) != HM_SUCCESS)
+        return HM_INVALID_ARG;
+    return addr_lookup_na(ctx, na_uri, index, addr_out);
+}
+
 hm_return_t hm_addr_lookup(hm_context_t *ctx, const char *uri, hm_addr_t **addr_out)
 {
     if (ctx == NULL || uri == NULL || addr_out == NULL)
@@ -146,18 +181,8 @@ hm_return_t hm_addr_lookup(hm_context_t *ctx, const char *uri, hm_addr_t **addr_
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "malformed address \"%.200s\"", uri);
         return HM_INVALID_ARG;
     }
-    hm_na_addr_t *na;
-    bool took = hmi_ctx_enter(ctx);
-    ret = ctx->c_class->k_na->c_ops.addr_lookup(ctx->c_na, na_uri, &na);
-    hm_addr_t *addr = NULL;
-    if (ret == HM_SUCCESS) {
-        addr = hmi_addr_create(ctx, na, index);
-        if (addr == NULL) {
-            ctx->c_class->k_na->c_ops.addr_unref(na);
-            ret = HM_NOMEM;
-        }
-    }
-    hmi_ctx_leave(ctx, took);
+    hm_addr_t *addr;
+    ret = addr_lookup_na(ctx, na_uri, index, &addr);
     if (ret != HM_SUCCESS)
         return ret;
     if (index != 0) /* context N of that class: ask it where N is */

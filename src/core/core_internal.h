@@ -287,6 +287,13 @@ struct hm_context {
     pthread_t c_thread;               /* the context's progress thread */
     bool c_has_thread;
     atomic_bool c_stop;               /* asks the progress thread to end */
+    /* The wait fd (waitfd.c): -1 until asked for. c_wait_owner names the
+     * thread whose hm_progress armed it (NULL: not armed); while armed, that
+     * thread counts as one of c_sleepers. */
+    int c_wait_epfd;
+    int c_wait_timerfd;
+    bool c_wait_timer_set;
+    _Atomic(const void *) c_wait_owner;
 
     /* Credits (credit.c). */
     uint32_t c_credits_peer;          /* 0: no limit */
@@ -363,6 +370,20 @@ void hmi_ctx_block(hm_context_t *ctx, int ms);
 hm_return_t hmi_ctx_thread_start(hm_context_t *ctx);
 void hmi_ctx_thread_stop(hm_context_t *ctx);
 hm_return_t hmi_ctx_drive_init(hm_context_t *ctx);
+/* hmi_ctx_token: a unique address per thread (the driver's name in c_owner). */
+const void *hmi_ctx_token(void);
+
+/*
+ * waitfd.c: the application's wait fd. init/fini with the drive state;
+ * hm_progress disarms on entry and arms when it returns HM_TIMEOUT (`self`:
+ * the arming thread's hmi_ctx_token) once the fd exists.
+ */
+void hmi_waitfd_init(hm_context_t *ctx);
+/* addr.c: resolve a URI that hm_addr_to_string printed, without locating "#N". */
+hm_return_t hmi_addr_lookup_printed(hm_context_t *ctx, const char *uri, hm_addr_t **addr_out);
+void hmi_waitfd_fini(hm_context_t *ctx);
+void hmi_waitfd_arm(hm_context_t *ctx, const void *self);
+void hmi_waitfd_disarm(hm_context_t *ctx);
 void hmi_ctx_drive_fini(hm_context_t *ctx);
 
 /* ---- live classes and contexts (live.c) ---------------------------------- */

@@ -35,6 +35,11 @@ static const void *drive_self(void)
     return &drive_self_token;
 }
 
+const void *hmi_ctx_token(void)
+{
+    return drive_self();
+}
+
 bool hmi_ctx_owned(const hm_context_t *ctx)
 {
     return atomic_load_explicit(&ctx->c_owner, memory_order_relaxed) == drive_self();
@@ -107,7 +112,13 @@ void hmi_ctx_leave(hm_context_t *ctx, bool took)
 
 void hmi_ctx_wake(hm_context_t *ctx)
 {
-    if (atomic_load(&ctx->c_sleepers) == 0)
+    uint32_t sleepers = atomic_load(&ctx->c_sleepers);
+    if (sleepers == 0)
+        return;
+    /* The only sleeper is the application's wait fd, armed by this very
+     * thread: its own calls do not wake it (the wait-fd contract has it run
+     * another round after any). */
+    if (sleepers == 1 && atomic_load(&ctx->c_wait_owner) == drive_self())
         return;
     uint64_t one = 1;
     if (write(ctx->c_wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
@@ -222,11 +233,13 @@ hm_return_t hmi_ctx_drive_init(hm_context_t *ctx)
     atomic_init(&ctx->c_sleepers, 0);
     atomic_init(&ctx->c_stop, false);
     hmi_mpsc_init(&ctx->c_subq);
+    hmi_waitfd_init(ctx);
     return HM_SUCCESS;
 }
 
 void hmi_ctx_drive_fini(hm_context_t *ctx)
 {
+    hmi_waitfd_fini(ctx);
     pthread_mutex_destroy(&ctx->c_lock);
     close(ctx->c_wake_fd);
 }

@@ -144,8 +144,11 @@ hm_return_t hmi_handle_decode(hm_handle_t *handle, hm_proc_cb_t proc, void *data
         return HM_NOENTRY;
     size_t len, used;
     void *payload = hmi_handle_payload(handle, &len);
-    hm_return_t ret = hmi_proc_run(proc, HM_PROC_DECODE, payload, len, data,
-                                   handle->h_ctx->c_class, &used);
+    hm_proc_t p;
+    hmi_proc_init(&p, HM_PROC_DECODE, payload, len, handle->h_ctx->c_class);
+    hmi_proc_set_context(&p, handle->h_ctx); /* addresses resolve on it */
+    hm_return_t ret = proc ? proc(&p, data) : HM_SUCCESS;
+    used = hm_proc_get_size(&p);
     if (ret == HM_SUCCESS && used != len) {
         /* Trailing bytes: refuse, and free what user procs may have allocated. */
         hmi_proc_run(proc, HM_PROC_FREE, NULL, 0, data, handle->h_ctx->c_class, NULL);

@@ -79,7 +79,14 @@ hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms)
     if (ctx == NULL)
         return HM_INVALID_ARG;
     bool took = hmi_ctx_enter(ctx);
+    bool wait_fd = ctx->c_wait_epfd >= 0;
+    if (wait_fd)
+        hmi_waitfd_disarm(ctx); /* the application drives again */
     hm_return_t ret = progress_locked(ctx, timeout_ms);
+    /* Nothing to trigger: arm the wait fd for the application's sleep
+     * (the wait-fd contract, waitfd.c). */
+    if (wait_fd && ret == HM_TIMEOUT)
+        hmi_waitfd_arm(ctx, hmi_ctx_token());
     hmi_ctx_leave(ctx, took);
     return ret;
 }

@@ -59,6 +59,17 @@ void hmi_proc_init(hm_proc_t *proc, hm_proc_op_t op, void *buf, size_t size, voi
     proc->p_user = user;
     proc->p_pin = NULL;
     proc->p_pin_arg = NULL;
+    proc->p_ctx = NULL;
+}
+
+void hmi_proc_set_context(hm_proc_t *proc, void *ctx)
+{
+    proc->p_ctx = ctx;
+}
+
+void *hmi_proc_context(const hm_proc_t *proc)
+{
+    return proc->p_ctx;
 }
 
 void hmi_proc_set_pin(hm_proc_t *proc, hm_return_t (*pin)(void *arg, void *obj), void *arg)

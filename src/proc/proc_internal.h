@@ -27,6 +27,7 @@ struct hm_proc {
     void *p_user;    /* the core's class, for procs of addresses and bulk handles */
     hm_return_t (*p_pin)(void *arg, void *obj); /* encode: keep `obj` alive (may be NULL) */
     void *p_pin_arg;
+    void *p_ctx;     /* decode inside an RPC: the receiving context (hm_proc_addr) */
 };
 
 /*
@@ -43,6 +44,14 @@ void hmi_proc_init(hm_proc_t *proc, hm_proc_op_t op, void *buf, size_t size, voi
  * which takes a reference on them for the caller. Default: none.
  */
 void hmi_proc_set_pin(hm_proc_t *proc, hm_return_t (*pin)(void *arg, void *obj), void *arg);
+
+/*
+ * hmi_proc_set_context / hmi_proc_context: the context a decode runs for
+ * (the core sets it in hm_get_input / hm_get_output; NULL elsewhere), so
+ * that hm_proc_addr can resolve the addresses it decodes there.
+ */
+void hmi_proc_set_context(hm_proc_t *proc, void *ctx);
+void *hmi_proc_context(const hm_proc_t *proc);
 
 /* hmi_proc_pin: hand `obj` to the proc's pin function; HM_SUCCESS if there is none. */
 hm_return_t hmi_proc_pin(hm_proc_t *proc, void *obj);

@@ -17,6 +17,7 @@
  * misuse"), hm_proc_get_op(NULL) (documented as not checked), and a stale
  * class or context pointer whose memory now holds a new one.
  */
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -460,6 +461,145 @@ static void test_addresses(void **state)
     assert_int_equal(hm_addr_to_string(fx.srv_addr, tiny, &size), HM_MSGSIZE);
 }
 
+static void timer_ran_cb(hm_timer_t *timer, void *arg)
+{
+    (void)timer;
+    (*(int *)arg)++;
+}
+
+/* hm_context_get_wait_fd: errors, and that the fd sleeps and wakes as promised. */
+static void test_wait_fd(void **state)
+{
+    (void)state;
+    need_fixture();
+    int fd = -7, fd2 = -7;
+    hm_context_t *w, *dead, *threaded;
+    assert_int_equal(hm_context_get_wait_fd(NULL, &fd), HM_INVALID_ARG);
+    assert_int_equal(hm_context_get_wait_fd(fx.cli, NULL), HM_INVALID_ARG);
+    assert_int_equal(hm_context_create(fx.cls, NULL, &dead), HM_SUCCESS);
+    assert_int_equal(hm_context_destroy(dead), HM_SUCCESS);
+    assert_int_equal(hm_context_get_wait_fd(dead, &fd), HM_NOENTRY);
+    hm_context_opts_t topts = {.field_mask = HM_CONTEXT_OPT_PROGRESS_THREAD,
+                               .progress_thread = true};
+    assert_int_equal(hm_context_create(fx.cls, &topts, &threaded), HM_SUCCESS);
+    assert_int_equal(hm_context_get_wait_fd(threaded, &fd), HM_BUSY);
+    assert_int_equal(hm_context_destroy(threaded), HM_SUCCESS);
+    assert_int_equal(fd, -7); /* written only on success */
+
+    assert_int_equal(hm_context_create(fx.cls, NULL, &w), HM_SUCCESS);
+    assert_int_equal(hm_context_get_wait_fd(w, &fd), HM_SUCCESS);
+    assert_true(fd >= 0);
+    assert_int_equal(hm_context_get_wait_fd(w, &fd2), HM_SUCCESS);
+    assert_int_equal(fd, fd2);
+    /* Armed by a round with nothing to do: the fd sleeps. */
+    assert_int_equal(hm_progress(w, 0), HM_TIMEOUT);
+    assert_int_equal(hm_trigger(w, 64, NULL), HM_TIMEOUT);
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&pfd, 1, 50), 0);
+    /* A timer of the context wakes it (its timerfd), and the round runs it. */
+    int ran = 0;
+    hm_timer_t *timer;
+    assert_int_equal(hm_timer_create(w, timer_ran_cb, &ran, &timer), HM_SUCCESS);
+    assert_int_equal(hm_timer_arm(timer, 20), HM_SUCCESS);
+    assert_int_equal(hm_progress(w, 0), HM_TIMEOUT); /* re-arms, with the deadline */
+    assert_int_equal(poll(&pfd, 1, 5000), 1);
+    for (int i = 0; i < 100 && ran == 0; i++) {
+        (void)hm_progress(w, 0);
+        (void)hm_trigger(w, 64, NULL);
+    }
+    assert_int_equal(ran, 1);
+    hm_timer_destroy(timer);
+    assert_int_equal(hm_progress(w, 0), HM_TIMEOUT);
+    assert_int_equal(poll(&pfd, 1, 50), 0); /* drained: asleep again */
+    assert_int_equal(hm_context_destroy(w), HM_SUCCESS);
+}
+
+/* Decode `len` bytes of an hm_proc_addr on context `ctx` (as hm_get_input would). */
+static hm_return_t decode_addr_on(hm_context_t *ctx, void *buf, size_t len, hm_addr_t **out)
+{
+    hm_proc_t p;
+    hmi_proc_init(&p, HM_PROC_DECODE, buf, len, hm_context_class(ctx));
+    hmi_proc_set_context(&p, ctx);
+    return hm_proc_addr(&p, out);
+}
+
+/* Wire bytes of an hm_proc_addr: u32 length (little-endian) then `text`. */
+static size_t forge_addr(uint8_t *buf, uint32_t len, const char *text, size_t text_len)
+{
+    buf[0] = (uint8_t)len;
+    buf[1] = (uint8_t)(len >> 8);
+    buf[2] = (uint8_t)(len >> 16);
+    buf[3] = (uint8_t)(len >> 24);
+    memcpy(buf + 4, text, text_len);
+    return 4 + text_len;
+}
+
+/* hm_addr_cmp, hm_addr_is_self, hm_proc_addr: neutral values and hostile bytes. */
+static void test_addr_compare_and_proc(void **state)
+{
+    (void)state;
+    need_fixture();
+    assert_int_equal(hm_addr_cmp(NULL, NULL), 0);
+    assert_int_equal(hm_addr_cmp(NULL, fx.srv_addr), -1);
+    assert_int_equal(hm_addr_cmp(fx.srv_addr, NULL), 1);
+    assert_int_equal(hm_addr_cmp(fx.srv_addr, fx.srv_addr), 0);
+    assert_int_equal(hm_addr_cmp(fx.srv_addr, fx.srv_self), 0); /* same peer, two contexts */
+    assert_false(hm_addr_is_self(NULL));
+    assert_true(hm_addr_is_self(fx.srv_self));
+    assert_false(hm_addr_is_self(fx.srv_addr));
+
+    /* Round trip: srv's own address, decoded on cli, is cli's address of srv. */
+    static uint8_t buf[HM_ADDR_URI_MAX + 64] __attribute__((aligned(8)));
+    size_t used = 0;
+    hm_addr_t *none = NULL, *addr = NULL;
+    assert_int_equal(hm_proc_encode(fx.cls, hm_proc_addr, &fx.srv_self, buf, sizeof(buf), &used),
+                     HM_SUCCESS);
+    assert_int_equal(decode_addr_on(fx.cli, buf, used, &addr), HM_SUCCESS);
+    assert_int_equal(hm_addr_cmp(addr, fx.srv_addr), 0);
+    assert_false(hm_addr_is_self(addr));
+    hm_addr_free(addr);
+    /* Outside an RPC there is no context to resolve on. */
+    addr = (hm_addr_t *)&addr;
+    assert_int_equal(hm_proc_decode(fx.cls, hm_proc_addr, buf, used, &addr), HM_INVALID_ARG);
+    /* NULL travels as "no address". */
+    assert_int_equal(hm_proc_encode(fx.cls, hm_proc_addr, &none, buf, sizeof(buf), &used),
+                     HM_SUCCESS);
+    addr = (hm_addr_t *)&addr;
+    assert_int_equal(decode_addr_on(fx.cli, buf, used, &addr), HM_SUCCESS);
+    assert_null(addr);
+
+    /* Hostile bytes: each is refused before the transport parses anything. */
+    const char *proto = hm_class_protocol(fx.cls);
+    const char *other = strncmp(proto, "ucx", 3) == 0 ? "ofi+tcp" : "ucx+tcp";
+    char text[128];
+    struct { uint32_t len; size_t have; } bounds[] = {
+        {HM_ADDR_URI_MAX, 8}, {UINT32_MAX, 8}, {40, 10}, /* past the bound; cut short */
+    };
+    for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
+        size_t n = forge_addr(buf, bounds[i].len, "ucx+tcp://", bounds[i].have);
+        addr = NULL;
+        assert_int_equal(decode_addr_on(fx.cli, buf, n, &addr), HM_PROTOCOL_ERROR);
+        assert_null(addr);
+    }
+    /* Appended to the class's protocol. */
+    const char *tails[] = {"://127.0.0.1:1\x01", "://127.0.0.1:1 ", ":/x", "://",
+                           "://:99999x", "://127.0.0.1:1#x", "://127.0.0.1:1#65535"};
+    for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
+        int n = snprintf(text, sizeof(text), "%s%s", proto, tails[i]);
+        size_t len = forge_addr(buf, (uint32_t)n, text, (size_t)n);
+        addr = NULL;
+        assert_int_equal(decode_addr_on(fx.cli, buf, len, &addr), HM_PROTOCOL_ERROR);
+        assert_null(addr);
+    }
+    int n = snprintf(text, sizeof(text), "%s://127.0.0.1:1", other);
+    size_t len = forge_addr(buf, (uint32_t)n, text, (size_t)n);
+    assert_int_equal(decode_addr_on(fx.cli, buf, len, &addr), HM_PROTOCOL_ERROR);
+    memcpy(text, "ucx+tcp://a\0b", 13); /* a NUL inside */
+    len = forge_addr(buf, 13, text, 13);
+    assert_int_equal(decode_addr_on(fx.cli, buf, len, &addr), HM_PROTOCOL_ERROR);
+    assert_null(addr);
+}
+
 /* ---- core.h: handles ----------------------------------------------------------------------------- */
 
 static void test_handle_create(void **state)
@@ -827,6 +967,7 @@ static void test_proc_null(void **state)
         hm_proc_bool,     hm_proc_float,      hm_proc_double,    hm_proc_uuid,
         hm_proc_string,   hm_proc_bytes,      hm_proc_array_u8,  hm_proc_array_u16,
         hm_proc_array_u32, hm_proc_array_u64, hm_proc_array_double, hm_proc_bulk,
+        hm_proc_addr,
     };
     uint8_t buf[64] __attribute__((aligned(8))) = {0};
     uint64_t value = 0;
@@ -907,6 +1048,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_context_destroy),
         cmocka_unit_test(test_context_calls),
         cmocka_unit_test(test_addresses),
+        cmocka_unit_test(test_wait_fd),
+        cmocka_unit_test(test_addr_compare_and_proc),
         cmocka_unit_test(test_handle_create),
         cmocka_unit_test(test_handle_in_flight),
         cmocka_unit_test(test_server_handle),
