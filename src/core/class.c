@@ -168,8 +168,13 @@ hm_return_t hm_class_get_info(const hm_class_t *cls, hm_class_info_t *info)
     info->protocol = cls->k_na->c_protocol;
     info->eager_limit = hm_class_eager_limit(cls);
     info->inject_limit = cls->k_na->c_inject_limit;
-    info->peers = cls->k_na->c_trusted_only ? cls->k_na->c_trusted_only
-                                          : "any: survives hostile bytes (tests/hostile)";
+    if (cls->k_na->c_trusted_only != NULL)
+        info->peers = cls->k_na->c_trusted_only;
+    else if (cls->k_na->c_cma)
+        info->peers = "any: shared memory admits only processes of this user, which the OS "
+                      "already lets ptrace or kill this one";
+    else
+        info->peers = "any: survives hostile bytes (tests/hostile)";
     if (cls->k_na->c_rma_kind == HM_NA_RMA_NATIVE)
         info->rma = "native: the NIC checks every access against its memory regions";
     else if (cls->k_na->c_cma)
