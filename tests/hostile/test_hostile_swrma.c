@@ -461,29 +461,50 @@ static struct s_ids g_ids;
 static uint8_t *g_local;
 static hm_bulk_t *g_local_bulk;
 
-static void start(bool forge)
+/* Setup: the server (a hostile owner with `forge`), our client and local buffer. */
+static int start(bool forge)
 {
     static char arg[256];
     snprintf(arg, sizeof(arg), "%s%s", forge ? "!" : "", g_protocol);
-    assert_int_equal(hm_test_spawn(&g_server, s_server_main, arg), 0);
-    assert_int_equal(hm_test_recv(&g_server, g_uri, sizeof(g_uri), 20000), 0);
-    assert_int_equal(s_client_open(&g_cli, &g_ids, g_uri), HM_SUCCESS);
+    if (hm_test_spawn(&g_server, s_server_main, arg) != 0 ||
+        hm_test_recv(&g_server, g_uri, sizeof(g_uri), 20000) != 0 ||
+        s_client_open(&g_cli, &g_ids, g_uri) != HM_SUCCESS)
+        return -1;
     g_local = calloc(1, BIG);
-    assert_non_null(g_local);
     void *buf = g_local;
     size_t size = BIG;
-    assert_int_equal(hm_bulk_create(g_cli.cls, 1, &buf, &size, HM_BULK_READ_WRITE,
-                                    &g_local_bulk),
-                     HM_SUCCESS);
+    if (g_local == NULL || hm_bulk_create(g_cli.cls, 1, &buf, &size, HM_BULK_READ_WRITE,
+                                          &g_local_bulk) != HM_SUCCESS)
+        return -1;
+    return 0;
 }
 
-static void stop(void)
+static int start_forging(void **state)
 {
+    (void)state;
+    return start(true);
+}
+
+static int start_honest(void **state)
+{
+    (void)state;
+    return start(false);
+}
+
+/* Teardown, also after a failed test: the server is stopped, or killed. */
+static int stop(void **state)
+{
+    (void)state;
     hm_bulk_free(g_local_bulk);
-    assert_int_equal(bulk_call(&g_cli, g_ids.shutdown, NULL, NULL), HM_SUCCESS);
-    assert_int_equal(hm_test_wait(&g_server, 20), 0);
-    assert_int_equal(bulk_client_close(&g_cli), HM_SUCCESS);
+    g_local_bulk = NULL;
+    bool clean = bulk_call(&g_cli, g_ids.shutdown, NULL, NULL) == HM_SUCCESS &&
+                 hm_test_wait(&g_server, 20) == 0;
+    if (!clean)
+        hm_test_child_kill(&g_server);
+    clean = bulk_client_close(&g_cli) == HM_SUCCESS && clean;
     free(g_local);
+    g_local = NULL;
+    return clean ? 0 : -1;
 }
 
 static void server_stats(struct s_stats *st)
@@ -504,7 +525,6 @@ static hm_return_t pull(hm_bulk_t *remote, size_t off, size_t size)
 static void test_forged_get_data(void **state)
 {
     (void)state;
-    start(true);
     hm_bulk_t *region = s_expose(&g_cli, &g_ids);
     assert_non_null(region);
     for (unsigned int i = 0; i < 2 * FORGE_CASES; i++) {
@@ -527,14 +547,12 @@ static void test_forged_get_data(void **state)
         server_stats(&st); /* the same connection still serves RPCs */
     }
     hm_bulk_free(region);
-    stop();
 }
 
 /* Canceled pulls: the owner drops their jobs on CANCEL; unknown CANCELs are ignored. */
 static void test_cancel(void **state)
 {
     (void)state;
-    start(false);
     hm_bulk_t *region = s_expose(&g_cli, &g_ids);
     assert_non_null(region);
     enum { N = 4 };
@@ -582,14 +600,12 @@ static void test_cancel(void **state)
     assert_int_equal(pull(region, 0, PULL), HM_SUCCESS);
     assert_int_equal(bulk_pattern_find(g_local, PULL, 3, 0), PULL);
     hm_bulk_free(region);
-    stop();
 }
 
 /* One peer's flood of GET_REQs: its excess refused, a good client's pulls all served. */
 static void test_peer_cap(void **state)
 {
     (void)state;
-    start(false);
     hm_bulk_t *region = s_expose(&g_cli, &g_ids);
     assert_non_null(region);
     struct s_stats st0, st;
@@ -626,7 +642,6 @@ static void test_peer_cap(void **state)
     assert_true(st.overloaded - st0.overloaded > 0);
     assert_int_equal(st.busy, st0.busy); /* the context's cap was never reached */
     hm_bulk_free(region);
-    stop();
 }
 
 int main(int argc, char **argv)
@@ -635,9 +650,9 @@ int main(int argc, char **argv)
     setenv("HM_CMA", "0", 1); /* shm classes: RMA over messages, not CMA (every process) */
     hm_test_alarm(280, "test_hostile_swrma");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_forged_get_data),
-        cmocka_unit_test(test_cancel),
-        cmocka_unit_test(test_peer_cap),
+        cmocka_unit_test_setup_teardown(test_forged_get_data, start_forging, stop),
+        cmocka_unit_test_setup_teardown(test_cancel, start_honest, stop),
+        cmocka_unit_test_setup_teardown(test_peer_cap, start_honest, stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
