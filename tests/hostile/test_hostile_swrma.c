@@ -3,13 +3,14 @@
  *
  *  - a hostile owner: a server process whose context answers every GET_REQ
  *    itself, with forged GET_DATA (a duplicate offset, an overlap, a run
- *    ahead of a gap then data overlapping it, data past the request). The victim's pull must fail with
- *    HM_PROTOCOL_ERROR (it once completed HM_SUCCESS with half the range
- *    never written), counted as malformed, and the connection must serve a
- *    normal RPC afterwards;
+ *    ahead of a gap then data overlapping it, data past the request). The
+ *    victim's pull must fail with HM_PROTOCOL_ERROR (it once completed
+ *    HM_SUCCESS with half the range never written), counted as malformed,
+ *    and the connection must serve a normal RPC afterwards; the same data
+ *    honestly out of order must succeed;
  *  - cancel: pulls canceled while the owner streams them; the owner must
  *    drop their jobs on the requester's CANCEL (its job gauge back to 0,
- *    counted), and CANCELs for ids it does not know are counted, unanswered;
+ *    counted), and CANCELs for ids it does not know are counted;
  *  - one peer's flood of GET_REQs: an attacker process sends 1,000 while the
  *    owner is held in a handler, so they all arrive at once; past the
  *    per-peer cap (256) they are refused with HM_OVERLOADED, and a good
@@ -81,7 +82,14 @@ static hm_return_t stats_proc(hm_proc_t *p, void *d)
 /* ---- the server: an honest owner, or (forge) a hostile one -------------------- */
 
 /* The forged answers; the last is honest, only out of order, and must succeed. */
-enum forge_case { FORGE_DUP, FORGE_OVERLAP, FORGE_AHEAD, FORGE_PAST, FORGE_REORDER, FORGE_CASES };
+enum forge_case {
+    FORGE_DUP,
+    FORGE_OVERLAP,
+    FORGE_AHEAD,
+    FORGE_PAST,
+    FORGE_REORDER,
+    FORGE_CASES
+};
 
 static struct {
     hm_context_t *ctx;
@@ -582,9 +590,7 @@ static void test_cancel(void **state)
     assert_int_equal(st.jobs, 0);
     assert_true(st.cancels >= 1);
     assert_int_equal(st.cancels + st.cancel_unknown, mine.ss_cancels_sent);
-    /* CANCELs for ids the owner never saw: counted there, never answered. */
-    struct hmi_swrma_stats before, after;
-    hmi_swrma_stats(g_cli.ctx->c_na, &before);
+    /* CANCELs for ids the owner never saw: counted there (owner_cancel sends nothing). */
     for (unsigned int i = 0; i < 16; i++)
         hmi_swrma_cancel_send(g_cli.ctx->c_na->x_rma, g_cli.server->a_na, 0xabc000u + i);
     uint64_t unknown0 = st.cancel_unknown;
@@ -593,8 +599,6 @@ static void test_cancel(void **state)
         server_stats(&st);
     } while (st.cancel_unknown < unknown0 + 16 && bulk_now_ms() < end);
     assert_int_equal(st.cancel_unknown, unknown0 + 16);
-    hmi_swrma_stats(g_cli.ctx->c_na, &after);
-    assert_int_equal(after.ss_late, before.ss_late);
     /* The connection moves bytes as before. */
     memset(g_local, 0, PULL);
     assert_int_equal(pull(region, 0, PULL), HM_SUCCESS);
