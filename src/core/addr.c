@@ -30,6 +30,11 @@ static uint64_t addr_cache_key(hm_na_addr_t *na, uint16_t ctx_index)
     return ((uint64_t)(uintptr_t)na << 16) | ctx_index;
 }
 
+hm_addr_t *hmi_addr_cache_find(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index)
+{
+    return hmi_hmap_get(&ctx->c_addr_cache, addr_cache_key(na, ctx_index));
+}
+
 hm_addr_t *hmi_addr_cached(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index)
 {
     uint64_t key = addr_cache_key(na, ctx_index);
@@ -228,10 +233,12 @@ void hm_addr_free(hm_addr_t *addr)
     if (addr == NULL || --addr->a_refs != 0)
         return;
     hm_context_t *ctx = addr->a_ctx;
+    hm_addr_t *acct = addr->a_adm_acct;
     bool took = hmi_ctx_enter(ctx); /* NA addresses belong to the driver */
     ctx->c_class->k_na->c_ops.addr_unref(addr->a_na);
     hmi_ctx_leave(ctx, took);
     free(addr);
+    hm_addr_free(acct); /* its sender's admission record (admit_peer.c), or NULL */
 }
 
 hm_return_t hm_addr_to_string(const hm_addr_t *addr, char *buf, size_t *size)

@@ -19,8 +19,12 @@
  * floods and never progresses costs the server a bounded amount, while a
  * client that takes its replies, however slowly, is always answered.
  *
- * The counters are plain fields of the context and of the cached source
- * address, touched only by the thread driving the context.
+ * Per-peer means per sender as the transport names it: the counters are
+ * plain fields of the context and of the sender's record (admit_peer.c:
+ * one per NA address, whatever context indexes its requests claim), touched
+ * only by the thread driving the context. A sender also has at most
+ * HMI_ADMIT_DEFERRED_PEER_MAX refusals waiting as records; past that, its
+ * refusals are dropped unanswered (overload_drops).
  */
 #include <stdlib.h>
 
@@ -109,10 +113,11 @@ hm_return_t hmi_admit_check(hm_context_t *ctx, hm_addr_t *peer,
                 ctx->c_index, (unsigned long long)bytes);
         return HM_MSGSIZE;
     }
+    const hm_addr_t *sender = hmi_admit_acct(peer);
     if (admit_over(ad->ad_requests, 1, ad->ad_max_requests) ||
-        admit_over(peer->a_adm_requests, 1, ad->ad_max_requests_peer) ||
+        admit_over(sender->a_adm_requests, 1, ad->ad_max_requests_peer) ||
         admit_over(ad->ad_bytes, bytes, ad->ad_max_bytes) ||
-        admit_over(peer->a_adm_bytes, bytes, ad->ad_max_bytes_peer))
+        admit_over(sender->a_adm_bytes, bytes, ad->ad_max_bytes_peer))
         return HM_OVERLOADED;
     return HM_SUCCESS;
 }
@@ -120,13 +125,13 @@ hm_return_t hmi_admit_check(hm_context_t *ctx, hm_addr_t *peer,
 void hmi_admit_enter(hm_handle_t *handle, uint64_t bytes)
 {
     struct hmi_admit *ad = &handle->h_ctx->c_admit;
-    hm_addr_t *peer = handle->h_addr;
+    hm_addr_t *sender = hmi_admit_acct(handle->h_addr);
     handle->h_admitted = true;
     handle->h_adm_bytes = bytes;
     ad->ad_requests++;
     ad->ad_bytes += bytes;
-    peer->a_adm_requests++;
-    peer->a_adm_bytes += bytes;
+    sender->a_adm_requests++;
+    sender->a_adm_bytes += bytes;
 }
 
 void hmi_admit_leave(hm_handle_t *handle)
@@ -134,12 +139,12 @@ void hmi_admit_leave(hm_handle_t *handle)
     if (!handle->h_admitted)
         return;
     struct hmi_admit *ad = &handle->h_ctx->c_admit;
-    hm_addr_t *peer = handle->h_addr;
+    hm_addr_t *sender = hmi_admit_acct(handle->h_addr);
     handle->h_admitted = false;
     ad->ad_requests--;
     ad->ad_bytes -= handle->h_adm_bytes;
-    peer->a_adm_requests--;
-    peer->a_adm_bytes -= handle->h_adm_bytes;
+    sender->a_adm_requests--;
+    sender->a_adm_bytes -= handle->h_adm_bytes;
 }
 
 static struct hmi_wire_header admit_reply_header(hm_context_t *ctx,
@@ -167,16 +172,17 @@ static struct hmi_wire_header admit_reply_header(hm_context_t *ctx,
  */
 static bool admit_peer_stalled(hm_addr_t *peer)
 {
-    if (peer->a_adm_replies + peer->a_adm_deferred < HMI_ADMIT_REPLIES_PEER)
+    const hm_addr_t *sender = hmi_admit_acct(peer);
+    if (sender->a_adm_replies + sender->a_adm_deferred < HMI_ADMIT_REPLIES_PEER)
         return false;
-    return hmi_time_ns() - peer->a_adm_taken_ns > (uint64_t)HMI_ADMIT_STALL_MS * 1000000u;
+    return hmi_time_ns() - sender->a_adm_taken_ns > (uint64_t)HMI_ADMIT_STALL_MS * 1000000u;
 }
 
 /* No room to post one more reply now: it waits (admit_defer) instead. */
 static bool admit_posts_full(hm_context_t *ctx, hm_addr_t *peer)
 {
     return ctx->c_admit.ad_replies >= HMI_ADMIT_REPLIES_CTX ||
-           peer->a_adm_replies >= HMI_ADMIT_REPLIES_PEER_MAX;
+           hmi_admit_acct(peer)->a_adm_replies >= HMI_ADMIT_REPLIES_PEER_MAX;
 }
 
 static struct hmi_send_slot *admit_reply_slot(hm_context_t *ctx)
@@ -201,24 +207,26 @@ static void admit_reply_slot_put(struct hmi_send_slot *slot)
 /* Start the stall clock when `peer` gets its first waiting reply. */
 static void admit_clock_start(hm_addr_t *peer)
 {
-    if (peer->a_adm_replies == 0 && peer->a_adm_deferred == 0)
-        peer->a_adm_taken_ns = hmi_time_ns();
+    hm_addr_t *sender = hmi_admit_acct(peer);
+    if (sender->a_adm_replies == 0 && sender->a_adm_deferred == 0)
+        sender->a_adm_taken_ns = hmi_time_ns();
 }
 
 /* Count a reply to `peer` as posted, or as gone (`taken`: sent). */
 static void admit_reply_count(hm_context_t *ctx, hm_addr_t *peer, bool posted, bool taken)
 {
     struct hmi_admit *ad = &ctx->c_admit;
+    hm_addr_t *sender = hmi_admit_acct(peer);
     if (posted) {
         admit_clock_start(peer);
-        peer->a_adm_replies++;
+        sender->a_adm_replies++;
         ad->ad_replies++;
         return;
     }
     ad->ad_replies--;
-    peer->a_adm_replies--;
+    sender->a_adm_replies--;
     if (taken)
-        peer->a_adm_taken_ns = hmi_time_ns();
+        sender->a_adm_taken_ns = hmi_time_ns();
 }
 
 /* A post that failed for a reason that passes (resources), not a dead peer. */
@@ -268,6 +276,10 @@ static void admit_drop(hm_context_t *ctx, const char *why)
 static void admit_defer(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *hdr)
 {
     struct hmi_admit *ad = &ctx->c_admit;
+    if (hmi_admit_acct(peer)->a_adm_deferred >= HMI_ADMIT_DEFERRED_PEER_MAX) {
+        admit_drop(ctx, "too many waiting for this sender");
+        return;
+    }
     struct admit_deferred *d =
         ad->ad_deferred_count < HMI_ADMIT_DEFERRED_MAX ? malloc(sizeof(*d)) : NULL;
     if (d == NULL) {
@@ -277,7 +289,7 @@ static void admit_defer(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wir
     admit_clock_start(peer);
     d->d_peer = hm_addr_dup(peer);
     d->d_hdr = *hdr;
-    peer->a_adm_deferred++;
+    hmi_admit_acct(peer)->a_adm_deferred++;
     ad->ad_deferred_count++;
     hmi_list_push_back(&ad->ad_deferred, &d->d_link);
 }
@@ -285,7 +297,7 @@ static void admit_defer(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wir
 static void admit_deferred_free(hm_context_t *ctx, struct admit_deferred *d)
 {
     ctx->c_admit.ad_deferred_count--;
-    d->d_peer->a_adm_deferred--;
+    hmi_admit_acct(d->d_peer)->a_adm_deferred--;
     hm_addr_free(d->d_peer);
     free(d);
 }

@@ -48,6 +48,15 @@
 #define HMI_ADMIT_REPLIES_PEER_MAX 16384u
 #define HMI_ADMIT_REPLIES_CTX 32768u
 #define HMI_ADMIT_DEFERRED_MAX 262144u /* ~25 MB of records */
+/* Of those records, at most this many for one sender (its transport address):
+ * a well-behaved client has at most one refusal outstanding per RPC in flight,
+ * so it needs more than 16384 + 32768 RPCs in flight to meet this bound. */
+#define HMI_ADMIT_DEFERRED_PEER_MAX 32768u
+/* Admission keys a sender by its transport address (admit_peer.c): its
+ * counters live on the cached address of this index, which no context has. */
+#define HMI_ADMIT_ACCT_INDEX HMI_CTX_MAX
+/* Distinct context indexes one sender may claim in its requests. */
+#define HMI_ADMIT_INDEXES_PEER 64u
 /* The pool trim runs at most this often; it frees what stayed idle since the last. */
 #define HMI_TRIM_INTERVAL_NS 250000000ull
 
@@ -88,8 +97,12 @@ struct hm_addr {
     hm_na_addr_t *a_na;      /* one reference */
     uint16_t a_ctx_index;    /* context of the peer this address targets */
     _Atomic uint32_t a_refs;
-    /* Admission (admit.c): what this peer context holds of our server budgets.
-     * Only on the cached source address of requests; driver only. */
+    /* Admission (admit.c, admit_peer.c): the sender's record, which holds the
+     * counters below for every context index the sender claims (one
+     * reference; NULL on the record itself and on addresses not of requests). */
+    hm_addr_t *a_adm_acct;
+    uint32_t a_adm_indexes;  /* record: claimed indexes cached for this sender */
+    /* What this sender holds of our server budgets. Only on a record; driver only. */
     uint32_t a_adm_requests; /* its requests in service */
     uint32_t a_adm_replies;  /* error replies to it posted, not yet completed */
     uint64_t a_adm_taken_ns; /* when it last took one (or the first was posted) */
@@ -435,6 +448,16 @@ void hmi_respond_dispatch(hm_handle_t *handle);
 
 /* admit.c: a serving context's budgets (DESIGN §6, ARCHITECTURE "Admission") */
 void hmi_admit_init(hm_context_t *ctx, const hm_context_opts_t *opts);
+/* admit_peer.c: the cached source address of a request from `source` claiming
+ * context `claimed`, tied to its sender's record. HM_OVERLOADED: the sender
+ * claimed too many indexes (drop the request unanswered); HM_NOMEM. */
+hm_return_t hmi_admit_source(hm_context_t *ctx, hm_na_addr_t *source, uint16_t claimed,
+                             hm_addr_t **out);
+/* The address holding `peer`'s admission counters: its sender's record. */
+static inline hm_addr_t *hmi_admit_acct(hm_addr_t *peer)
+{
+    return peer->a_adm_acct != NULL ? peer->a_adm_acct : peer;
+}
 /* May the request in `hdr` (payload in `buf`) from `peer` be served? HM_SUCCESS
  * (with the overflow bytes it announces), HM_OVERLOADED, or HM_MSGSIZE. */
 hm_return_t hmi_admit_check(hm_context_t *ctx, hm_addr_t *peer,
@@ -502,6 +525,8 @@ bool hmi_bulk_trigger_one(hm_context_t *ctx);
 /* addr.c */
 hm_addr_t *hmi_addr_create(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index);
 hm_addr_t *hmi_addr_cached(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index);
+/* The cached address, or NULL (nothing is made). */
+hm_addr_t *hmi_addr_cache_find(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index);
 void hmi_addr_cache_drop(hm_context_t *ctx, hm_na_addr_t *na);
 void hmi_addr_cache_clear(hm_context_t *ctx);
 

@@ -50,8 +50,14 @@ void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
                          const struct hmi_wire_header *hdr, void *buf, size_t len,
                          uintptr_t token)
 {
-    hm_addr_t *peer = hmi_addr_cached(ctx, source, hdr->origin_ctx);
-    if (peer == NULL) { /* no memory for a first request's address: best effort */
+    hm_addr_t *peer;
+    hm_return_t known = hmi_admit_source(ctx, source, hdr->origin_ctx, &peer);
+    if (known == HM_OVERLOADED) { /* a sender claiming ever more contexts: not answered */
+        hm_na_msg_release(ctx->c_na, token);
+        ctx->c_stats.overload_drops++;
+        return;
+    }
+    if (known != HM_SUCCESS) { /* no memory for a first request's address: best effort */
         hm_na_msg_release(ctx->c_na, token);
         if ((hdr->flags & HMI_WIRE_F_NO_RESPONSE) == 0)
             hmi_send_error_reply(ctx, source, hdr, HM_NOMEM);

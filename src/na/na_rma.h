@@ -120,7 +120,12 @@ hm_return_t hmi_swrma_cancel(hm_na_context_t *ctx, hm_na_op_t *op);
  *   ss_refused    requests the key table refused (ERR HM_PERMISSION sent):
  *                 unknown slot, wrong or revoked key, range or access
  *   ss_busy       GET_REQs refused over the job cap (ERR HM_BUSY sent)
+ *   ss_overloaded GET_REQs refused over the per-peer job cap (ERR
+ *                 HM_OVERLOADED sent; the requester's op fails so)
  *   ss_dropped    replies dropped: no send buffer and no job record left
+ *                 (context or per-peer cap)
+ *   ss_cancels    CANCELs that dropped a job
+ *   ss_cancel_unknown CANCELs that named no job (finished, unknown): ignored
  * either side:
  *   ss_malformed  messages dropped because they do not parse (size, version,
  *                 type, reserved fields, a length that disagrees with the
@@ -128,6 +133,10 @@ hm_return_t hmi_swrma_cancel(hm_na_context_t *ctx, hm_na_op_t *op);
  *                 then fails with HM_PROTOCOL_ERROR)
  * the requester's side:
  *   ss_late       replies for no live op: late, after cancel, or forged
+ *   ss_cancels_sent CANCELs sent for gets given up (canceled, or failed on
+ *                 a bad reply) while their data was still coming
+ *   ss_cancels_lost CANCELs not sent: the waiting ring was full, or the
+ *                 send failed (the owner streams on; replies are "late")
  * and gauges: ss_bufs (send buffers made, <= 32), ss_jobs (jobs queued).
  */
 struct hmi_swrma_stats {
@@ -136,6 +145,11 @@ struct hmi_swrma_stats {
     uint64_t ss_dropped;
     uint64_t ss_malformed;
     uint64_t ss_late;
+    uint64_t ss_overloaded;
+    uint64_t ss_cancels;
+    uint64_t ss_cancel_unknown;
+    uint64_t ss_cancels_sent;
+    uint64_t ss_cancels_lost;
     uint64_t ss_bufs;
     uint64_t ss_jobs;
 };

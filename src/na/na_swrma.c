@@ -12,12 +12,28 @@
 #include "util/compiler.h"
 #include "util/log.h"
 
+/* The per-peer job cap: HM_SWRMA_JOBS_PEER (0: none but SWRMA_JOBS), else the default. */
+static unsigned int swrma_jobs_peer_max(void)
+{
+    const char *env = getenv("HM_SWRMA_JOBS_PEER");
+    if (env == NULL || *env == '\0')
+        return SWRMA_JOBS_PEER;
+    char *end;
+    unsigned long long parsed = strtoull(env, &end, 10);
+    if (*end != '\0') {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "HM_SWRMA_JOBS_PEER=%s ignored (a count)", env);
+        return SWRMA_JOBS_PEER;
+    }
+    return parsed == 0 || parsed > SWRMA_JOBS ? SWRMA_JOBS : (unsigned int)parsed;
+}
+
 hm_return_t hmi_swrma_context_init(hm_na_context_t *ctx)
 {
     struct hmi_swrma_ctx *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return HM_NOMEM;
     s->s_ctx = ctx;
+    s->s_jobs_peer_max = swrma_jobs_peer_max();
     s->s_buf_size = ctx->x_class->c_eager_limit;
     hmi_list_init(&s->s_free_jobs);
     hmi_list_init(&s->s_jobs);
@@ -65,6 +81,7 @@ void hmi_swrma_context_fini(hm_na_context_t *ctx)
     for (unsigned int i = 0; i < s->s_bufs_made; i++)
         swrma_buf_destroy(s, &s->s_bufs[i]);
     free(s->s_jobs_mem);
+    hmi_hmap_destroy(&s->s_peer_jobs);
     free(s->s_table);
     free(s);
     ctx->x_rma = NULL;
@@ -162,26 +179,62 @@ static bool swrma_buf_ready(const struct hmi_swrma_ctx *s, bool req)
 
 /* ---- job records ---------------------------------------------------------------- */
 
-struct swrma_job *hmi_swrma_job_get(struct hmi_swrma_ctx *s)
+/* First job: the records and the per-peer map, sized so neither grows later. */
+static bool swrma_jobs_make(struct hmi_swrma_ctx *s)
 {
+    if (s->s_jobs_mem != NULL)
+        return true;
+    if (hmi_hmap_init(&s->s_peer_jobs, SWRMA_JOBS) != HM_SUCCESS)
+        return false;
+    s->s_jobs_mem = calloc(SWRMA_JOBS, sizeof(*s->s_jobs_mem));
     if (s->s_jobs_mem == NULL) {
-        s->s_jobs_mem = calloc(SWRMA_JOBS, sizeof(*s->s_jobs_mem));
-        if (s->s_jobs_mem == NULL)
-            return NULL;
-        for (unsigned int i = 0; i < SWRMA_JOBS; i++)
-            hmi_list_push_back(&s->s_free_jobs, &s->s_jobs_mem[i].j_link);
+        hmi_hmap_destroy(&s->s_peer_jobs);
+        return false;
     }
-    struct hmi_list *link = hmi_list_pop_front(&s->s_free_jobs);
-    if (link == NULL)
-        return NULL;
+    for (unsigned int i = 0; i < SWRMA_JOBS; i++)
+        hmi_list_push_back(&s->s_free_jobs, &s->s_jobs_mem[i].j_link);
+    return true;
+}
+
+/* Jobs `peer` holds (0 when none). */
+static uintptr_t swrma_peer_jobs(const struct hmi_swrma_ctx *s, hm_na_addr_t *peer)
+{
+    return (uintptr_t)hmi_hmap_get(&s->s_peer_jobs, (uint64_t)(uintptr_t)peer);
+}
+
+/* Set the jobs of `peer` to `count` (the map holds only non-zero counts). */
+static hm_return_t swrma_peer_jobs_set(struct hmi_swrma_ctx *s, hm_na_addr_t *peer,
+                                       uintptr_t count)
+{
+    uint64_t key = (uint64_t)(uintptr_t)peer;
+    (void)hmi_hmap_remove(&s->s_peer_jobs, key);
+    return count == 0 ? HM_SUCCESS : hmi_hmap_put(&s->s_peer_jobs, key, (void *)count);
+}
+
+hm_return_t hmi_swrma_job_get(struct hmi_swrma_ctx *s, hm_na_addr_t *peer,
+                              struct swrma_job **out)
+{
+    if (!swrma_jobs_make(s) || hmi_list_empty(&s->s_free_jobs))
+        return HM_BUSY;
+    uintptr_t held = swrma_peer_jobs(s, peer);
+    if (held >= s->s_jobs_peer_max)
+        return HM_OVERLOADED;
+    if (swrma_peer_jobs_set(s, peer, held + 1) != HM_SUCCESS)
+        return HM_BUSY; /* the map was sized for every job: not expected */
+    struct swrma_job *job =
+        hmi_container_of(hmi_list_pop_front(&s->s_free_jobs), struct swrma_job, j_link);
+    s->s_ctx->x_class->c_ops.addr_ref(peer);
+    job->j_peer = peer;
     s->s_jobs_queued++;
-    return hmi_container_of(link, struct swrma_job, j_link);
+    *out = job;
+    return HM_SUCCESS;
 }
 
 void hmi_swrma_job_put(struct hmi_swrma_ctx *s, struct swrma_job *job)
 {
-    if (job->j_peer != NULL)
-        s->s_ctx->x_class->c_ops.addr_unref(job->j_peer);
+    uintptr_t held = swrma_peer_jobs(s, job->j_peer);
+    (void)swrma_peer_jobs_set(s, job->j_peer, held > 0 ? held - 1 : 0); /* shrinks: no alloc */
+    s->s_ctx->x_class->c_ops.addr_unref(job->j_peer);
     job->j_peer = NULL;
     s->s_jobs_queued--;
     hmi_list_push_front(&s->s_free_jobs, &job->j_link);
@@ -198,7 +251,8 @@ void hmi_swrma_recv(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf, size_
         s->s_stats.ss_malformed++;
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG, "%s: malformed swrma message (%zu bytes) dropped",
                 ctx->x_class->c_protocol, len);
-    } else if (m.m_type == SWRMA_GET_REQ || m.m_type == SWRMA_PUT_DATA) {
+    } else if (m.m_type == SWRMA_GET_REQ || m.m_type == SWRMA_PUT_DATA ||
+               m.m_type == SWRMA_CANCEL) {
         hmi_swrma_owner_recv(s, source, &m);
     } else {
         hmi_swrma_req_recv(s, &m);
@@ -218,7 +272,8 @@ bool hmi_swrma_pending(hm_na_context_t *ctx)
      * transport event: the context may sleep until then. */
     struct hmi_swrma_ctx *s = swrma_of(ctx);
     return (!hmi_list_empty(&s->s_jobs) && swrma_buf_ready(s, false)) ||
-           (!hmi_list_empty(&s->s_sendq) && swrma_buf_ready(s, true));
+           ((!hmi_list_empty(&s->s_sendq) || hmi_swrma_req_cancels_waiting(s)) &&
+            swrma_buf_ready(s, true));
 }
 
 void hmi_swrma_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer)

@@ -7,6 +7,7 @@
  *                     messages, a window per op, replies checked and placed
  *   na_swrma_owner.c  the owner: every request checked against the key table
  *                     (hmi_keytab_pin) at the moment it copies
+ *   na_swrma_cancel.c the requester's CANCELs of gets given up
  *   na_swrma_wire.c   the wire format (na_swrma_wire.h)
  *
  * Everything here runs with the context serialized (na.h, "Threads").
@@ -16,17 +17,24 @@
 
 #include "na/na_rma.h"
 #include "na/na_swrma_wire.h"
+#include "util/hmap.h"
 
 /*
  * Bounds, per context. Send buffers are c_eager_limit bytes each, made on
  * first need and pooled; the requester may hold SWRMA_REQ_BUFS of them so
  * the owner's replies always find one. Owner jobs (a get being streamed, or
- * a reply waiting for a buffer) are pooled records, at most SWRMA_JOBS.
+ * a reply waiting for a buffer) are pooled records, at most SWRMA_JOBS, and
+ * at most s_jobs_peer_max (SWRMA_JOBS_PEER, env HM_SWRMA_JOBS_PEER) of one
+ * peer, the peer being the address the plugin delivered the request from.
+ * CANCELs that found no buffer wait in a ring of SWRMA_CANCELS.
  */
 #define SWRMA_BUFS 32u
 #define SWRMA_REQ_BUFS 24u
 #define SWRMA_JOBS 1024u
+#define SWRMA_JOBS_PEER 256u     /* default per-peer cap */
+#define SWRMA_CANCELS 64u
 #define SWRMA_WINDOW 8u          /* PUT_DATA messages unacknowledged per op */
+#define SWRMA_AHEAD 32u          /* GET_DATA runs placed past a piece's prefix, per op */
 #define SWRMA_TABLE_MIN 64u      /* requester table's first size (doubles) */
 #define SWRMA_TABLE_MAX (1u << 24)
 
@@ -61,6 +69,12 @@ struct swrma_job {
     uint64_t j_sent;             /* GET: bytes sent so far */
 };
 
+/* A CANCEL the requester could not send yet. */
+struct swrma_cancel {
+    hm_na_addr_t *c_peer;        /* one reference (addr_ref) */
+    uint64_t c_id;
+};
+
 /* One entry of the requester's table; the request id names it. */
 struct swrma_entry {
     struct swrma_op *e_op;       /* NULL: free */
@@ -76,7 +90,15 @@ struct swrma_piece {
     uint64_t p_remote_off;
     uint64_t p_len;
     uint64_t p_next;             /* PUT: bytes sent; GET: 0, or p_len once asked */
-    uint64_t p_done;             /* bytes acknowledged (PUT) or placed (GET) */
+    uint64_t p_done;             /* PUT: bytes acknowledged; GET: bytes placed from
+                                    offset 0 on without a gap (runs past it: q_ahead) */
+};
+
+/* GET_DATA placed past its piece's p_done (arrived ahead of a gap). */
+struct swrma_run {
+    uint64_t r_off;
+    uint64_t r_len;
+    unsigned int r_piece;
 };
 
 /* A requester's op (hm_na_op_t.o_rma). */
@@ -90,6 +112,8 @@ struct swrma_op {
     uint32_t q_gen;
     unsigned int q_inflight;     /* PUT_DATA unacknowledged / GET_REQ unanswered */
     uint64_t q_left;             /* bytes not yet acknowledged or placed */
+    unsigned int q_nahead;       /* GET: runs in q_ahead */
+    struct swrma_run q_ahead[SWRMA_AHEAD];
     bool q_posted;               /* in the table */
     struct swrma_piece q_pieces[HM_NA_RMA_IOV_MAX];
 };
@@ -107,6 +131,11 @@ struct hmi_swrma_ctx {
     struct hmi_list s_free_jobs;
     struct hmi_list s_jobs;      /* owner: queued, served round-robin */
     unsigned int s_jobs_queued;
+    unsigned int s_jobs_peer_max; /* per-peer cap (0: none but SWRMA_JOBS) */
+    struct hmi_hmap s_peer_jobs; /* peer address -> its jobs (count as pointer) */
+    struct swrma_cancel s_cancels[SWRMA_CANCELS]; /* ring */
+    unsigned int s_cancel_head;
+    unsigned int s_cancel_count;
     struct hmi_list s_sendq;     /* requester: ops with a message to send */
     struct swrma_entry *s_table;
     uint32_t s_table_size;
@@ -130,8 +159,12 @@ struct swrma_buf *hmi_swrma_buf_get(struct hmi_swrma_ctx *s, bool req);
  */
 hm_return_t hmi_swrma_buf_send(struct hmi_swrma_ctx *s, struct swrma_buf *b,
                                hm_na_addr_t *peer, size_t len);
-/* A free job record, or NULL at the cap. */
-struct swrma_job *hmi_swrma_job_get(struct hmi_swrma_ctx *s);
+/*
+ * A free job record for `peer` (j_peer set, referenced): HM_OVERLOADED at
+ * the peer's cap, HM_BUSY at the context's (or without memory).
+ */
+hm_return_t hmi_swrma_job_get(struct hmi_swrma_ctx *s, hm_na_addr_t *peer,
+                              struct swrma_job **out);
 /* Give back a job that is no longer queued; drops its peer reference. */
 void hmi_swrma_job_put(struct hmi_swrma_ctx *s, struct swrma_job *job);
 
@@ -145,6 +178,16 @@ void hmi_swrma_owner_fini(struct hmi_swrma_ctx *s);
 /* na_swrma_req.c */
 void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, const struct swrma_msg *m);
 int hmi_swrma_req_progress(struct hmi_swrma_ctx *s);
+
+/* na_swrma_cancel.c */
+/* CANCEL request `id` at `peer`: now, or once a requester buffer is free. */
+void hmi_swrma_cancel_send(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, uint64_t id);
+/* Send the CANCELs that waited for a buffer, oldest first. */
+void hmi_swrma_cancels_flush(struct hmi_swrma_ctx *s);
+/* CANCELs waiting for a buffer? */
+bool hmi_swrma_req_cancels_waiting(const struct hmi_swrma_ctx *s);
+/* Forget the waiting CANCELs to `peer` (NULL: all): dead, or the context closes. */
+void hmi_swrma_cancels_drop(struct hmi_swrma_ctx *s, hm_na_addr_t *peer);
 /* A requester message for request `id` could not be sent: fail its op. */
 void hmi_swrma_req_send_failed(struct hmi_swrma_ctx *s, uint64_t id, hm_return_t status);
 void hmi_swrma_req_peer_failed(struct hmi_swrma_ctx *s, hm_na_addr_t *peer);

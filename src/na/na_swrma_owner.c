@@ -9,15 +9,18 @@
  *    chunk is pinned again as it is copied, so a region freed mid-get stops
  *    the get with ERR HM_PERMISSION and its memory is never read after.
  *
- * Memory is bounded whatever peers send: at most SWRMA_JOBS queued jobs and
- * SWRMA_BUFS send buffers per context. A get over the job cap is refused
- * with ERR HM_BUSY; a reply that finds neither a buffer nor a job record is
- * dropped and counted (ss_dropped).
+ *  - CANCEL drops the job of that request id from that peer at once; one
+ *    that names no job (finished, unknown, forged) is counted and ignored,
+ *    never answered.
  *
- * Design note: no per-peer cap on jobs. It would need a map from address
- * to count on this path; the per-context cap already bounds memory, and a
- * peer that fills it only slows the others' gets (they see HM_BUSY and
- * retry), it cannot make the owner allocate or touch anything.
+ * Memory is bounded whatever peers send: at most SWRMA_JOBS queued jobs and
+ * SWRMA_BUFS send buffers per context, and at most s_jobs_peer_max jobs of
+ * one peer (the address the plugin delivered the request from; nothing in
+ * the request names the peer), so one peer cannot take every record. A get
+ * over the context's cap is refused with ERR HM_BUSY (the requester asks
+ * again), over its peer's cap with ERR HM_OVERLOADED (the requester's op
+ * fails so); a reply that finds neither a buffer nor a job record is dropped
+ * and counted (ss_dropped).
  */
 #include <string.h>
 
@@ -34,13 +37,11 @@ static void owner_reply(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, enum swrma_
         (void)hmi_swrma_buf_send(s, b, peer, SWRMA_ACK_SIZE); /* a dead peer: nobody waits */
         return;
     }
-    struct swrma_job *job = hmi_swrma_job_get(s);
-    if (job == NULL) {
+    struct swrma_job *job;
+    if (hmi_swrma_job_get(s, peer, &job) != HM_SUCCESS) {
         s->s_stats.ss_dropped++;
         return;
     }
-    s->s_ctx->x_class->c_ops.addr_ref(peer);
-    job->j_peer = peer;
     job->j_id = id;
     job->j_kind = SWRMA_JOB_REPLY;
     job->j_reply_type = (uint8_t)type;
@@ -55,6 +56,8 @@ static void owner_refuse(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, uint64_t i
         s->s_stats.ss_refused++;
     else if (status == HM_BUSY)
         s->s_stats.ss_busy++;
+    else if (status == HM_OVERLOADED)
+        s->s_stats.ss_overloaded++;
     owner_reply(s, peer, SWRMA_ERR, id, (uint64_t)status);
 }
 
@@ -82,13 +85,12 @@ static void owner_get(struct hmi_swrma_ctx *s, hm_na_addr_t *source, const struc
         return;
     }
     hmi_keytab_unpin(m->m_slot); /* checked whole now; each chunk is pinned again */
-    struct swrma_job *job = hmi_swrma_job_get(s);
-    if (job == NULL) {
-        owner_refuse(s, source, m->m_id, HM_BUSY);
+    struct swrma_job *job;
+    ret = hmi_swrma_job_get(s, source, &job);
+    if (ret != HM_SUCCESS) {
+        owner_refuse(s, source, m->m_id, ret);
         return;
     }
-    s->s_ctx->x_class->c_ops.addr_ref(source);
-    job->j_peer = source;
     job->j_id = m->m_id;
     job->j_kind = SWRMA_JOB_GET;
     job->j_slot = m->m_slot;
@@ -99,11 +101,33 @@ static void owner_get(struct hmi_swrma_ctx *s, hm_na_addr_t *source, const struc
     hmi_list_push_back(&s->s_jobs, &job->j_link);
 }
 
+/*
+ * CANCEL: drop the job `source` queued for request `id`. A linear walk of
+ * the queue (at most SWRMA_JOBS records, no allocation); a CANCEL is sent
+ * once per abandoned piece.
+ */
+static void owner_cancel(struct hmi_swrma_ctx *s, hm_na_addr_t *source, uint64_t id)
+{
+    struct hmi_list *link;
+    for (link = s->s_jobs.next; link != &s->s_jobs; link = link->next) {
+        struct swrma_job *job = hmi_container_of(link, struct swrma_job, j_link);
+        if (job->j_peer == source && job->j_id == id) {
+            hmi_list_remove(link);
+            hmi_swrma_job_put(s, job);
+            s->s_stats.ss_cancels++;
+            return;
+        }
+    }
+    s->s_stats.ss_cancel_unknown++; /* finished, never asked, or forged: no answer */
+}
+
 void hmi_swrma_owner_recv(struct hmi_swrma_ctx *s, hm_na_addr_t *source,
                           const struct swrma_msg *m)
 {
     if (m->m_type == SWRMA_PUT_DATA)
         owner_put(s, source, m);
+    else if (m->m_type == SWRMA_CANCEL)
+        owner_cancel(s, source, m->m_id);
     else
         owner_get(s, source, m);
 }

@@ -7,8 +7,18 @@
  * cancel, forged) fails the generation check and is dropped (ss_late).
  *
  * A get sends one GET_REQ per piece; the owner streams the piece back in
- * GET_DATA messages, each checked against the piece's own range before the
- * one copy into local memory. A put cuts each piece into PUT_DATA messages
+ * GET_DATA messages; each must lie within the piece and overlap no byte
+ * already placed (checked before the one copy into local memory), so the
+ * piece is complete exactly when its bytes add up. A duplicate, overlapping
+ * or too long GET_DATA fails the op (HM_PROTOCOL_ERROR): counting bytes
+ * alone once let a hostile owner complete a get with part of it never
+ * written. Order is not relied on: ofi+tcp was seen to deliver a piece's
+ * chunks out of order under load. A piece keeps p_done, its prefix placed
+ * without a gap; runs placed past a gap wait in q_ahead (at most
+ * SWRMA_AHEAD per op, the owner has at most SWRMA_BUFS messages in flight)
+ * and join the prefix when the gap fills; more than that fails the op. A get given up (canceled,
+ * or failed on a bad reply) sends CANCEL for each piece still streaming, so
+ * the owner drops its job. A put cuts each piece into PUT_DATA messages
  * of what fits in one, at most SWRMA_WINDOW unacknowledged per op. Ops with
  * a message to send wait on s_sendq and take send buffers in turn (at most
  * SWRMA_REQ_BUFS); progress continues them. An op completes once, when
@@ -138,6 +148,9 @@ int hmi_swrma_req_progress(struct hmi_swrma_ctx *s)
 {
     int sent = 0;
     struct swrma_buf *b;
+    hmi_swrma_cancels_flush(s);
+    if (s->s_cancel_count > 0)
+        return 0; /* no buffer for the requester */
     while (!hmi_list_empty(&s->s_sendq) && (b = hmi_swrma_buf_get(s, true)) != NULL) {
         struct swrma_op *q =
             hmi_container_of(hmi_list_pop_front(&s->s_sendq), struct swrma_op, q_sendq);
@@ -175,6 +188,7 @@ static void req_copy_pieces(struct swrma_op *q, const struct hm_na_rma_piece *pi
     q->q_count = count;
     q->q_left = 0;
     q->q_inflight = 0;
+    q->q_nahead = 0;
     for (unsigned int i = 0; i < count; i++) {
         const struct hmi_na_rkey *k = pieces[i].rp_rkey;
         q->q_pieces[i] = (struct swrma_piece){
@@ -212,12 +226,26 @@ hm_return_t hmi_swrma_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_d
     return HM_SUCCESS;
 }
 
+/* `q`, a live get, is given up: tell the owner to stop each piece it still streams. */
+static void req_cancel_remote(struct hmi_swrma_ctx *s, struct swrma_op *q)
+{
+    if (q->q_dir != HM_NA_RMA_GET)
+        return; /* a put's owner keeps nothing per request */
+    for (unsigned int i = 0; i < q->q_count; i++) {
+        const struct swrma_piece *p = &q->q_pieces[i];
+        if (p->p_next == p->p_len && p->p_done < p->p_len) /* asked, not all joined */
+            hmi_swrma_cancel_send(s, q->q_peer, req_id(q, i));
+    }
+}
+
 hm_return_t hmi_swrma_cancel(hm_na_context_t *ctx, hm_na_op_t *op)
 {
     struct swrma_op *q = op->o_rma;
     if (q == NULL || !q->q_posted)
         return HM_NOENTRY;
-    req_finish(swrma_of(ctx), q, HM_CANCELED);
+    struct hmi_swrma_ctx *s = swrma_of(ctx);
+    req_cancel_remote(s, q);
+    req_finish(s, q, HM_CANCELED);
     return HM_SUCCESS;
 }
 
@@ -231,21 +259,75 @@ void hmi_swrma_op_free(hm_na_op_t *op)
 static void req_bad_reply(struct hmi_swrma_ctx *s, struct swrma_op *q)
 {
     s->s_stats.ss_malformed++;
+    req_cancel_remote(s, q);
     req_finish(s, q, HM_PROTOCOL_ERROR);
+}
+
+/* Does [off, off + len) of piece `piece` overlap a run placed ahead? Runs of it (out). */
+static bool req_ahead_overlaps(const struct swrma_op *q, unsigned int piece, uint64_t off,
+                               uint64_t len, unsigned int *runs)
+{
+    *runs = 0;
+    for (unsigned int i = 0; i < q->q_nahead; i++) {
+        const struct swrma_run *r = &q->q_ahead[i];
+        if (r->r_piece != piece)
+            continue;
+        (*runs)++;
+        if (off < r->r_off + r->r_len && r->r_off < off + len)
+            return true;
+    }
+    return false;
+}
+
+/* Grow piece `piece`'s prefix over the runs that now start where it ends. */
+static void req_ahead_join(struct swrma_op *q, unsigned int piece)
+{
+    struct swrma_piece *p = &q->q_pieces[piece];
+    for (unsigned int i = 0; i < q->q_nahead;) {
+        struct swrma_run *r = &q->q_ahead[i];
+        if (r->r_piece == piece && r->r_off == p->p_done) {
+            p->p_done += r->r_len;
+            *r = q->q_ahead[--q->q_nahead];
+            i = 0; /* the next run may be anywhere */
+            continue;
+        }
+        i++;
+    }
+}
+
+/*
+ * Is GET_DATA [off, off + len) new bytes of the piece: within it, not before
+ * its prefix's end, overlapping no run, and room to keep it if it is ahead?
+ */
+static bool req_data_fits(const struct swrma_op *q, unsigned int piece, uint64_t off,
+                          uint64_t len)
+{
+    const struct swrma_piece *p = &q->q_pieces[piece];
+    unsigned int runs;
+    if (off < p->p_done || off > p->p_len || len > p->p_len - off ||
+        req_ahead_overlaps(q, piece, off, len, &runs))
+        return false;
+    return off == p->p_done || q->q_nahead < SWRMA_AHEAD;
 }
 
 static void req_get_data(struct hmi_swrma_ctx *s, struct swrma_op *q, unsigned int piece,
                          const struct swrma_msg *m)
 {
     struct swrma_piece *p = &q->q_pieces[piece];
-    if (q->q_dir != HM_NA_RMA_GET || p->p_next != p->p_len || m->m_off > p->p_len ||
-        m->m_len > p->p_len - m->m_off || m->m_len > p->p_len - p->p_done) {
+    if (q->q_dir != HM_NA_RMA_GET || p->p_next != p->p_len ||
+        !req_data_fits(q, piece, m->m_off, m->m_len)) {
         req_bad_reply(s, q);
         return;
     }
     memcpy(p->p_local + m->m_off, m->m_data, (size_t)m->m_len);
-    p->p_done += m->m_len;
     q->q_left -= m->m_len;
+    if (m->m_off == p->p_done) {
+        p->p_done += m->m_len;
+        req_ahead_join(q, piece);
+    } else {
+        q->q_ahead[q->q_nahead++] =
+            (struct swrma_run){.r_off = m->m_off, .r_len = m->m_len, .r_piece = piece};
+    }
     if (p->p_done == p->p_len)
         q->q_inflight--;
     if (q->q_left == 0)
@@ -274,7 +356,10 @@ static void req_err(struct hmi_swrma_ctx *s, struct swrma_op *q, unsigned int pi
                     const struct swrma_msg *m)
 {
     struct swrma_piece *p = &q->q_pieces[piece];
-    if (m->m_status == HM_BUSY && q->q_dir == HM_NA_RMA_GET && p->p_done == 0 &&
+    unsigned int runs = 0;
+    if (q->q_dir == HM_NA_RMA_GET)
+        (void)req_ahead_overlaps(q, piece, 0, 0, &runs); /* counts the piece's runs */
+    if (m->m_status == HM_BUSY && q->q_dir == HM_NA_RMA_GET && p->p_done == 0 && runs == 0 &&
         p->p_next == p->p_len) {
         p->p_next = 0;
         q->q_inflight--;
@@ -324,9 +409,11 @@ static void req_end_all(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, hm_return_t
 void hmi_swrma_req_peer_failed(struct hmi_swrma_ctx *s, hm_na_addr_t *peer)
 {
     req_end_all(s, peer, HM_UNREACHABLE);
+    hmi_swrma_cancels_drop(s, peer);
 }
 
 void hmi_swrma_req_fini(struct hmi_swrma_ctx *s)
 {
     req_end_all(s, NULL, HM_CANCELED);
+    hmi_swrma_cancels_drop(s, NULL);
 }

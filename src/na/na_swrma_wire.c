@@ -52,6 +52,11 @@ void hmi_swrma_encode_reply(unsigned char *out, enum swrma_type type, uint64_t i
     }
 }
 
+void hmi_swrma_encode_cancel(unsigned char *out, uint64_t id)
+{
+    wire_header(out, SWRMA_CANCEL, id);
+}
+
 /* GET_REQ and PUT_DATA: the request fields, and the data for PUT_DATA. */
 static bool wire_decode_req(const unsigned char *in, size_t len, struct swrma_msg *m)
 {
@@ -107,6 +112,8 @@ bool hmi_swrma_decode(const void *buf, size_t len, struct swrma_msg *out)
     case SWRMA_PUT_ACK:
     case SWRMA_ERR:
         return wire_decode_reply(in, len, out);
+    case SWRMA_CANCEL:
+        return len == SWRMA_HDR_SIZE;
     default:
         return false;
     }

@@ -27,6 +27,9 @@
  *   ERR       owner -> requester, exactly 24 bytes
  *      16  u32  status (hm_return_t, never HM_SUCCESS)
  *      20  u32  reserved, 0
+ *   CANCEL    requester -> owner, exactly 16 bytes (the header): the
+ *             requester gave up request `id`; the owner drops its job, and
+ *             ignores (counts) a CANCEL that names no job. Never answered.
  *
  * Decoding checks the size of each type, the version, the reserved fields
  * and every length against the message length; a message that fails is
@@ -48,6 +51,7 @@ enum swrma_type {
     SWRMA_PUT_DATA = 3,
     SWRMA_PUT_ACK = 4,
     SWRMA_ERR = 5,
+    SWRMA_CANCEL = 6,
 };
 
 #define SWRMA_HDR_SIZE 16u
@@ -78,5 +82,7 @@ void hmi_swrma_encode_data(unsigned char *out, uint64_t id, uint64_t off, uint64
 /* PUT_ACK (`value` = bytes placed) or ERR (`value` = status): SWRMA_ACK_SIZE bytes. */
 void hmi_swrma_encode_reply(unsigned char *out, enum swrma_type type, uint64_t id,
                             uint64_t value);
+/* CANCEL: SWRMA_HDR_SIZE bytes. */
+void hmi_swrma_encode_cancel(unsigned char *out, uint64_t id);
 
 #endif /* HM_NA_SWRMA_WIRE_H */

@@ -58,6 +58,8 @@ hm_return_t hostile_report_of(hm_context_t *ctx, hm_addr_t *srv, struct hostile_
 enum hostile_attack {
     HOSTILE_FLOOD,    /* "sink" requests and overflow announcements, until told to stop */
     HOSTILE_STALL,    /* `count` "fill" requests, then never progresses again */
+    HOSTILE_CYCLE,    /* `count` "sink" requests claiming origin contexts 0..`contexts`-1
+                         in turn, then progresses until killed */
 };
 
 struct hostile_attacker_args {
@@ -66,10 +68,11 @@ struct hostile_attacker_args {
     enum hostile_attack attack;
     uint32_t count;          /* STALL: requests to send */
     uint64_t overflow_bytes; /* FLOOD: the largest overflow announced (<= 1 GiB) */
+    uint16_t contexts;       /* CYCLE: distinct context indexes claimed */
 };
 
 /* Child body: an attacker. Signals "sent N" once it has sent its first batch
- * (FLOOD) or everything (STALL); a FLOOD attacker stops at the parent's "stop"
+ * (FLOOD) or everything (STALL, CYCLE); a FLOOD attacker stops at the parent's "stop"
  * line and prints "done N"; a STALL attacker waits to be killed. */
 int hostile_attacker_main(void *arg);
 

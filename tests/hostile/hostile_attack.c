@@ -18,6 +18,8 @@ struct craft {
     hm_context_t *ctx;
     hm_addr_t *srv;
     uint64_t sent;
+    bool claim;        /* claim `origin` instead of our context's index */
+    uint16_t origin;
 };
 
 /* Payload of an overflow descriptor for `bulk` (`len` bytes) into `buf`. */
@@ -54,7 +56,7 @@ static hm_return_t craft_send(struct craft *c, const char *name, hm_bulk_t *bulk
                        : 0;
     struct hmi_wire_header hdr = {
         .flags = (uint8_t)(HMI_WIRE_F_REQUEST | (bulk ? HMI_WIRE_F_OVERFLOW : 0)),
-        .origin_ctx = ctx->c_index,
+        .origin_ctx = c->claim ? c->origin : ctx->c_index,
         .target_ctx = c->srv->a_ctx_index,
         .rpc_id = hm_rpc_id(name),
         .payload_len = (uint32_t)used,
@@ -140,6 +142,27 @@ static int attack_stall(struct craft *c, uint32_t count)
     return 0;
 }
 
+/* Requests claiming ever other origin contexts: each once had a budget of its own. */
+static int attack_cycle(struct craft *c, uint32_t count, uint16_t contexts)
+{
+    char line[64];
+    c->claim = true;
+    for (uint32_t i = 0; i < count; i++) {
+        c->origin = (uint16_t)(i % contexts);
+        craft_send(c, HOSTILE_SINK, NULL, 0);
+        if (i % 64 == 63)
+            craft_drain(c);
+    }
+    craft_drain(c);
+    snprintf(line, sizeof(line), "sent %llu", (unsigned long long)c->sent);
+    hm_test_signal(line);
+    for (;;) { /* answers to contexts we do not have are dropped; the parent kills us */
+        hm_progress(c->ctx, 100);
+        hm_trigger(c->ctx, 1u << 20, NULL);
+    }
+    return 0;
+}
+
 int hostile_attacker_main(void *arg)
 {
     const struct hostile_attacker_args *args = arg;
@@ -154,5 +177,7 @@ int hostile_attacker_main(void *arg)
         return 9;
     if (args->attack == HOSTILE_FLOOD)
         return attack_flood(&c, cls, args->overflow_bytes);
+    if (args->attack == HOSTILE_CYCLE)
+        return attack_cycle(&c, args->count, args->contexts ? args->contexts : 1);
     return attack_stall(&c, args->count);
 }

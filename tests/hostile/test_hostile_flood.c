@@ -8,6 +8,12 @@
  * client's RPCs all succeed, some of them after transparent retries that it
  * counts.
  *
+ * test_claimed_contexts: one attacker's "sink" requests claim 200 different
+ * origin context indexes (a wire field it writes); the server must still
+ * hold at most one per-peer budget of them (it once held a budget per
+ * claimed index, up to the whole context's), and drop unanswered the
+ * requests claiming indexes past the 64 a sender may have.
+ *
  * Fails without admission control (HM_MAX_REQUESTS=0 HM_MAX_REQUESTS_PEER=0
  * HM_MAX_OVERFLOW=0 HM_MAX_OVERFLOW_PEER=0, with HOSTILE_OVERFLOW_MB=64 so
  * the machine survives it): the server pulls every announcement and holds
@@ -201,6 +207,55 @@ static void test_flood(void **state)
     hm_test_alarm(0, NULL);
 }
 
+#define CYCLE_REQUESTS 1000u
+#define CYCLE_CONTEXTS 200u
+
+static void test_claimed_contexts(void **state)
+{
+    (void)state;
+    hm_test_alarm(280, "hostile_flood claimed contexts");
+    struct hm_test_child srv, attacker;
+    struct hostile_server_args sargs;
+    char uri[1024], line[HM_TEST_LINE_MAX];
+    start_server(&srv, &sargs, uri, sizeof(uri));
+    struct hostile_attacker_args aargs = {.protocol = protocol, .server_uri = uri,
+                                          .attack = HOSTILE_CYCLE, .count = CYCLE_REQUESTS,
+                                          .contexts = CYCLE_CONTEXTS};
+    assert_int_equal(hm_test_spawn(&attacker, hostile_attacker_main, &aargs), 0);
+    assert_int_equal(hm_test_recv(&attacker, line, sizeof(line), 60000), 0);
+    print_message("attacker: %s requests over %u claimed contexts\n", line, CYCLE_CONTEXTS);
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    hm_addr_t *addr;
+    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
+    assert_int_equal(hostile_register(cls), HM_SUCCESS);
+    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
+    assert_int_equal(hm_addr_lookup(ctx, uri, &addr), HM_SUCCESS);
+    /* Until the server has seen every request: served, refused or dropped. */
+    struct hostile_report rep = {0};
+    uint64_t reports = 0, seen = 0;
+    for (int i = 0; i < 2000 && seen < CYCLE_REQUESTS; i++) {
+        assert_int_equal(hostile_report_of(ctx, addr, &rep), HM_SUCCESS);
+        reports++; /* each report is a request of ours, counted as received */
+        seen = rep.requests_received - reports + rep.overload_replies + rep.overload_drops;
+    }
+    uint64_t served = rep.requests_received - reports;
+    print_message("server: %llu of %u held, %llu refused, %llu dropped unanswered\n",
+                  (unsigned long long)served, CYCLE_REQUESTS,
+                  (unsigned long long)rep.overload_replies,
+                  (unsigned long long)rep.overload_drops);
+    assert_true(seen >= CYCLE_REQUESTS);
+    assert_true(served <= PEER_BUDGET);  /* one budget for the sender, not one per claim */
+    assert_true(rep.overload_drops > 0); /* claims past the 64th index: not answered */
+    assert_int_equal(hostile_call(ctx, addr, HOSTILE_STOP, NULL, NULL, 10000), HM_SUCCESS);
+    hm_test_child_kill(&attacker);
+    hm_addr_free(addr);
+    assert_int_equal(hm_context_destroy(ctx), HM_SUCCESS);
+    assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
+    assert_int_equal(hm_test_wait(&srv, 60), 0);
+    hm_test_alarm(0, NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -211,6 +266,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN); /* a child that died is reported, not fatal to us */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flood),
+        cmocka_unit_test(test_claimed_contexts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,657 @@
+/*
+ * Hostile peers against RMA over messages, past the key table (issue 13):
+ *
+ *  - a hostile owner: a server process whose context answers every GET_REQ
+ *    itself, with forged GET_DATA (a duplicate offset, an overlap, a run
+ *    ahead of a gap then data overlapping it, data past the request). The
+ *    victim's pull must fail with HM_PROTOCOL_ERROR (it once completed
+ *    HM_SUCCESS with half the range never written), counted as malformed,
+ *    and the connection must serve a normal RPC afterwards; the same data
+ *    honestly out of order must succeed;
+ *  - cancel: pulls canceled while the owner streams them; the owner must
+ *    drop their jobs on the requester's CANCEL (its job gauge back to 0,
+ *    counted), and CANCELs for ids it does not know are counted;
+ *  - one peer's flood of GET_REQs: an attacker process sends 1,000 while the
+ *    owner is held in a handler, so they all arrive at once; past the
+ *    per-peer cap (256) they are refused with HM_OVERLOADED, and a good
+ *    client's pulls all succeed meanwhile, none refused.
+ *
+ * The server, the attacker and this process (the victim, the good client)
+ * are separate processes. argv[1]: the protocol URI.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "bulk/bulk_internal.h"
+#include "bulk_test.h"
+#include "core/core_internal.h"
+#include "na/na_rma.h"
+#include "na/na_swrma_int.h"
+
+#define BIG (8u << 20)        /* the exposed region */
+#define PULL 8192u            /* the forged-owner pulls */
+#define HANG_GUARD_MS 10000u
+#define FLOOD 1000u           /* GET_REQs of the attacker, 1 MiB each */
+#define FLOOD_LEN (1u << 20)
+#define GOOD_PULLS 32u
+#define PEER_CAP 256u         /* the default per-peer job cap */
+
+/* ---- the RPCs -------------------------------------------------------------- */
+
+struct s_ids {
+    hm_id_t expose, stats, pause, shutdown;
+};
+
+struct s_expose_out {
+    hm_bulk_t *region;
+};
+
+struct s_stats {
+    uint64_t jobs, busy, overloaded, cancels, cancel_unknown, dropped, malformed;
+};
+
+static const hm_proc_field_t expose_fields[] = {
+    HM_PROC_FIELD(struct s_expose_out, region, hm_proc_bulk),
+};
+static hm_return_t expose_proc(hm_proc_t *p, void *d)
+{
+    return hm_proc_struct(p, d, expose_fields, HM_PROC_FIELD_COUNT(expose_fields));
+}
+static const hm_proc_field_t stats_fields[] = {
+    HM_PROC_FIELD(struct s_stats, jobs, hm_proc_uint64),
+    HM_PROC_FIELD(struct s_stats, busy, hm_proc_uint64),
+    HM_PROC_FIELD(struct s_stats, overloaded, hm_proc_uint64),
+    HM_PROC_FIELD(struct s_stats, cancels, hm_proc_uint64),
+    HM_PROC_FIELD(struct s_stats, cancel_unknown, hm_proc_uint64),
+    HM_PROC_FIELD(struct s_stats, dropped, hm_proc_uint64),
+    HM_PROC_FIELD(struct s_stats, malformed, hm_proc_uint64),
+};
+static hm_return_t stats_proc(hm_proc_t *p, void *d)
+{
+    return hm_proc_struct(p, d, stats_fields, HM_PROC_FIELD_COUNT(stats_fields));
+}
+
+/* ---- the server: an honest owner, or (forge) a hostile one -------------------- */
+
+/* The forged answers; the last is honest, only out of order, and must succeed. */
+enum forge_case {
+    FORGE_DUP,
+    FORGE_OVERLAP,
+    FORGE_AHEAD,
+    FORGE_PAST,
+    FORGE_REORDER,
+    FORGE_CASES
+};
+
+static struct {
+    hm_context_t *ctx;
+    struct s_ids ids;
+    uint8_t *mem;
+    hm_bulk_t *region;
+    bool shutdown;
+    /* forge mode: the context's receive path, taken over */
+    bool forge;
+    void *saved_rma;
+    hm_na_recv_cb_t saved_cb;
+    void *saved_arg;
+    unsigned int next_case; /* GET_REQs answered so far: each gets the next case */
+} ss;
+
+static void ss_respond(hm_handle_t *handle, void *out)
+{
+    hm_respond(handle, out, NULL, NULL);
+    hm_handle_destroy(handle);
+}
+
+static hm_return_t on_expose(hm_handle_t *handle)
+{
+    struct s_expose_out out = {.region = ss.region};
+    ss_respond(handle, &out);
+    return HM_SUCCESS;
+}
+
+static hm_return_t on_stats(hm_handle_t *handle)
+{
+    struct hmi_swrma_stats st;
+    hmi_swrma_stats(ss.ctx->c_na, &st);
+    struct s_stats out = {.jobs = st.ss_jobs, .busy = st.ss_busy,
+                          .overloaded = st.ss_overloaded, .cancels = st.ss_cancels,
+                          .cancel_unknown = st.ss_cancel_unknown, .dropped = st.ss_dropped,
+                          .malformed = st.ss_malformed};
+    ss_respond(handle, &out);
+    return HM_SUCCESS;
+}
+
+/* Held here (the context does not progress) until the parent says "go". */
+static hm_return_t on_pause(hm_handle_t *handle)
+{
+    char line[32];
+    hm_test_signal("paused");
+    int rc = hm_test_await(line, sizeof(line), 60000);
+    ss_respond(handle, NULL);
+    return rc == 0 ? HM_SUCCESS : HM_TIMEOUT;
+}
+
+static hm_return_t on_shutdown(hm_handle_t *handle)
+{
+    ss.shutdown = true;
+    ss_respond(handle, NULL);
+    return HM_SUCCESS;
+}
+
+static hm_return_t s_register(hm_class_t *cls, struct s_ids *ids, bool server)
+{
+    struct {
+        const char *name;
+        hm_proc_cb_t out;
+        hm_rpc_handler_t cb;
+        hm_id_t *id;
+    } rpcs[] = {
+        {"s.expose", expose_proc, on_expose, &ids->expose},
+        {"s.stats", stats_proc, on_stats, &ids->stats},
+        {"s.pause", NULL, on_pause, &ids->pause},
+        {"s.shutdown", NULL, on_shutdown, &ids->shutdown},
+    };
+    for (size_t i = 0; i < sizeof(rpcs) / sizeof(rpcs[0]); i++) {
+        hm_return_t ret = hm_register(cls, rpcs[i].name, NULL, rpcs[i].out,
+                                      server ? rpcs[i].cb : NULL, rpcs[i].id);
+        if (ret != HM_SUCCESS)
+            return ret;
+    }
+    return HM_SUCCESS;
+}
+
+/* A forged message in flight: its buffer and op, freed at completion. */
+struct forged {
+    hm_na_class_t *cls;
+    void *buf;
+    void *desc;
+};
+
+static void forged_sent(hm_na_op_t *op, hm_return_t status)
+{
+    (void)status;
+    struct forged *f = op->o_arg;
+    f->cls->c_ops.msg_buf_free(f->cls, f->buf, f->desc);
+    free(f);
+    hm_na_op_destroy(op);
+}
+
+/* Send GET_DATA for request `id`: `len` bytes (0xab) at `off` within the request. */
+static void forge_data(hm_na_context_t *na, hm_na_addr_t *to, uint64_t id, uint64_t off,
+                       uint64_t len)
+{
+    hm_na_class_t *cls = na->x_class;
+    struct forged *f = calloc(1, sizeof(*f));
+    hm_na_op_t *op = hm_na_op_create(cls);
+    if (f == NULL || op == NULL)
+        abort();
+    f->cls = cls;
+    f->buf = cls->c_ops.msg_buf_alloc(cls, SWRMA_DATA_SIZE + (size_t)len, &f->desc);
+    if (f->buf == NULL)
+        abort();
+    hmi_swrma_encode_data(f->buf, id, off, len);
+    memset((uint8_t *)f->buf + SWRMA_DATA_SIZE, 0xab, (size_t)len);
+    op->o_cb = forged_sent;
+    op->o_arg = f;
+    if (hm_na_msg_send(na, to, f->buf, SWRMA_DATA_SIZE + (size_t)len, f->desc, op) !=
+        HM_SUCCESS)
+        forged_sent(op, HM_SUCCESS);
+}
+
+/* The hostile owner's answer to a GET_REQ of PULL bytes: never the honest one. */
+static void forge_answer(hm_na_context_t *na, hm_na_addr_t *to, uint64_t id)
+{
+    const uint64_t half = PULL / 2;
+    switch (ss.next_case++ % FORGE_CASES) {
+    case FORGE_DUP: /* the first half twice: the byte count says "done" */
+        forge_data(na, to, id, 0, half);
+        forge_data(na, to, id, 0, half);
+        break;
+    case FORGE_OVERLAP:
+        forge_data(na, to, id, 0, half);
+        forge_data(na, to, id, half / 2, half);
+        break;
+    case FORGE_AHEAD: /* the second half first, then data overlapping it */
+        forge_data(na, to, id, half, half);
+        forge_data(na, to, id, 1024, half);
+        break;
+    case FORGE_PAST: /* the second half claims to run past the request */
+        forge_data(na, to, id, 0, half);
+        forge_data(na, to, id, half, half + 512);
+        break;
+    default: /* FORGE_REORDER: every byte once, the second half first */
+        forge_data(na, to, id, half + 1024, half - 1024);
+        forge_data(na, to, id, half, 1024);
+        forge_data(na, to, id, 0, half);
+        break;
+    }
+}
+
+/* The forging server's receive callback: RMA messages are its own business. */
+static void forge_recv(void *arg, hm_na_addr_t *source, void *buf, size_t len,
+                       uintptr_t token)
+{
+    (void)arg;
+    hm_na_context_t *na = ss.ctx->c_na;
+    uint32_t magic = 0;
+    if (len >= sizeof(magic))
+        memcpy(&magic, buf, sizeof(magic));
+    if (magic != HMI_SWRMA_MAGIC) {
+        ss.saved_cb(ss.saved_arg, source, buf, len, token);
+        return;
+    }
+    struct swrma_msg m;
+    if (hmi_swrma_decode(buf, len, &m) && m.m_type == SWRMA_GET_REQ)
+        forge_answer(na, source, m.m_id);
+    hm_na_msg_release(na, token); /* CANCELs and anything else: ignored */
+}
+
+/* Take over (or give back) the context's receive path: no RMA engine sees a message. */
+static void forge_hook(bool on)
+{
+    hm_na_context_t *na = ss.ctx->c_na;
+    if (on) {
+        ss.saved_rma = na->x_rma;
+        ss.saved_cb = na->x_recv_cb;
+        ss.saved_arg = na->x_recv_arg;
+        na->x_rma = NULL;
+        na->x_recv_cb = forge_recv;
+    } else {
+        na->x_rma = ss.saved_rma;
+        na->x_recv_cb = ss.saved_cb;
+    }
+}
+
+static int s_server_main(void *arg)
+{
+    alarm(300);
+    const char *protocol = arg;
+    ss.forge = protocol[0] == '!';
+    protocol += ss.forge;
+    hm_class_t *cls;
+    if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS)
+        return 2;
+    if (s_register(cls, &ss.ids, true) != HM_SUCCESS ||
+        hm_context_create(cls, NULL, &ss.ctx) != HM_SUCCESS)
+        return 3;
+    ss.mem = malloc(BIG);
+    void *buf = ss.mem;
+    size_t size = BIG;
+    if (ss.mem == NULL ||
+        hm_bulk_create(cls, 1, &buf, &size, HM_BULK_READ_WRITE, &ss.region) != HM_SUCCESS)
+        return 4;
+    bulk_pattern_fill(ss.mem, BIG, 3, 0);
+    hm_addr_t *self;
+    char uri[512];
+    size = sizeof(uri);
+    if (hm_addr_self(ss.ctx, &self) != HM_SUCCESS ||
+        hm_addr_to_string(self, uri, &size) != HM_SUCCESS)
+        return 5;
+    hm_addr_free(self);
+    if (ss.forge)
+        forge_hook(true);
+    hm_test_ready(uri);
+    while (!ss.shutdown) {
+        hm_progress(ss.ctx, 1);
+        hm_trigger(ss.ctx, UINT32_MAX, NULL);
+    }
+    if (ss.forge)
+        forge_hook(false);
+    hm_bulk_free(ss.region);
+    for (int i = 0; i < 200 && hm_context_destroy(ss.ctx) == HM_BUSY; i++) {
+        hm_progress(ss.ctx, 10);
+        hm_trigger(ss.ctx, UINT32_MAX, NULL);
+    }
+    free(ss.mem);
+    return hm_class_destroy(cls) == HM_SUCCESS ? 0 : 6;
+}
+
+/* ---- clients --------------------------------------------------------------------- */
+
+static const char *g_protocol;
+
+/* A client class and context on `protocol`, the server at `uri`. */
+static hm_return_t s_client_open(struct bulk_client *c, struct s_ids *ids, const char *uri)
+{
+    char mine[128];
+    const char *sep = strstr(g_protocol, "://");
+    snprintf(mine, sizeof(mine), "%.*s://%s", (int)(sep - g_protocol), g_protocol,
+             strstr(g_protocol, "+tcp") ? "127.0.0.1:0" : "");
+    memset(c, 0, sizeof(*c));
+    hm_return_t ret = hm_class_create(mine, NULL, &c->cls);
+    if (ret == HM_SUCCESS)
+        ret = s_register(c->cls, ids, false);
+    if (ret == HM_SUCCESS)
+        ret = hm_context_create(c->cls, NULL, &c->ctx);
+    if (ret == HM_SUCCESS)
+        ret = hm_addr_lookup(c->ctx, uri, &c->server);
+    return ret;
+}
+
+/* The server's region, with a reference of ours; NULL on error. */
+static hm_bulk_t *s_expose(struct bulk_client *c, const struct s_ids *ids)
+{
+    hm_handle_t *handle;
+    struct s_expose_out o = {0};
+    if (hm_handle_create(c->ctx, c->server, ids->expose, &handle) != HM_SUCCESS)
+        return NULL;
+    if (hm_call(handle, NULL, &o, 20000) != HM_SUCCESS || o.region == NULL) {
+        hm_handle_destroy(handle);
+        return NULL;
+    }
+    hm_bulk_t *region = o.region;
+    hm_bulk_ref(region);
+    hm_free_output(handle, &o);
+    hm_handle_destroy(handle);
+    return region;
+}
+
+/* ---- the attacker: a flood of GET_REQs --------------------------------------------- */
+
+struct flood_args {
+    const char *uri;
+};
+
+static void flood_sent(hm_na_op_t *op, hm_return_t status)
+{
+    (void)status;
+    (*(unsigned int *)op->o_arg)++;
+}
+
+/*
+ * Post FLOOD GET_REQs for the region's first MiB at once (the server is held:
+ * on shm they cannot leave before it progresses). Sets *done as they leave.
+ */
+struct flood_msgs {
+    void *bufs[FLOOD];
+    void *descs[FLOOD];
+    hm_na_op_t *ops[FLOOD];
+    unsigned int done;
+};
+
+static int flood_send(struct bulk_client *c, hm_bulk_t *region, struct flood_msgs *f)
+{
+    hm_na_context_t *na = c->ctx->c_na;
+    hm_na_class_t *cls = na->x_class;
+    const uint8_t *key = region->b_keys[0];
+    uint32_t slot;
+    struct hmi_keytab_key k;
+    memcpy(&slot, key + 12, 4);
+    memcpy(&k.k0, key + 16, 8);
+    memcpy(&k.k1, key + 24, 8);
+    for (unsigned int i = 0; i < FLOOD; i++) {
+        f->bufs[i] = cls->c_ops.msg_buf_alloc(cls, SWRMA_REQ_SIZE, &f->descs[i]);
+        f->ops[i] = hm_na_op_create(cls);
+        if (f->bufs[i] == NULL || f->ops[i] == NULL)
+            return 1;
+        f->ops[i]->o_cb = flood_sent;
+        f->ops[i]->o_arg = &f->done;
+        hmi_swrma_encode_req(f->bufs[i], SWRMA_GET_REQ, 0xf100d000u + i, slot, &k, 0,
+                             FLOOD_LEN);
+        if (hm_na_msg_send(na, c->server->a_na, f->bufs[i], SWRMA_REQ_SIZE, f->descs[i],
+                           f->ops[i]) != HM_SUCCESS)
+            return 2;
+    }
+    return 0;
+}
+
+static void flood_free(struct bulk_client *c, struct flood_msgs *f)
+{
+    hm_na_class_t *cls = c->ctx->c_na->x_class;
+    for (unsigned int i = 0; i < FLOOD; i++) {
+        if (f->ops[i] != NULL)
+            hm_na_op_destroy(f->ops[i]);
+        if (f->bufs[i] != NULL)
+            cls->c_ops.msg_buf_free(cls, f->bufs[i], f->descs[i]);
+    }
+}
+
+static void flood_pause_cb(const hm_cb_info_t *info)
+{
+    (void)info;
+}
+
+/*
+ * Expose, hold the server in "pause", send the flood while it is held, then
+ * drain what the server sends until the parent says "stop".
+ */
+static int flood_main(void *arg)
+{
+    const struct flood_args *a = arg;
+    struct bulk_client c;
+    struct s_ids ids;
+    char line[32];
+    if (s_client_open(&c, &ids, a->uri) != HM_SUCCESS)
+        return 2;
+    hm_bulk_t *region = s_expose(&c, &ids);
+    hm_handle_t *pause;
+    if (region == NULL || hm_handle_create(c.ctx, c.server, ids.pause, &pause) != HM_SUCCESS ||
+        hm_forward(pause, NULL, flood_pause_cb, NULL, NULL) != HM_SUCCESS)
+        return 3;
+    hm_test_ready("attacker");
+    if (hm_test_await(line, sizeof(line), 60000) != 0) /* "flood": the server is held */
+        return 4;
+    static struct flood_msgs f;
+    int rc = flood_send(&c, region, &f);
+    hm_test_signal(rc == 0 ? "sent" : "failed");
+    while (hm_test_await(line, sizeof(line), 1) != 0) { /* until "stop" */
+        hm_progress(c.ctx, 1);
+        hm_trigger(c.ctx, UINT32_MAX, NULL);
+    }
+    if (rc == 0 && f.done != FLOOD)
+        rc = 5;
+    flood_free(&c, &f);
+    /* An attacker leaves without closing: the owner may still stream to it,
+     * and its teardown is not what is tested (nor leak-checked). */
+    _exit(rc);
+}
+
+/* ---- the test process ----------------------------------------------------------------- */
+
+static struct hm_test_child g_server;
+static char g_uri[512];
+static struct bulk_client g_cli;
+static struct s_ids g_ids;
+static uint8_t *g_local;
+static hm_bulk_t *g_local_bulk;
+
+/* Setup: the server (a hostile owner with `forge`), our client and local buffer. */
+static int start(bool forge)
+{
+    static char arg[256];
+    snprintf(arg, sizeof(arg), "%s%s", forge ? "!" : "", g_protocol);
+    if (hm_test_spawn(&g_server, s_server_main, arg) != 0 ||
+        hm_test_recv(&g_server, g_uri, sizeof(g_uri), 20000) != 0 ||
+        s_client_open(&g_cli, &g_ids, g_uri) != HM_SUCCESS)
+        return -1;
+    g_local = calloc(1, BIG);
+    void *buf = g_local;
+    size_t size = BIG;
+    if (g_local == NULL || hm_bulk_create(g_cli.cls, 1, &buf, &size, HM_BULK_READ_WRITE,
+                                          &g_local_bulk) != HM_SUCCESS)
+        return -1;
+    return 0;
+}
+
+static int start_forging(void **state)
+{
+    (void)state;
+    return start(true);
+}
+
+static int start_honest(void **state)
+{
+    (void)state;
+    return start(false);
+}
+
+/* Teardown, also after a failed test: the server is stopped, or killed. */
+static int stop(void **state)
+{
+    (void)state;
+    hm_bulk_free(g_local_bulk);
+    g_local_bulk = NULL;
+    bool clean = bulk_call(&g_cli, g_ids.shutdown, NULL, NULL) == HM_SUCCESS &&
+                 hm_test_wait(&g_server, 20) == 0;
+    if (!clean)
+        hm_test_child_kill(&g_server);
+    clean = bulk_client_close(&g_cli) == HM_SUCCESS && clean;
+    free(g_local);
+    g_local = NULL;
+    return clean ? 0 : -1;
+}
+
+static void server_stats(struct s_stats *st)
+{
+    assert_int_equal(bulk_call(&g_cli, g_ids.stats, NULL, st), HM_SUCCESS);
+}
+
+static hm_return_t pull(hm_bulk_t *remote, size_t off, size_t size)
+{
+    hm_bulk_xfer_t x = {.op = HM_BULK_PULL, .origin_addr = g_cli.server, .origin = remote,
+                        .origin_off = off, .local = g_local_bulk, .size = size};
+    hm_return_t ret = bulk_transfer_wait(&g_cli, &x, NULL, HANG_GUARD_MS);
+    assert_int_not_equal(ret, HM_TIMEOUT); /* an answer, never a hang */
+    return ret;
+}
+
+/* A hostile owner's GET_DATA: each forged case fails the pull; the connection lives on. */
+static void test_forged_get_data(void **state)
+{
+    (void)state;
+    hm_bulk_t *region = s_expose(&g_cli, &g_ids);
+    assert_non_null(region);
+    for (unsigned int i = 0; i < 2 * FORGE_CASES; i++) {
+        struct hmi_swrma_stats before, after;
+        hmi_swrma_stats(g_cli.ctx->c_na, &before);
+        memset(g_local, 0, PULL);
+        hm_return_t ret = pull(region, 0, PULL);
+        hmi_swrma_stats(g_cli.ctx->c_na, &after);
+        size_t zeros = 0;
+        for (size_t b = 0; b < PULL; b++)
+            zeros += g_local[b] == 0;
+        printf("forged case %u: %s, %zu of %u bytes never written\n", i % FORGE_CASES,
+               hm_strerror(ret), zeros, PULL);
+        bool honest = i % FORGE_CASES == FORGE_REORDER;
+        assert_int_equal(ret, honest ? HM_SUCCESS : HM_PROTOCOL_ERROR);
+        assert_int_equal(after.ss_malformed, before.ss_malformed + !honest);
+        if (honest)
+            assert_int_equal(zeros, 0);
+        struct s_stats st;
+        server_stats(&st); /* the same connection still serves RPCs */
+    }
+    hm_bulk_free(region);
+}
+
+/* Canceled pulls: the owner drops their jobs on CANCEL; unknown CANCELs are ignored. */
+static void test_cancel(void **state)
+{
+    (void)state;
+    hm_bulk_t *region = s_expose(&g_cli, &g_ids);
+    assert_non_null(region);
+    enum { N = 4 };
+    hm_bulk_op_id_t *ops[N];
+    for (int i = 0; i < N; i++) {
+        hm_bulk_xfer_t x = {.op = HM_BULK_PULL, .origin_addr = g_cli.server,
+                            .origin = region, .local = g_local_bulk, .size = BIG};
+        assert_int_equal(hm_bulk_transfer(g_cli.ctx, &x, NULL, NULL, NULL, &ops[i]),
+                         HM_SUCCESS);
+    }
+    struct s_stats st;
+    server_stats(&st); /* the owner has the gets as jobs (32 MiB are not sent yet) */
+    printf("owner jobs before cancel: %llu\n", (unsigned long long)st.jobs);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(hm_bulk_cancel(ops[i]), HM_SUCCESS);
+    struct hmi_swrma_stats mine;
+    hmi_swrma_stats(g_cli.ctx->c_na, &mine);
+    double end = bulk_now_ms() + HANG_GUARD_MS;
+    do {
+        server_stats(&st);
+    } while ((st.jobs != 0 || st.cancels + st.cancel_unknown < mine.ss_cancels_sent) &&
+             bulk_now_ms() < end);
+    printf("cancels sent %llu, owner: jobs %llu, dropped by cancel %llu, unknown %llu\n",
+           (unsigned long long)mine.ss_cancels_sent, (unsigned long long)st.jobs,
+           (unsigned long long)st.cancels, (unsigned long long)st.cancel_unknown);
+    assert_true(mine.ss_cancels_sent >= 1);
+    assert_int_equal(st.jobs, 0);
+    assert_true(st.cancels >= 1);
+    assert_int_equal(st.cancels + st.cancel_unknown, mine.ss_cancels_sent);
+    /* CANCELs for ids the owner never saw: counted there (owner_cancel sends nothing). */
+    for (unsigned int i = 0; i < 16; i++)
+        hmi_swrma_cancel_send(g_cli.ctx->c_na->x_rma, g_cli.server->a_na, 0xabc000u + i);
+    uint64_t unknown0 = st.cancel_unknown;
+    end = bulk_now_ms() + HANG_GUARD_MS;
+    do {
+        server_stats(&st);
+    } while (st.cancel_unknown < unknown0 + 16 && bulk_now_ms() < end);
+    assert_int_equal(st.cancel_unknown, unknown0 + 16);
+    /* The connection moves bytes as before. */
+    memset(g_local, 0, PULL);
+    assert_int_equal(pull(region, 0, PULL), HM_SUCCESS);
+    assert_int_equal(bulk_pattern_find(g_local, PULL, 3, 0), PULL);
+    hm_bulk_free(region);
+}
+
+/* One peer's flood of GET_REQs: its excess refused, a good client's pulls all served. */
+static void test_peer_cap(void **state)
+{
+    (void)state;
+    hm_bulk_t *region = s_expose(&g_cli, &g_ids);
+    assert_non_null(region);
+    struct s_stats st0, st;
+    server_stats(&st0);
+    struct flood_args fa = {.uri = g_uri};
+    struct hm_test_child attacker;
+    char line[64];
+    assert_int_equal(hm_test_spawn(&attacker, flood_main, &fa), 0);
+    assert_int_equal(hm_test_recv(&attacker, line, sizeof(line), 20000), 0);
+    assert_int_equal(hm_test_recv(&g_server, line, sizeof(line), 20000), 0);
+    assert_string_equal(line, "paused");
+    assert_int_equal(hm_test_send(&attacker, "flood"), 0);
+    assert_int_equal(hm_test_recv(&attacker, line, sizeof(line), 30000), 0);
+    assert_string_equal(line, "sent");
+    assert_int_equal(hm_test_send(&g_server, "go"), 0);
+    unsigned int ok = 0;
+    for (unsigned int i = 0; i < GOOD_PULLS; i++) {
+        size_t off = (size_t)i * 65536u;
+        memset(g_local, 0, 65536);
+        hm_return_t ret = pull(region, off, 65536);
+        if (ret == HM_SUCCESS && bulk_pattern_find(g_local, 65536, 3, off) == 65536)
+            ok++;
+        else
+            printf("good pull %u: %s\n", i, hm_strerror(ret));
+    }
+    server_stats(&st);
+    printf("flood of %u: %llu refused over the peer cap, %llu over the context cap; "
+           "good client %u/%u\n",
+           FLOOD, (unsigned long long)(st.overloaded - st0.overloaded),
+           (unsigned long long)(st.busy - st0.busy), ok, GOOD_PULLS);
+    assert_int_equal(hm_test_send(&attacker, "stop"), 0);
+    assert_int_equal(hm_test_wait(&attacker, 60), 0);
+    assert_int_equal(ok, GOOD_PULLS);
+    assert_true(st.overloaded - st0.overloaded > 0);
+    assert_int_equal(st.busy, st0.busy); /* the context's cap was never reached */
+    hm_bulk_free(region);
+}
+
+int main(int argc, char **argv)
+{
+    g_protocol = argc > 1 ? argv[1] : "ucx+tcp://127.0.0.1:0";
+    setenv("HM_CMA", "0", 1); /* shm classes: RMA over messages, not CMA (every process) */
+    hm_test_alarm(280, "test_hostile_swrma");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_forged_get_data, start_forging, stop),
+        cmocka_unit_test_setup_teardown(test_cancel, start_honest, stop),
+        cmocka_unit_test_setup_teardown(test_peer_cap, start_honest, stop),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
