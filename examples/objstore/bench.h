@@ -29,6 +29,7 @@ struct bench_opts {
     uint64_t sizes[BENCH_MAX_SIZES];
     unsigned int weights[BENCH_MAX_SIZES];
     unsigned int deadline_s; /* the whole bench is bounded by this */
+    unsigned int seconds;    /* > 0: stop issuing after this long (ops is then a cap) */
     bool json;
     bool check_count;        /* count collective must grow by what was written */
     bool cleanup;            /* delete every key afterwards and report server RSS */

@@ -139,7 +139,12 @@ static int parse_sizes(const char *s, struct bench_opts *o)
 static const char bench_usage[] =
     "usage: hm-objstore [client options] bench [-P PROCS] [-M INFLIGHT] [-n OPS] [-k KEYS]\n"
     "       [--sizes 8:30,4K:20,64K:10,1M:5,16M:1] [--deadline S] [--json] [--check-count]\n"
-    "       [--cleanup] [--dead RANK]... [--prefix P]\n";
+    "       [--cleanup] [--dead RANK]... [--prefix P] [--seconds S]\n"
+    "  -P client processes, -M operations in flight per process, -n operations per\n"
+    "  process (a cap with --seconds), -k keys per process; sizes with weights;\n"
+    "  --check-count: the count collective must grow by what was written;\n"
+    "  --cleanup: delete every key afterwards (and report the servers' RSS);\n"
+    "  --dead R: rank R is killed on purpose: its keys may fail (with an RPC error)\n";
 
 int bench_parse(int argc, char **argv, struct bench_opts *o)
 {
@@ -147,7 +152,8 @@ int bench_parse(int argc, char **argv, struct bench_opts *o)
         {"sizes", required_argument, NULL, 's'}, {"deadline", required_argument, NULL, 'd'},
         {"json", no_argument, NULL, 'j'},        {"check-count", no_argument, NULL, 'c'},
         {"cleanup", no_argument, NULL, 'C'},     {"dead", required_argument, NULL, 'D'},
-        {"prefix", required_argument, NULL, 'p'}, {NULL, 0, NULL, 0},
+        {"prefix", required_argument, NULL, 'p'}, {"seconds", required_argument, NULL, 'S'},
+        {NULL, 0, NULL, 0},
     };
     o->procs = 4, o->inflight = 8, o->ops = 1000, o->keys = 64, o->deadline_s = 300;
     snprintf(o->prefix, sizeof(o->prefix), "bench%ld", (long)getpid());
@@ -170,6 +176,7 @@ int bench_parse(int argc, char **argv, struct bench_opts *o)
             if (o->ndead == BENCH_MAX_DEAD) goto bad;
             o->dead[o->ndead++] = (hm_rank_t)strtoul(optarg, NULL, 10);
             break;
+        case 'S': o->seconds = (unsigned int)strtoul(optarg, NULL, 10); break;
         case 'p': snprintf(o->prefix, sizeof(o->prefix), "%s", optarg); break;
         default: goto bad;
         }

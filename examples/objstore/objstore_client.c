@@ -177,11 +177,10 @@ static void rpc_done(const hm_cb_info_t *info)
         op_record(op, target, info->ret, OBJ_OK, 0);
     }
     hm_handle_destroy(info->handle);
-    op->pending--;
     bool reading = op->kind == OBJC_GET || op->kind == OBJC_STAT;
-    if (reading && info->ret != HM_SUCCESS && read_retry(op))
-        return;
-    if (op->pending == 0)
+    if (reading && info->ret != HM_SUCCESS)
+        read_retry(op); /* under this RPC's reference: see op_start */
+    if (--op->pending == 0)
         op_finish(op);
 }
 
@@ -235,6 +234,9 @@ static void op_start(objc_t *c, struct objc_op *op)
     for (unsigned int i = 0; i < op->ntargets; i++)
         op->targets[i] = (primary + i) % c->nranks;
     c->inflight++;
+    /* A guard reference: looking up an address ("#N") waits with hm_call,
+     * which runs other callbacks of the context, possibly this op's own. */
+    op->pending++;
     if (op->kind == OBJC_GET || op->kind == OBJC_STAT) {
         if (!read_retry(op) && !op->have_res) /* every replica known dead */
             op_record(op, op->targets[0], HM_UNREACHABLE, OBJ_OK, 0);
@@ -242,7 +244,7 @@ static void op_start(objc_t *c, struct objc_op *op)
         for (unsigned int i = 0; i < op->ntargets; i++)
             rpc_send(op, op->targets[i]);
     }
-    if (op->pending == 0) {
+    if (--op->pending == 0) {
         op->next_done = c->done;
         c->done = op;
     }
@@ -428,7 +430,15 @@ static hm_return_t coll_run(objc_t *c, const char *name, const void *in, void *o
                             size_t out_size, uint32_t *failed)
 {
     struct coll_wait w = {.out = out, .out_size = out_size};
-    hm_coll_opts_t copts = {.field_mask = HM_COLL_OPT_TIMEOUT, .timeout_ms = c->timeout_ms};
+    hm_rank_t excluded[64];
+    uint32_t nexcl = 0;
+    for (uint32_t i = 0; c->dead != NULL && i < c->nranks && nexcl < 64; i++)
+        if (c->dead[i] && nexcl + 1 < c->nranks)
+            hm_group_rank_at(c->group, i, &excluded[nexcl++]);
+    /* Ranks seen dead are left out rather than waited for (and counted failed). */
+    hm_coll_opts_t copts = {.field_mask = HM_COLL_OPT_TIMEOUT | HM_COLL_OPT_EXCLUDE,
+                            .timeout_ms = c->timeout_ms, .excluded = excluded,
+                            .excluded_count = nexcl};
     memset(out, 0, out_size);
     hm_return_t ret = hm_coll_start(c->group, hm_rpc_id(name), in, coll_cb, &w, &copts);
     while (ret == HM_SUCCESS && !w.done) {
@@ -436,7 +446,7 @@ static hm_return_t coll_run(objc_t *c, const char *name, const void *in, void *o
         hm_trigger(c->ctx, UINT32_MAX, NULL);
     }
     if (failed != NULL)
-        *failed = ret == HM_SUCCESS ? w.failed : c->nranks;
+        *failed = ret == HM_SUCCESS ? w.failed + nexcl : c->nranks;
     return ret != HM_SUCCESS ? ret : w.ret;
 }
 
@@ -536,7 +546,21 @@ static hm_return_t learn_contexts(objc_t *c)
         c->nctx = out.contexts;
     size_t slots = (size_t)c->nranks * (c->nctx > 0 ? c->nctx : 1);
     c->addrs = calloc(slots, sizeof(*c->addrs));
-    return c->addrs != NULL ? HM_SUCCESS : HM_NOMEM;
+    if (c->addrs == NULL)
+        return HM_NOMEM;
+    /* Look every data context up now, while nothing is in flight: a lookup
+     * waits inside hm_call, running whatever callbacks come due. Ranks that
+     * do not answer are looked up again when first used. */
+    unsigned int nctx = c->nctx > 0 ? c->nctx : 1;
+    for (uint32_t i = 0; i < c->nranks; i++) {
+        hm_rank_t rank;
+        if (hm_group_rank_at(c->group, i, &rank) != HM_SUCCESS)
+            continue;
+        for (unsigned int ci = 0; ci < nctx; ci++)
+            hm_group_addr(c->group, rank, c->nctx > 0 ? ci + 1 : HM_GROUP_CTX_SAME,
+                          &c->addrs[(size_t)i * nctx + ci]);
+    }
+    return HM_SUCCESS;
 }
 
 hm_return_t objc_open(const struct objc_opts *o, objc_t **client_out)

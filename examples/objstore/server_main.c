@@ -102,12 +102,17 @@ static int parse_opts(int argc, char **argv, struct server_opts *o)
     return 0;
 }
 
+/*
+ * A dead rank is only logged, not removed: hm_group_remove_rank bumps the
+ * group's version, and clients attached from the group file (version 1)
+ * would then get HM_STALE from every collective. The collectives report a
+ * dead rank as failed anyway, and clients exclude the ranks they saw die.
+ */
 static void on_rank_failure(hm_group_t *group, hm_rank_t rank, hm_return_t why, void *arg)
 {
     (void)arg;
     fprintf(stderr, "hm-objstore-server: rank %u sees rank %u dead (%s)\n", hm_group_rank(group),
             rank, hm_strerror(why));
-    hm_group_remove_rank(group, rank);
 }
 
 /* The group: every rank of the mpirun job, or this process alone. */

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "server_store.h"
 
@@ -40,9 +41,28 @@ struct store *store_create(uint64_t cap)
     return st;
 }
 
+/*
+ * Values of STORE_MMAP_MIN bytes or more get pages of their own (mmap), so
+ * that deleting them gives the memory back to the system at once. From
+ * malloc they would not: glibc raises its mmap threshold after the first
+ * large free, and later large values then stay in the heap after free.
+ */
+#define STORE_MMAP_MIN ((uint64_t)64 << 10)
+
+static void *value_alloc(uint64_t size)
+{
+    if (size < STORE_MMAP_MIN)
+        return malloc(size > 0 ? size : 1);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p != MAP_FAILED ? p : NULL;
+}
+
 static void value_free(struct store_value *value)
 {
-    free(value->data);
+    if (value->size < STORE_MMAP_MIN)
+        free(value->data);
+    else
+        munmap(value->data, value->size);
     free(value);
 }
 
@@ -73,10 +93,9 @@ obj_status_t store_value_new(struct store *st, uint64_t size, struct store_value
     if (over)
         return OBJ_FULL;
     struct store_value *value = calloc(1, sizeof(*value));
-    void *data = malloc(size > 0 ? size : 1);
+    void *data = value != NULL ? value_alloc(size) : NULL;
     if (value == NULL || data == NULL) {
         free(value);
-        free(data);
         pthread_mutex_lock(&st->lock);
         st->bytes -= size;
         pthread_mutex_unlock(&st->lock);
