@@ -19,6 +19,8 @@ bindir=$1 uri=$2 case=$3
 ops=${HM_OBJSTORE_TEST_OPS:-300}
 server=$bindir/hm-objstore-server
 cli=$bindir/hm-objstore
+# Under LeakSanitizer: the transport libraries' own leaks, as for the group tests.
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(cd "$(dirname "$0")/../../.." && pwd)/tests/group/lsan.supp}
 work=$(mktemp -d)
 job=""
 cleanup() {
@@ -42,7 +44,7 @@ start_servers() {
     timeout -k 10 240 "$server" -u "$uri" --group-file "$work/group" "$@" >"$work/job" 2>&1 &
   else
     timeout -k 10 240 mpirun --allow-run-as-root --oversubscribe --enable-recovery \
-      -x HM_PROGRESS=wait -np "$np" "$server" -u "$uri" --group-file "$work/group" "$@" \
+      -x HM_PROGRESS=wait -x LSAN_OPTIONS -np "$np" "$server" -u "$uri" --group-file "$work/group" "$@" \
       >"$work/job" 2>&1 &
   fi
   job=$!
@@ -55,6 +57,17 @@ start_servers() {
     echo "the protocol $uri does not open here: skipped"; exit 77
   fi
   fail "the servers did not come up"
+}
+
+# stop_servers: SIGTERM the job (by $job), wait for it, and fail if a server
+# reported a sanitizer error (leaks are checked as the servers exit).
+stop_servers() {
+  kill "$job" 2>/dev/null
+  for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$job" 2>/dev/null && fail "the servers did not stop within 30 s of SIGTERM"
+  wait "$job" 2>/dev/null
+  job=""
+  if grep -qE "Sanitizer|runtime error" "$work/job"; then fail "a server reported an error"; fi
 }
 
 rank_pid() { sed -n "s/^hm-objstore-server: rank $1 of .* pid \([0-9]*\) .*/\1/p" "$work/job"; }
@@ -155,4 +168,5 @@ case $case in
   mem-cap) case_mem_cap ;;
   *) echo "unknown case $case" >&2; exit 2 ;;
 esac
+stop_servers
 echo "OK: $case on $uri"
