@@ -13,6 +13,10 @@
 #               transfer held (its memory comes back) and keeps serving
 #   mem-cap     a put past --mem-cap is refused with the store's status, and
 #               the server keeps serving
+#   validate    requests built by hand that fail validation (empty or long
+#               key, sizes that disagree with the inline bytes or the bulk
+#               handle, too large, wrong handle permission, handle too small)
+#               each get their defined status (objstore_validate)
 # Exit 77 (skipped) when the protocol does not open here.
 set -u
 bindir=$1 uri=$2 case=$3
@@ -160,12 +164,19 @@ case_mem_cap() {
   [ "$(objs count | count_field objects)" = 1 ] || fail "count"
 }
 
+case_validate() {
+  start_servers 1
+  timeout 60 "$bindir/tests/objstore_validate" "$work/group" "$uri" || fail "validation cases"
+  objs put after ok >/dev/null && [ "$(objs get after)" = ok ] || fail "not serving afterwards"
+}
+
 case $case in
   load) case_load ;;
   kill-r1) case_kill 1 ;;
   kill-r2) case_kill 2 ;;
   client-kill) case_client_kill ;;
   mem-cap) case_mem_cap ;;
+  validate) case_validate ;;
   *) echo "unknown case $case" >&2; exit 2 ;;
 esac
 stop_servers
