@@ -8,11 +8,15 @@
  *     count                           objects and bytes over every rank (collective)
  *     list PREFIX                     keys starting with PREFIX (collective)
  *     bench ...                       the load generator (hm-objstore bench -h)
+ *     put-stop KEY VALUE|@FILE        for tests: send the put, then stop this process
+ *                                     (SIGSTOP) with the transfer pending, so a
+ *                                     test can kill a client mid-put for sure
  *
  * Exit status: 0 done, 1 the RPC failed (transport, deadline, bad usage),
  * 2 the store refused (no such key, memory cap, invalid argument).
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +92,30 @@ static int do_collective(objc_t *c, const char *verb, const char *prefix)
     return ret == HM_SUCCESS ? 0 : 1;
 }
 
+static void put_stop_cb(const struct objc_result *res)
+{
+    *(struct objc_result *)res->arg = *res;
+}
+
+/* put-stop: the request leaves, then the process stops where it would serve
+ * the server's pull; after SIGCONT it finishes like put. A stat of the key
+ * first connects to the context that serves it (a connection still being
+ * set up when the process stops would never reach the server). */
+static struct objc_result put_stop(objc_t *c, const char *key, const void *value, uint64_t size)
+{
+    struct objc_result res = {.ret = HM_TIMEOUT, .rank = HM_RANK_NONE};
+    objc_stat(c, key);
+    hm_return_t ret = objc_put_async(c, key, value, size, put_stop_cb, &res);
+    if (ret != HM_SUCCESS)
+        return (struct objc_result){.ret = ret, .rank = HM_RANK_NONE};
+    for (int i = 0; i < 3; i++)
+        objc_progress(c, 0);
+    raise(SIGSTOP);
+    while (objc_inflight(c) > 0)
+        objc_progress(c, 100);
+    return res;
+}
+
 static int do_verb(objc_t *c, int argc, char **argv)
 {
     const char *verb = argv[0], *key = argc > 1 ? argv[1] : NULL;
@@ -96,12 +124,12 @@ static int do_verb(objc_t *c, int argc, char **argv)
         return do_collective(c, verb, key != NULL ? key : "");
     if (key == NULL)
         return usage();
-    if (strcmp(verb, "put") == 0 && argc == 3) {
+    if ((strcmp(verb, "put") == 0 || strcmp(verb, "put-stop") == 0) && argc == 3) {
         uint64_t size;
         void *value = value_of(argv[2], &size);
         if (value == NULL)
             return 1;
-        res = objc_put(c, key, value, size);
+        res = verb[3] == '\0' ? objc_put(c, key, value, size) : put_stop(c, key, value, size);
         free(value);
     } else if (strcmp(verb, "get") == 0) {
         void *value = NULL;
