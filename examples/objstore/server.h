@@ -1,0 +1,23 @@
+/*
+ * server.h: the object store server's shared state and its RPC handlers.
+ */
+#ifndef OBJSTORE_SERVER_H
+#define OBJSTORE_SERVER_H
+
+#include "objstore_proto.h"
+#include "server_store.h"
+
+/* Attached to every RPC and collective as their data / arg. */
+struct server {
+    hm_class_t *cls;
+    struct store *store;
+    unsigned int nctx; /* data contexts (one per NUMA node) */
+};
+
+/* Register put/get/del/stat and the two collectives on `srv->cls`. */
+hm_return_t server_register(struct server *srv);
+
+/* Resident set of this process in kB (0 if unknown). */
+uint64_t server_rss_kb(void);
+
+#endif /* OBJSTORE_SERVER_H */
