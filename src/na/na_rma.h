@@ -133,6 +133,8 @@ hm_return_t hmi_swrma_cancel(hm_na_context_t *ctx, hm_na_op_t *op);
  *                 then fails with HM_PROTOCOL_ERROR)
  * the requester's side:
  *   ss_late       replies for no live op: late, after cancel, or forged
+ *   ss_foreign    replies naming a live op of ours that came from another
+ *                 peer than the op's owner: dropped, the op untouched
  *   ss_cancels_sent CANCELs sent for gets given up (canceled, or failed on
  *                 a bad reply) while their data was still coming
  *   ss_cancels_lost CANCELs not sent: the waiting ring was full, or the
@@ -145,6 +147,7 @@ struct hmi_swrma_stats {
     uint64_t ss_dropped;
     uint64_t ss_malformed;
     uint64_t ss_late;
+    uint64_t ss_foreign;
     uint64_t ss_overloaded;
     uint64_t ss_cancels;
     uint64_t ss_cancel_unknown;

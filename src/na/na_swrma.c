@@ -255,7 +255,7 @@ void hmi_swrma_recv(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf, size_
                m.m_type == SWRMA_CANCEL) {
         hmi_swrma_owner_recv(s, source, &m);
     } else {
-        hmi_swrma_req_recv(s, &m);
+        hmi_swrma_req_recv(s, source, &m);
     }
     hm_na_msg_release(ctx, token);
 }

@@ -176,7 +176,8 @@ void hmi_swrma_owner_peer_failed(struct hmi_swrma_ctx *s, hm_na_addr_t *peer);
 void hmi_swrma_owner_fini(struct hmi_swrma_ctx *s);
 
 /* na_swrma_req.c */
-void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, const struct swrma_msg *m);
+void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, hm_na_addr_t *source,
+                        const struct swrma_msg *m);
 int hmi_swrma_req_progress(struct hmi_swrma_ctx *s);
 
 /* na_swrma_cancel.c */

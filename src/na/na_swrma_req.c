@@ -369,12 +369,21 @@ static void req_err(struct hmi_swrma_ctx *s, struct swrma_op *q, unsigned int pi
     req_finish(s, q, (hm_return_t)m->m_status);
 }
 
-void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, const struct swrma_msg *m)
+void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, hm_na_addr_t *source,
+                        const struct swrma_msg *m)
 {
     unsigned int piece;
     struct swrma_op *q = req_lookup(s, m->m_id, &piece);
     if (q == NULL) {
         s->s_stats.ss_late++;
+        return;
+    }
+    /* Ids are small and guessable: only the op's owner may answer it. */
+    if (source != q->q_peer) {
+        s->s_stats.ss_foreign++;
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
+                "RMA reply for op 0x%llx from a peer that is not its owner: dropped",
+                (unsigned long long)m->m_id);
         return;
     }
     hm_na_addr_t *peer = q->q_peer;

@@ -18,10 +18,13 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         /* No FI_RMA: the tcp provider serves a peer's read or write itself and,
          * on a key it refuses, never completes it and stalls the connection;
          * RMA is the NA layer's, checked by the owner (na_rma.h). */
-        .q_caps = FI_MSG | FI_MULTI_RECV,
+        /* No FI_MULTI_RECV either: with several peers sending at once, rxm
+         * (libfabric 1.17) delivered corrupted payloads into multi-recv slabs
+         * (found by examples/objstore; one buffer per post is clean). */
+        .q_caps = FI_MSG,
         .q_addr = OFI_ADDR_SOCKADDR_IN,
         .q_addr_format = FI_SOCKADDR_IN,
-        .q_multi_recv = true,
+        .q_multi_recv = false,
         .q_source = false,
         .q_wait_fd = true,
         .q_watch_pid = false,
@@ -58,11 +61,11 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_protocol = "verbs",
         .q_provider = "verbs;ofi_rxm",
         .q_ep_type = FI_EP_RDM,
-        .q_caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                  FI_MULTI_RECV,
+        /* rxm, as tcp: no multi-recv slabs */
+        .q_caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE,
         .q_addr = OFI_ADDR_SOCKADDR_IN,
         .q_addr_format = FI_SOCKADDR_IN,
-        .q_multi_recv = true,
+        .q_multi_recv = false,
         .q_source = false,
         .q_wait_fd = true,
         .q_watch_pid = false,
