@@ -25,6 +25,14 @@
 #define STALLED_REQUESTS 4000u
 #define GOOD_RPCS 200u
 #define RSS_BOUND_KB (64L << 10) /* above the server's own VmRSS at start */
+/*
+ * ofi+tcp receives one message per posted buffer (rxm's multi-recv slabs
+ * corrupted payloads with several senders), so a burst the server has not
+ * yet read waits in rxm's own receive pool: measured +53..69 MB for the
+ * 4000-request burst here, against +20 MB with slabs. It grows with a
+ * burst the server has not read yet, not with what the server holds.
+ */
+#define RSS_BOUND_RXM_KB (96L << 10)
 
 static const char *protocol;
 
@@ -105,7 +113,8 @@ static void test_stalled_client(void **state)
     assert_int_equal(good_ok, 0);
     assert_int_equal(good_status, 0);
     assert_int_equal(hm_test_wait(&srv, 60), 0);
-    assert_true(hwm - rss0 < RSS_BOUND_KB);
+    long bound = strncmp(protocol, "ofi+tcp", 7) == 0 ? RSS_BOUND_RXM_KB : RSS_BOUND_KB;
+    assert_true(hwm - rss0 < bound);
     hm_test_alarm(0, NULL);
 }
 
