@@ -8,6 +8,14 @@
  *    HM_SUCCESS with half the range never written), counted as malformed,
  *    and the connection must serve a normal RPC afterwards; the same data
  *    honestly out of order must succeed;
+ *  - replies from a third process: the owner holds the victim's GET_REQ and
+ *    reports its id over the harness pipe; this process spawns an attacker
+ *    with that id (no guessing needed: ids are small, the first is
+ *    0x100000000), which sends the victim GET_DATA covering the whole pull
+ *    (0xab), PUT_ACK and ERR for it. All 4 must be dropped and counted
+ *    ss_foreign, the op untouched; once the owner answers, the pull completes
+ *    with exactly its bytes, nothing malformed, and the connection serves an
+ *    RPC (before the owner check, the pull completed HM_SUCCESS with 0xab);
  *  - cancel: pulls canceled while the owner streams them; the owner must
  *    drop their jobs on the requester's CANCEL (its job gauge back to 0,
  *    counted), and CANCELs for ids it does not know are counted;
@@ -16,7 +24,7 @@
  *    per-peer cap (256) they are refused with HM_OVERLOADED, and a good
  *    client's pulls all succeed meanwhile, none refused.
  *
- * The server, the attacker and this process (the victim, the good client)
+ * The server, the attackers and this process (the victim, the good client)
  * are separate processes. argv[1]: the protocol URI.
  */
 #include <setjmp.h>
@@ -47,7 +55,7 @@
 /* ---- the RPCs -------------------------------------------------------------- */
 
 struct s_ids {
-    hm_id_t expose, stats, pause, shutdown;
+    hm_id_t expose, stats, pause, answer, shutdown;
 };
 
 struct s_expose_out {
@@ -103,6 +111,11 @@ static struct {
     hm_na_recv_cb_t saved_cb;
     void *saved_arg;
     unsigned int next_case; /* GET_REQs answered so far: each gets the next case */
+    /* hold mode: GET_REQs are held (their ids told to the parent), answered
+     * honestly on "s.answer" */
+    bool hold;
+    uint64_t held_id, held_off, held_len;
+    hm_na_addr_t *held_to; /* a reference of ours while a request is held */
 } ss;
 
 static void ss_respond(hm_handle_t *handle, void *out)
@@ -140,6 +153,16 @@ static hm_return_t on_pause(hm_handle_t *handle)
     return rc == 0 ? HM_SUCCESS : HM_TIMEOUT;
 }
 
+static void honest_answer(void);
+
+/* Answer the held GET_REQ with the region's real bytes. */
+static hm_return_t on_answer(hm_handle_t *handle)
+{
+    honest_answer();
+    ss_respond(handle, NULL);
+    return HM_SUCCESS;
+}
+
 static hm_return_t on_shutdown(hm_handle_t *handle)
 {
     ss.shutdown = true;
@@ -158,6 +181,7 @@ static hm_return_t s_register(hm_class_t *cls, struct s_ids *ids, bool server)
         {"s.expose", expose_proc, on_expose, &ids->expose},
         {"s.stats", stats_proc, on_stats, &ids->stats},
         {"s.pause", NULL, on_pause, &ids->pause},
+        {"s.answer", NULL, on_answer, &ids->answer},
         {"s.shutdown", NULL, on_shutdown, &ids->shutdown},
     };
     for (size_t i = 0; i < sizeof(rpcs) / sizeof(rpcs[0]); i++) {
@@ -176,6 +200,8 @@ struct forged {
     void *desc;
 };
 
+static unsigned int g_forged_done; /* forged messages whose send completed */
+
 static void forged_sent(hm_na_op_t *op, hm_return_t status)
 {
     (void)status;
@@ -183,28 +209,92 @@ static void forged_sent(hm_na_op_t *op, hm_return_t status)
     f->cls->c_ops.msg_buf_free(f->cls, f->buf, f->desc);
     free(f);
     hm_na_op_destroy(op);
+    g_forged_done++;
 }
 
-/* Send GET_DATA for request `id`: `len` bytes (0xab) at `off` within the request. */
+/* A message buffer of `size` bytes to forge into; aborts without memory. */
+static struct forged *forged_new(hm_na_context_t *na, size_t size)
+{
+    struct forged *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        abort();
+    f->cls = na->x_class;
+    f->buf = f->cls->c_ops.msg_buf_alloc(f->cls, size, &f->desc);
+    if (f->buf == NULL)
+        abort();
+    return f;
+}
+
+/* Send the forged message `f` (`size` bytes) to `to`; `f` is freed once sent. */
+static void forged_post(hm_na_context_t *na, hm_na_addr_t *to, struct forged *f, size_t size)
+{
+    hm_na_op_t *op = hm_na_op_create(f->cls);
+    if (op == NULL)
+        abort();
+    op->o_cb = forged_sent;
+    op->o_arg = f;
+    if (hm_na_msg_send(na, to, f->buf, size, f->desc, op) != HM_SUCCESS)
+        forged_sent(op, HM_SUCCESS);
+}
+
+/*
+ * Send GET_DATA for request `id`: `len` bytes at `off` within the request,
+ * copied from `bytes` (NULL: 0xab).
+ */
+static void send_data(hm_na_context_t *na, hm_na_addr_t *to, uint64_t id, uint64_t off,
+                      uint64_t len, const uint8_t *bytes)
+{
+    struct forged *f = forged_new(na, SWRMA_DATA_SIZE + (size_t)len);
+    hmi_swrma_encode_data(f->buf, id, off, len);
+    if (bytes != NULL)
+        memcpy((uint8_t *)f->buf + SWRMA_DATA_SIZE, bytes, (size_t)len);
+    else
+        memset((uint8_t *)f->buf + SWRMA_DATA_SIZE, 0xab, (size_t)len);
+    forged_post(na, to, f, SWRMA_DATA_SIZE + (size_t)len);
+}
+
 static void forge_data(hm_na_context_t *na, hm_na_addr_t *to, uint64_t id, uint64_t off,
                        uint64_t len)
 {
-    hm_na_class_t *cls = na->x_class;
-    struct forged *f = calloc(1, sizeof(*f));
-    hm_na_op_t *op = hm_na_op_create(cls);
-    if (f == NULL || op == NULL)
-        abort();
-    f->cls = cls;
-    f->buf = cls->c_ops.msg_buf_alloc(cls, SWRMA_DATA_SIZE + (size_t)len, &f->desc);
-    if (f->buf == NULL)
-        abort();
-    hmi_swrma_encode_data(f->buf, id, off, len);
-    memset((uint8_t *)f->buf + SWRMA_DATA_SIZE, 0xab, (size_t)len);
-    op->o_cb = forged_sent;
-    op->o_arg = f;
-    if (hm_na_msg_send(na, to, f->buf, SWRMA_DATA_SIZE + (size_t)len, f->desc, op) !=
-        HM_SUCCESS)
-        forged_sent(op, HM_SUCCESS);
+    send_data(na, to, id, off, len, NULL);
+}
+
+/* Send PUT_ACK (`value`: bytes placed) or ERR (`value`: a status) for request `id`. */
+static void forge_reply(hm_na_context_t *na, hm_na_addr_t *to, enum swrma_type type,
+                        uint64_t id, uint64_t value)
+{
+    struct forged *f = forged_new(na, SWRMA_ACK_SIZE);
+    hmi_swrma_encode_reply(f->buf, type, id, value);
+    forged_post(na, to, f, SWRMA_ACK_SIZE);
+}
+
+/* Hold mode: keep the GET_REQ unanswered, and tell the parent its id. */
+static void hold_request(hm_na_context_t *na, hm_na_addr_t *from, const struct swrma_msg *m)
+{
+    if (ss.held_to != NULL)
+        return; /* one at a time: its requester asks nothing else */
+    na->x_class->c_ops.addr_ref(from);
+    ss.held_to = from;
+    ss.held_id = m->m_id;
+    ss.held_off = m->m_off;
+    ss.held_len = m->m_len;
+    char line[64];
+    snprintf(line, sizeof(line), "id %llx", (unsigned long long)m->m_id);
+    hm_test_signal(line);
+}
+
+/* The held GET_REQ's honest answer: its bytes of the region, in two halves. */
+static void honest_answer(void)
+{
+    hm_na_context_t *na = ss.ctx->c_na;
+    if (ss.held_to == NULL || ss.held_off > BIG || ss.held_len > BIG - ss.held_off)
+        return;
+    const uint8_t *bytes = ss.mem + ss.held_off;
+    uint64_t half = ss.held_len / 2;
+    send_data(na, ss.held_to, ss.held_id, 0, half, bytes);
+    send_data(na, ss.held_to, ss.held_id, half, ss.held_len - half, bytes + half);
+    na->x_class->c_ops.addr_unref(ss.held_to);
+    ss.held_to = NULL;
 }
 
 /* The hostile owner's answer to a GET_REQ of PULL bytes: never the honest one. */
@@ -250,8 +340,12 @@ static void forge_recv(void *arg, hm_na_addr_t *source, void *buf, size_t len,
         return;
     }
     struct swrma_msg m;
-    if (hmi_swrma_decode(buf, len, &m) && m.m_type == SWRMA_GET_REQ)
-        forge_answer(na, source, m.m_id);
+    if (hmi_swrma_decode(buf, len, &m) && m.m_type == SWRMA_GET_REQ) {
+        if (ss.hold)
+            hold_request(na, source, &m);
+        else
+            forge_answer(na, source, m.m_id);
+    }
     hm_na_msg_release(na, token); /* CANCELs and anything else: ignored */
 }
 
@@ -275,7 +369,8 @@ static int s_server_main(void *arg)
 {
     alarm(300);
     const char *protocol = arg;
-    ss.forge = protocol[0] == '!';
+    ss.hold = protocol[0] == '?';
+    ss.forge = protocol[0] == '!' || ss.hold;
     protocol += ss.forge;
     hm_class_t *cls;
     if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS)
@@ -304,6 +399,8 @@ static int s_server_main(void *arg)
         hm_progress(ss.ctx, 1);
         hm_trigger(ss.ctx, UINT32_MAX, NULL);
     }
+    if (ss.held_to != NULL)
+        ss.ctx->c_na->x_class->c_ops.addr_unref(ss.held_to);
     if (ss.forge)
         forge_hook(false);
     hm_bulk_free(ss.region);
@@ -455,6 +552,48 @@ static int flood_main(void *arg)
     _exit(rc);
 }
 
+/* ---- the third process: replies forged for another peer's op ---------------------- */
+
+#define FOREIGN 4u /* forged replies, each naming the victim's live op */
+
+struct foreign_args {
+    const char *victim_uri;
+    uint64_t id; /* the victim's live op, as its owner received it */
+};
+
+/*
+ * Send FOREIGN replies for `id` to the victim: GET_DATA covering the whole
+ * pull (0xab), PUT_ACK and ERR; "sent" once they have left, then wait for
+ * "stop" while progressing.
+ */
+static int foreign_main(void *arg)
+{
+    const struct foreign_args *a = arg;
+    struct bulk_client c;
+    struct s_ids ids;
+    char line[32];
+    if (s_client_open(&c, &ids, a->victim_uri) != HM_SUCCESS)
+        return 2;
+    hm_na_context_t *na = c.ctx->c_na;
+    hm_na_addr_t *victim = c.server->a_na;
+    forge_data(na, victim, a->id, 0, PULL / 2);
+    forge_data(na, victim, a->id, PULL / 2, PULL / 2);
+    forge_reply(na, victim, SWRMA_PUT_ACK, a->id, PULL);
+    forge_reply(na, victim, SWRMA_ERR, a->id, (uint64_t)HM_CANCELED);
+    double end = bulk_now_ms() + HANG_GUARD_MS;
+    while (g_forged_done < FOREIGN && bulk_now_ms() < end) {
+        hm_progress(c.ctx, 1);
+        hm_trigger(c.ctx, UINT32_MAX, NULL);
+    }
+    int rc = g_forged_done == FOREIGN ? 0 : 3;
+    hm_test_signal(rc == 0 ? "sent" : "failed");
+    while (hm_test_await(line, sizeof(line), 1) != 0) { /* until "stop" */
+        hm_progress(c.ctx, 1);
+        hm_trigger(c.ctx, UINT32_MAX, NULL);
+    }
+    _exit(rc); /* as the flood's attacker: its teardown is not what is tested */
+}
+
 /* ---- the test process ----------------------------------------------------------------- */
 
 static struct hm_test_child g_server;
@@ -464,11 +603,14 @@ static struct s_ids g_ids;
 static uint8_t *g_local;
 static hm_bulk_t *g_local_bulk;
 
-/* Setup: the server (a hostile owner with `forge`), our client and local buffer. */
-static int start(bool forge)
+/*
+ * Setup: the server, our client and local buffer. `mode`: "" an honest owner,
+ * "!" a hostile one (forged GET_DATA), "?" one that holds GET_REQs.
+ */
+static int start(const char *mode)
 {
     static char arg[256];
-    snprintf(arg, sizeof(arg), "%s%s", forge ? "!" : "", g_protocol);
+    snprintf(arg, sizeof(arg), "%s%s", mode, g_protocol);
     if (hm_test_spawn(&g_server, s_server_main, arg) != 0 ||
         hm_test_recv(&g_server, g_uri, sizeof(g_uri), 20000) != 0 ||
         s_client_open(&g_cli, &g_ids, g_uri) != HM_SUCCESS)
@@ -485,13 +627,19 @@ static int start(bool forge)
 static int start_forging(void **state)
 {
     (void)state;
-    return start(true);
+    return start("!");
+}
+
+static int start_holding(void **state)
+{
+    (void)state;
+    return start("?");
 }
 
 static int start_honest(void **state)
 {
     (void)state;
-    return start(false);
+    return start("");
 }
 
 /* Teardown, also after a failed test: the server is stopped, or killed. */
@@ -549,6 +697,112 @@ static void test_forged_get_data(void **state)
         struct s_stats st;
         server_stats(&st); /* the same connection still serves RPCs */
     }
+    hm_bulk_free(region);
+}
+
+struct pull_wait {
+    unsigned int calls;
+    hm_return_t ret;
+};
+
+static void pull_wait_cb(const hm_bulk_cb_info_t *info)
+{
+    struct pull_wait *w = info->arg;
+    w->calls++;
+    w->ret = info->ret;
+}
+
+/* Progress our context until `line` from `child` (polled), or the guard. */
+static int recv_progressing(struct hm_test_child *child, char *line, size_t size)
+{
+    double end = bulk_now_ms() + HANG_GUARD_MS;
+    while (bulk_now_ms() < end) {
+        hm_progress(g_cli.ctx, 1);
+        hm_trigger(g_cli.ctx, UINT32_MAX, NULL);
+        if (hm_test_recv(child, line, size, 1) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* Progress our context until the pull completed, or `foreign` reached `target`. */
+static void wait_pull_or_foreign(const struct pull_wait *w, uint64_t target)
+{
+    struct hmi_swrma_stats st;
+    double end = bulk_now_ms() + HANG_GUARD_MS;
+    do {
+        hm_progress(g_cli.ctx, 1);
+        hm_trigger(g_cli.ctx, UINT32_MAX, NULL);
+        hmi_swrma_stats(g_cli.ctx->c_na, &st);
+    } while (w->calls == 0 && st.ss_foreign < target && bulk_now_ms() < end);
+}
+
+/* A third process spawned to send FOREIGN replies for our op `id`; "sent" awaited. */
+static void foreign_start(struct hm_test_child *attacker, struct foreign_args *fa)
+{
+    char line[64];
+    hm_addr_t *self;
+    static char uri[512];
+    size_t size = sizeof(uri);
+    assert_int_equal(hm_addr_self(g_cli.ctx, &self), HM_SUCCESS);
+    assert_int_equal(hm_addr_to_string(self, uri, &size), HM_SUCCESS);
+    hm_addr_free(self);
+    fa->victim_uri = uri;
+    assert_int_equal(hm_test_spawn(attacker, foreign_main, fa), 0);
+    assert_int_equal(recv_progressing(attacker, line, sizeof(line)), 0);
+    assert_string_equal(line, "sent");
+}
+
+/*
+ * Replies for our live op from a third process (not its owner): GET_DATA
+ * with other bytes, PUT_ACK, ERR. Each is dropped and counted foreign; the
+ * pull then completes with exactly the owner's bytes.
+ */
+static void test_foreign_replies(void **state)
+{
+    (void)state;
+    hm_bulk_t *region = s_expose(&g_cli, &g_ids);
+    assert_non_null(region);
+    struct hmi_swrma_stats before, after;
+    hmi_swrma_stats(g_cli.ctx->c_na, &before);
+    memset(g_local, 0, PULL);
+    static struct pull_wait w; /* static: the op may outlive a failed test */
+    w = (struct pull_wait){0};
+    hm_bulk_op_id_t *op;
+    hm_bulk_xfer_t x = {.op = HM_BULK_PULL, .origin_addr = g_cli.server, .origin = region,
+                        .local = g_local_bulk, .size = PULL};
+    assert_int_equal(hm_bulk_transfer(g_cli.ctx, &x, NULL, pull_wait_cb, &w, &op), HM_SUCCESS);
+    char line[64];
+    assert_int_equal(recv_progressing(&g_server, line, sizeof(line)), 0); /* "id <hex>" */
+    struct foreign_args fa = {.id = strtoull(line + 3, NULL, 16)};
+    printf("owner holds our GET_REQ, id 0x%llx\n", (unsigned long long)fa.id);
+    struct hm_test_child attacker;
+    foreign_start(&attacker, &fa);
+    wait_pull_or_foreign(&w, before.ss_foreign + FOREIGN);
+    hmi_swrma_stats(g_cli.ctx->c_na, &after);
+    unsigned int early_calls = w.calls;
+    printf("forged replies: %llu foreign, %llu late; pull %s (%s), first byte 0x%02x\n",
+           (unsigned long long)(after.ss_foreign - before.ss_foreign),
+           (unsigned long long)(after.ss_late - before.ss_late),
+           w.calls ? "completed" : "pending", w.calls ? hm_strerror(w.ret) : "-", g_local[0]);
+    assert_int_equal(hm_test_send(&attacker, "stop"), 0);
+    assert_int_equal(hm_test_wait(&attacker, 60), 0);
+    assert_int_equal(early_calls, 0); /* the op untouched by the forged replies */
+    assert_int_equal(after.ss_foreign, before.ss_foreign + FOREIGN);
+    /* The owner answers now: exactly its bytes land, nothing malformed. */
+    assert_int_equal(bulk_call(&g_cli, g_ids.answer, NULL, NULL), HM_SUCCESS);
+    double end = bulk_now_ms() + HANG_GUARD_MS;
+    while (w.calls == 0 && bulk_now_ms() < end) {
+        hm_progress(g_cli.ctx, 1);
+        hm_trigger(g_cli.ctx, UINT32_MAX, NULL);
+    }
+    hmi_swrma_stats(g_cli.ctx->c_na, &after);
+    assert_int_equal(w.calls, 1);
+    assert_int_equal(w.ret, HM_SUCCESS);
+    assert_int_equal(bulk_pattern_find(g_local, PULL, 3, 0), PULL);
+    assert_int_equal(after.ss_malformed, before.ss_malformed);
+    struct s_stats st;
+    server_stats(&st); /* the same connection still serves RPCs */
     hm_bulk_free(region);
 }
 
@@ -650,6 +904,7 @@ int main(int argc, char **argv)
     hm_test_alarm(280, "test_hostile_swrma");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_forged_get_data, start_forging, stop),
+        cmocka_unit_test_setup_teardown(test_foreign_replies, start_holding, stop),
         cmocka_unit_test_setup_teardown(test_cancel, start_honest, stop),
         cmocka_unit_test_setup_teardown(test_peer_cap, start_honest, stop),
     };
