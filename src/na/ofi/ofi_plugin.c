@@ -197,8 +197,12 @@ static hm_return_t plugin_check_info(hm_na_class_t *cls, struct ofi_class *k)
     if (k->k_multi_recv) {
         size_t want = hmi_ofi_tunable(OFI_TUNE_SLAB_SIZE);
         k->k_slab_size = want > 4 * k->k_min_multi_recv ? want : 4 * k->k_min_multi_recv;
-    } else if (k->k_nslabs < 64) {
-        k->k_nslabs = 64; /* one message per buffer: keep enough posted */
+    } else if (k->k_nslabs < 256) {
+        /* One message per buffer, and a request the core admits stays in its
+         * buffer until its handler frees it: keep well more posted than the
+         * requests a context typically holds, or it cannot even receive the
+         * answers that would let them go (64 deadlocked hostile_flood). */
+        k->k_nslabs = 256;
     }
     k->k_slab_size = ofi_round8(k->k_slab_size);
     k->k_probe_ns = (uint64_t)hmi_ofi_tunable(OFI_TUNE_PROBE_MS) * 1000000u;
