@@ -239,9 +239,9 @@ typedef struct hm_coll_ops {
 
 /*
  * hm_coll_register: register collective `name` on `cls` (every rank and
- * client of the groups that use it). Copies `ops`. The id is hm_rpc_id(name).
- * HM_EXISTS when the name is already registered (as a collective or an
- * RPC), HM_INVALID_ARG for NULL arguments, a name of 64 bytes or more,
+ * client of the groups that use it). Copies `ops`. The id is hm_rpc_id(name);
+ * `id_out` may be NULL, as for hm_register. HM_EXISTS when the name is already registered (as a collective or an
+ * RPC), HM_INVALID_ARG for a NULL cls, name or ops, a name of 64 bytes or more,
  * missing callbacks or procs, or a bulk handle that does not fit in the
  * input (bulk_offset + sizeof(hm_bulk_t *) > in_size).
  */

@@ -115,7 +115,7 @@ hm_return_t hm_coll_register(hm_class_t *cls, const char *name, const hm_coll_op
                              hm_id_t *id_out)
 {
     struct hmi_gclass *gc;
-    if (cls == NULL || name == NULL || ops == NULL || id_out == NULL ||
+    if (cls == NULL || name == NULL || ops == NULL ||
         strlen(name) >= HMI_GROUP_NAME_MAX)
         return HM_INVALID_ARG;
     if ((ops->out_size > 0 && (ops->out_proc == NULL || ops->aggregate == NULL)) ||
@@ -140,6 +140,7 @@ hm_return_t hm_coll_register(hm_class_t *cls, const char *name, const hm_coll_op
         free(co);
         return ret;
     }
-    *id_out = id;
+    if (id_out != NULL)
+        *id_out = id;
     return HM_SUCCESS;
 }

@@ -571,7 +571,9 @@ static void test_coll_register(void **state)
     assert_int_equal(hm_coll_register(NULL, "misuse.reg", &ok, &id), HM_INVALID_ARG);
     assert_int_equal(hm_coll_register(fx.cls, NULL, &ok, &id), HM_INVALID_ARG);
     assert_int_equal(hm_coll_register(fx.cls, "misuse.reg", NULL, &id), HM_INVALID_ARG);
-    assert_int_equal(hm_coll_register(fx.cls, "misuse.reg", &ok, NULL), HM_INVALID_ARG);
+    /* A NULL id_out is allowed, as for hm_register: the id is hm_rpc_id(name). */
+    assert_int_equal(hm_coll_register(fx.cls, "misuse.noid", &ok, NULL), HM_SUCCESS);
+    assert_int_equal(hm_coll_register(fx.cls, "misuse.noid", &ok, NULL), HM_EXISTS);
     memset(long_name, 'c', sizeof(long_name) - 1);
     long_name[sizeof(long_name) - 1] = '\0';
     assert_int_equal(hm_coll_register(fx.cls, long_name, &ok, &id), HM_INVALID_ARG);
