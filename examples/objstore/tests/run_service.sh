@@ -20,7 +20,7 @@
 # Exit 77 (skipped) when the protocol does not open here.
 set -u
 bindir=$1 uri=$2 case=$3
-ops=${HM_OBJSTORE_TEST_OPS:-300}
+ops=${HM_OBJSTORE_TEST_OPS:-2000}
 server=$bindir/hm-objstore-server
 cli=$bindir/hm-objstore
 # Under LeakSanitizer: the transport libraries' own leaks, as for the group tests.
