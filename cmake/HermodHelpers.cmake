@@ -63,7 +63,7 @@ function(hm_add_test)
   endif()
   add_test(NAME ${T_NAME} COMMAND ${T_TARGET} ${T_ARGS})
   set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
-    ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=stdout")
+    ENVIRONMENT "${HM_TEST_ENV}")
 endfunction()
 
 # hm_protocol_name(OUT uri): "ucx+tcp://127.0.0.1:0" -> "ucx+tcp", for test names.

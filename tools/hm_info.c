@@ -65,8 +65,13 @@ static int info_probe(const char *proto)
     hm_class_t *cls = NULL;
     hm_return_t ret;
 
+    /* Probing opens contexts but serves no peer: show trusted-only
+     * protocols too; their "peers it may face" line says so. */
+    const hm_class_opts_t opts = {.field_mask = HM_CLASS_OPT_TRUSTED_PEERS,
+                                  .trusted_peers = true};
+
     info_default_uri(proto, uri, sizeof(uri));
-    ret = hm_class_create(uri, NULL, &cls);
+    ret = hm_class_create(uri, &opts, &cls);
     if (ret != HM_SUCCESS) {
         const char *detail = hm_error_detail();
         printf("  %-12s no   %s: %s%s%s\n", proto, uri, hm_strerror(ret),

@@ -55,7 +55,7 @@ typedef uint32_t hm_id_t;
 enum hm_class_opt_field {
     HM_CLASS_OPT_CHECKSUM = 1u << 0,    /* .checksum */
     HM_CLASS_OPT_EAGER_LIMIT = 1u << 1, /* .eager_limit */
-    HM_CLASS_OPT_UNTRUSTED_PEERS = 1u << 2, /* .untrusted_peers */
+    HM_CLASS_OPT_TRUSTED_PEERS = 1u << 2, /* .trusted_peers */
 };
 
 typedef struct hm_class_opts {
@@ -63,15 +63,17 @@ typedef struct hm_class_opts {
     bool checksum;       /* CRC32C on every message sent (default: off) */
     size_t eager_limit;  /* lower the transport's eager limit, in bytes */
     /*
-     * The class will be reached by peers it does not trust (any process that
-     * can open a socket to it). Then hm_class_create refuses, with
-     * HM_NOT_SUPPORTED, a protocol whose transport library can be aborted by
-     * a peer's bytes (hm_class_info_t.peers says which; today ucx+tcp: UCX's
-     * own tcp port asserts on a malformed packet). Default: the environment
-     * variable HM_UNTRUSTED_PEERS (1 or 0), else false: every peer is a
-     * process of the job, as in most HPC deployments.
+     * Every process that can reach the class's ports is trusted: a process of
+     * the job, on a network only the job can reach. Only then does
+     * hm_class_create open a protocol whose transport library a peer's bytes
+     * can abort (hm_class_info_t.peers says "trusted only: why"; today
+     * ucx+tcp: UCX's own tcp port asserts on a malformed packet, and Hermod
+     * cannot put its listener in front of that port). Without it such a
+     * protocol is refused with HM_NOT_SUPPORTED: secure by default. Default:
+     * the environment variable HM_TRUSTED_PEERS (1 or 0), else false.
+     * Protocols whose "peers" say "any:" open either way.
      */
-    bool untrusted_peers;
+    bool trusted_peers;
 } hm_class_opts_t;
 
 /*
@@ -102,7 +104,7 @@ typedef struct hm_class_opts {
  * Errors: HM_INVALID_ARG (NULL uri or class_out, malformed URI or listen
  * address, an unknown interface, a name or address not of this host,
  * opts.eager_limit 0 or above the transport's), HM_NOT_SUPPORTED
- * (also: untrusted_peers on a protocol that must face trusted peers only),
+ * (also: a protocol that must face trusted peers only, without trusted_peers),
  * HM_NOMEM, the transport's error. *class_out is written only on success.
  */
 HM_EXPORT hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,

@@ -9,31 +9,36 @@
 #include "topo/topo.h"
 #include "util/log.h"
 
-/* opts.untrusted_peers, else HM_UNTRUSTED_PEERS ("1" or "0"), else false. */
-static bool class_untrusted_peers(const hm_class_opts_t *opts)
+/* opts.trusted_peers, else HM_TRUSTED_PEERS ("1" or "0"), else false. */
+static bool class_trusted_peers(const hm_class_opts_t *opts)
 {
-    if (opts != NULL && (opts->field_mask & HM_CLASS_OPT_UNTRUSTED_PEERS))
-        return opts->untrusted_peers;
-    const char *env = getenv("HM_UNTRUSTED_PEERS");
+    if (opts != NULL && (opts->field_mask & HM_CLASS_OPT_TRUSTED_PEERS))
+        return opts->trusted_peers;
+    const char *env = getenv("HM_TRUSTED_PEERS");
     if (env == NULL || *env == '\0' || strcmp(env, "0") == 0)
         return false;
-    if (strcmp(env, "1") != 0)
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
-                "HM_UNTRUSTED_PEERS=%s read as 1 (it takes 1 or 0)", env);
-    return true;
+    if (strcmp(env, "1") == 0)
+        return true;
+    /* Trust is never assumed from a value we cannot read. */
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "HM_TRUSTED_PEERS=%s read as 0 (it takes 1 or 0)",
+            env);
+    return false;
 }
 
 /*
- * A class that will face untrusted peers must not open a transport that a
- * peer's bytes can abort: refuse it before any context opens a port.
+ * Secure by default: a transport that a peer's bytes can abort opens only
+ * when the application declared that every peer able to reach it is
+ * trusted. Refused before any context opens a port.
  */
 static hm_return_t class_check_peers(const hm_class_t *cls, const hm_class_opts_t *opts)
 {
     const char *why = cls->k_na->c_trusted_only;
-    if (why == NULL || !class_untrusted_peers(opts))
+    if (why == NULL || class_trusted_peers(opts))
         return HM_SUCCESS;
     hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-            "%s is refused for untrusted peers (HM_UNTRUSTED_PEERS / untrusted_peers), %s",
+            "%s is refused unless peers are declared trusted (HM_TRUSTED_PEERS=1 or the "
+            "trusted_peers class option, when only the job's processes can reach its ports; "
+            "else use a protocol hm_info says faces any peer, e.g. ofi+tcp): %s",
             cls->k_na->c_protocol, why);
     return HM_NOT_SUPPORTED;
 }

@@ -10,7 +10,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 file=$dir/group
 timeout -k 10 "$limit" mpirun --allow-run-as-root --oversubscribe --enable-recovery \
-  -x HM_PROGRESS=wait -x LSAN_OPTIONS="suppressions=$(dirname "$0")/lsan.supp" -np "$np" "$exe" "$proto" serve "$file" >"$dir/job" 2>&1 &
+  -x HM_PROGRESS=wait -x HM_TRUSTED_PEERS="${HM_TRUSTED_PEERS:-0}" -x LSAN_OPTIONS="suppressions=$(dirname "$0")/lsan.supp" -np "$np" "$exe" "$proto" serve "$file" >"$dir/job" 2>&1 &
 job=$!
 for _ in $(seq 600); do
   [ -s "$file" ] && break

@@ -12,7 +12,7 @@ shift 3
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 timeout -k 10 "$limit" mpirun --allow-run-as-root --oversubscribe --enable-recovery \
-  -x HM_PROGRESS=wait -x LSAN_OPTIONS="suppressions=$(dirname "$0")/lsan.supp" -np "$np" "$@" 2>&1 | tee "$out"
+  -x HM_PROGRESS=wait -x HM_TRUSTED_PEERS="${HM_TRUSTED_PEERS:-0}" -x LSAN_OPTIONS="suppressions=$(dirname "$0")/lsan.supp" -np "$np" "$@" 2>&1 | tee "$out"
 rc=${PIPESTATUS[0]}
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
   echo "run_mpi: mpirun overran ${limit}s and was killed" >&2

@@ -1,9 +1,10 @@
 /*
- * Promise checked: a class that will face untrusted peers never opens a
- * transport whose library a peer's bytes can abort. hm_class_info_t.peers
- * says, per protocol, whether the transport survived tests/hostile ("any:")
- * or must face trusted peers only ("trusted only: why"); with untrusted_peers
- * (option or HM_UNTRUSTED_PEERS=1) hm_class_create refuses the latter with
+ * Promise checked: a class never opens a transport whose library a peer's
+ * bytes can abort unless the application declared its peers trusted
+ * (secure by default). hm_class_info_t.peers says, per protocol, whether
+ * the transport survived tests/hostile ("any:") or must face trusted peers
+ * only ("trusted only: why"). Without trusted_peers (option, or
+ * HM_TRUSTED_PEERS=1) hm_class_create refuses the latter with
  * HM_NOT_SUPPORTED and says why, and opens the former.
  *
  * ucx+tcp must say "trusted only": UCX's own tcp port asserts on a framed
@@ -23,11 +24,16 @@
 
 static const char *uri;
 
+static const hm_class_opts_t trusted = {.field_mask = HM_CLASS_OPT_TRUSTED_PEERS,
+                                        .trusted_peers = true};
+static const hm_class_opts_t not_trusted = {.field_mask = HM_CLASS_OPT_TRUSTED_PEERS,
+                                            .trusted_peers = false};
+
 static bool trusted_only(void)
 {
     hm_class_t *cls;
     hm_class_info_t info;
-    assert_int_equal(hm_class_create(uri, NULL, &cls), HM_SUCCESS);
+    assert_int_equal(hm_class_create(uri, &trusted, &cls), HM_SUCCESS);
     assert_int_equal(hm_class_get_info(cls, &info), HM_SUCCESS);
     assert_non_null(info.peers);
     bool only = strncmp(info.peers, "trusted only: ", 14) == 0;
@@ -44,7 +50,7 @@ static void expect_create(const hm_class_opts_t *opts, bool refused)
     if (refused) {
         assert_int_equal(ret, HM_NOT_SUPPORTED);
         assert_null(cls);
-        assert_non_null(strstr(hm_error_detail(), "untrusted peers"));
+        assert_non_null(strstr(hm_error_detail(), "HM_TRUSTED_PEERS=1"));
         return;
     }
     assert_int_equal(ret, HM_SUCCESS);
@@ -61,28 +67,37 @@ static void test_known_protocols(void **state)
         assert_false(only); /* tests/hostile runs every attack on these */
 }
 
+/* Nothing said: a trusted-only protocol is refused. */
+static void test_default(void **state)
+{
+    (void)state;
+    bool only = trusted_only();
+    expect_create(NULL, only);
+    hm_class_opts_t no_trust_field = {.field_mask = HM_CLASS_OPT_CHECKSUM, .checksum = true};
+    expect_create(&no_trust_field, only);
+}
+
 static void test_option(void **state)
 {
     (void)state;
     bool only = trusted_only();
-    hm_class_opts_t opts = {.field_mask = HM_CLASS_OPT_UNTRUSTED_PEERS, .untrusted_peers = true};
-    expect_create(&opts, only);
-    opts.untrusted_peers = false;
-    expect_create(&opts, false);
+    expect_create(&trusted, false);
+    expect_create(&not_trusted, only);
 }
 
 static void test_environment(void **state)
 {
     (void)state;
     bool only = trusted_only();
-    assert_int_equal(setenv("HM_UNTRUSTED_PEERS", "1", 1), 0);
-    expect_create(NULL, only);
-    /* the option wins over the environment */
-    hm_class_opts_t opts = {.field_mask = HM_CLASS_OPT_UNTRUSTED_PEERS, .untrusted_peers = false};
-    expect_create(&opts, false);
-    assert_int_equal(setenv("HM_UNTRUSTED_PEERS", "0", 1), 0);
+    assert_int_equal(setenv("HM_TRUSTED_PEERS", "1", 1), 0);
     expect_create(NULL, false);
-    assert_int_equal(unsetenv("HM_UNTRUSTED_PEERS"), 0);
+    expect_create(&not_trusted, only); /* the option wins over the environment */
+    assert_int_equal(setenv("HM_TRUSTED_PEERS", "0", 1), 0);
+    expect_create(NULL, only);
+    expect_create(&trusted, false);
+    assert_int_equal(setenv("HM_TRUSTED_PEERS", "yes", 1), 0);
+    expect_create(NULL, only); /* trust is never read into a value it cannot parse */
+    assert_int_equal(unsetenv("HM_TRUSTED_PEERS"), 0);
 }
 
 int main(int argc, char **argv)
@@ -92,8 +107,12 @@ int main(int argc, char **argv)
         return 2;
     }
     uri = argv[1];
+    /* The suite declares its loopback peers trusted; this test starts from nothing said. */
+    if (unsetenv("HM_TRUSTED_PEERS") != 0)
+        return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_known_protocols),
+        cmocka_unit_test(test_default),
         cmocka_unit_test(test_option),
         cmocka_unit_test(test_environment),
     };

@@ -48,7 +48,7 @@ start_servers() {
     timeout -k 10 240 "$server" -u "$uri" --group-file "$work/group" "$@" >"$work/job" 2>&1 &
   else
     timeout -k 10 240 mpirun --allow-run-as-root --oversubscribe --enable-recovery \
-      -x HM_PROGRESS=wait -x LSAN_OPTIONS -np "$np" "$server" -u "$uri" --group-file "$work/group" "$@" \
+      -x HM_PROGRESS=wait -x HM_TRUSTED_PEERS="${HM_TRUSTED_PEERS:-0}" -x LSAN_OPTIONS -np "$np" "$server" -u "$uri" --group-file "$work/group" "$@" \
       >"$work/job" 2>&1 &
   fi
   job=$!
