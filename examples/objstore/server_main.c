@@ -83,7 +83,7 @@ static int parse_opts(int argc, char **argv, struct server_opts *o)
     };
     int c;
     bool ok = true;
-    *o = (struct server_opts){.uri = "ucx+tcp://127.0.0.1:0"};
+    *o = (struct server_opts){.uri = "ofi+tcp://127.0.0.1:0"};
     while ((c = getopt_long(argc, argv, "u:g:m:h", longs, NULL)) != -1) {
         switch (c) {
         case 'u': o->uri = optarg; break;
