@@ -69,32 +69,59 @@ static void put_pulled_cb(const hm_bulk_cb_info_t *info)
     free(op);
 }
 
-/* Start pulling the value: OBJ_OK, answered from the callback; otherwise
- * the value and everything else are released and the caller answers. */
-static obj_status_t put_pull(struct server *srv, hm_handle_t *handle, const struct obj_put_in *in,
-                             struct store_value *value)
+/*
+ * Move `op->value`'s bytes between the store and the client's handle
+ * `remote` (`kind`: pull into the value, push from it): OBJ_OK, answered
+ * from `done`; otherwise the value's reference and `op` are released and
+ * the caller answers. The transfer holds its own references to both
+ * handles, so the caller's input may go at once.
+ */
+static obj_status_t value_transfer(struct xfer_op *op, hm_handle_t *handle, hm_bulk_t *remote,
+                                   hm_bulk_op_t kind, hm_bulk_cb_t done)
 {
-    struct xfer_op *op = calloc(1, sizeof(*op));
-    size_t size = (size_t)in->size;
-    hm_return_t ret = HM_NOMEM;
+    struct store_value *value = op->value;
+    size_t size = (size_t)value->size;
+    hm_bulk_perm_t perm = kind == HM_BULK_PULL ? HM_BULK_WRITE_ONLY : HM_BULK_READ_ONLY;
+    hm_return_t ret = hm_bulk_create(op->srv->cls, 1, &value->data, &size, perm, &op->local);
 
-    if (op != NULL) {
-        *op = (struct xfer_op){.srv = srv, .handle = handle, .value = value};
-        memcpy(op->key, in->key, strlen(in->key) + 1);
-        ret = hm_bulk_create(srv->cls, 1, &value->data, &size, HM_BULK_WRITE_ONLY, &op->local);
-    }
     if (ret == HM_SUCCESS) {
-        hm_bulk_xfer_t x = {.op = HM_BULK_PULL, .origin_addr = hm_handle_get_addr(handle),
-                            .origin = in->bulk, .local = op->local, .size = size};
-        ret = hm_bulk_transfer(hm_handle_get_context(handle), &x, NULL, put_pulled_cb, op, NULL);
+        hm_bulk_xfer_t x = {.op = kind, .origin_addr = hm_handle_get_addr(handle),
+                            .origin = remote, .local = op->local, .size = size};
+        ret = hm_bulk_transfer(hm_handle_get_context(handle), &x, NULL, done, op, NULL);
         if (ret != HM_SUCCESS)
             hm_bulk_free(op->local);
     }
     if (ret == HM_SUCCESS)
         return OBJ_OK;
-    store_value_unref(srv->store, value);
+    store_value_unref(op->srv->store, value);
     free(op);
     return ret == HM_PERMISSION || ret == HM_INVALID_ARG ? OBJ_INVALID : OBJ_XFER;
+}
+
+/* A transfer's record, or NULL (the value's reference is then dropped). */
+static struct xfer_op *xfer_op_new(struct server *srv, hm_handle_t *handle,
+                                   struct store_value *value)
+{
+    struct xfer_op *op = calloc(1, sizeof(*op));
+
+    if (op == NULL) {
+        store_value_unref(srv->store, value);
+        return NULL;
+    }
+    *op = (struct xfer_op){.srv = srv, .handle = handle, .value = value};
+    return op;
+}
+
+/* Start pulling the value: as value_transfer. */
+static obj_status_t put_pull(struct server *srv, hm_handle_t *handle, const struct obj_put_in *in,
+                             struct store_value *value)
+{
+    struct xfer_op *op = xfer_op_new(srv, handle, value);
+
+    if (op == NULL)
+        return OBJ_XFER;
+    memcpy(op->key, in->key, strlen(in->key) + 1);
+    return value_transfer(op, handle, in->bulk, HM_BULK_PULL, put_pulled_cb);
 }
 
 static hm_return_t put_handler(hm_handle_t *handle)
@@ -140,32 +167,16 @@ static void get_pushed_cb(const hm_bulk_cb_info_t *info)
     free(op);
 }
 
-/* Push `value` into the client's handle (checked to be large enough):
- * OBJ_OK, answered from the callback; otherwise the value's reference is
- * dropped and the caller answers. */
+/* Push `value` into the client's handle (checked to be large enough): as
+ * value_transfer. */
 static obj_status_t get_push(struct server *srv, hm_handle_t *handle, hm_bulk_t *remote,
-                     struct store_value *value)
+                             struct store_value *value)
 {
-    struct xfer_op *op = calloc(1, sizeof(*op));
-    size_t size = (size_t)value->size;
-    hm_return_t ret = HM_NOMEM;
+    struct xfer_op *op = xfer_op_new(srv, handle, value);
 
-    if (op != NULL) {
-        *op = (struct xfer_op){.srv = srv, .handle = handle, .value = value};
-        ret = hm_bulk_create(srv->cls, 1, &value->data, &size, HM_BULK_READ_ONLY, &op->local);
-    }
-    if (ret == HM_SUCCESS) {
-        hm_bulk_xfer_t x = {.op = HM_BULK_PUSH, .origin_addr = hm_handle_get_addr(handle),
-                            .origin = remote, .local = op->local, .size = size};
-        ret = hm_bulk_transfer(hm_handle_get_context(handle), &x, NULL, get_pushed_cb, op, NULL);
-        if (ret != HM_SUCCESS)
-            hm_bulk_free(op->local);
-    }
-    if (ret == HM_SUCCESS)
-        return OBJ_OK;
-    store_value_unref(srv->store, value);
-    free(op);
-    return ret == HM_PERMISSION || ret == HM_INVALID_ARG ? OBJ_INVALID : OBJ_XFER;
+    if (op == NULL)
+        return OBJ_XFER;
+    return value_transfer(op, handle, remote, HM_BULK_PUSH, get_pushed_cb);
 }
 
 static hm_return_t get_handler(hm_handle_t *handle)
