@@ -221,7 +221,7 @@ static void bulk_rkeys_release(hm_bulk_t *bulk)
         hm_na_class_t *na = entry->r_ctx->x_class;
         for (uint32_t i = 0; i < bulk->b_count; i++)
             hm_na_rkey_release(entry->r_ctx, entry->r_keys[i]);
-        na->c_ops.addr_unref(entry->r_peer);
+        hm_na_addr_unref(na, entry->r_peer);
         free(entry);
         entry = next;
     }
@@ -263,7 +263,7 @@ static hm_return_t bulk_rkeys_unpack(hm_bulk_t *bulk, hm_na_context_t *ctx, hm_n
     }
     entry->r_ctx = ctx;
     entry->r_peer = peer;
-    na->c_ops.addr_ref(peer);
+    hm_na_addr_ref(na, peer);
     *entry_out = entry;
     return HM_SUCCESS;
 }

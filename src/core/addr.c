@@ -41,7 +41,7 @@ hm_addr_t *hmi_addr_cached(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_ind
     hm_addr_t *addr = hmi_hmap_get(&ctx->c_addr_cache, key);
     if (addr != NULL)
         return addr;
-    ctx->c_class->k_na->c_ops.addr_ref(na);
+    hm_na_addr_ref(ctx->c_class->k_na, na);
     addr = hmi_addr_create(ctx, na, ctx_index);
     if (addr == NULL)
         goto err_unref;
@@ -52,7 +52,7 @@ hm_addr_t *hmi_addr_cached(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_ind
 err_free:
     free(addr);
 err_unref:
-    ctx->c_class->k_na->c_ops.addr_unref(na);
+    hm_na_addr_unref(ctx->c_class->k_na, na);
     hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "out of memory for a peer address");
     return NULL;
 }
@@ -130,7 +130,7 @@ static hm_return_t addr_locate(hm_context_t *ctx, hm_addr_t *first, hm_addr_t **
     hm_addr_t *addr = hmi_addr_create(ctx, na, index);
     if (addr == NULL) {
         bool took = hmi_ctx_enter(ctx);
-        ctx->c_class->k_na->c_ops.addr_unref(na);
+        hm_na_addr_unref(ctx->c_class->k_na, na);
         hmi_ctx_leave(ctx, took);
         return HM_NOMEM;
     }
@@ -144,12 +144,12 @@ static hm_return_t addr_lookup_na(hm_context_t *ctx, const char *na_uri, uint16_
 {
     hm_na_addr_t *na;
     bool took = hmi_ctx_enter(ctx);
-    hm_return_t ret = ctx->c_class->k_na->c_ops.addr_lookup(ctx->c_na, na_uri, &na);
+    hm_return_t ret = hm_na_addr_lookup(ctx->c_na, na_uri, &na);
     hm_addr_t *addr = NULL;
     if (ret == HM_SUCCESS) {
         addr = hmi_addr_create(ctx, na, index);
         if (addr == NULL) {
-            ctx->c_class->k_na->c_ops.addr_unref(na);
+            hm_na_addr_unref(ctx->c_class->k_na, na);
             ret = HM_NOMEM;
         }
     }
@@ -205,12 +205,12 @@ hm_return_t hm_addr_self(hm_context_t *ctx, hm_addr_t **addr_out)
         return ret;
     hm_na_addr_t *na;
     bool took = hmi_ctx_enter(ctx);
-    ret = ctx->c_class->k_na->c_ops.addr_self(ctx->c_na, &na);
+    ret = hm_na_addr_self(ctx->c_na, &na);
     hm_addr_t *addr = NULL;
     if (ret == HM_SUCCESS) {
         addr = hmi_addr_create(ctx, na, ctx->c_index);
         if (addr == NULL) {
-            ctx->c_class->k_na->c_ops.addr_unref(na);
+            hm_na_addr_unref(ctx->c_class->k_na, na);
             ret = HM_NOMEM;
         }
     }
@@ -235,7 +235,7 @@ void hm_addr_free(hm_addr_t *addr)
     hm_context_t *ctx = addr->a_ctx;
     hm_addr_t *acct = addr->a_adm_acct;
     bool took = hmi_ctx_enter(ctx); /* NA addresses belong to the driver */
-    ctx->c_class->k_na->c_ops.addr_unref(addr->a_na);
+    hm_na_addr_unref(ctx->c_class->k_na, addr->a_na);
     hmi_ctx_leave(ctx, took);
     free(addr);
     hm_addr_free(acct); /* its sender's admission record (admit_peer.c), or NULL */
@@ -249,7 +249,7 @@ hm_return_t hm_addr_to_string(const hm_addr_t *addr, char *buf, size_t *size)
     char na_uri[1024];
     size_t na_size = sizeof(na_uri);
     bool took = hmi_ctx_enter(ctx);
-    hm_return_t ret = ctx->c_class->k_na->c_ops.addr_to_string(ctx->c_na, addr->a_na, na_uri,
+    hm_return_t ret = hm_na_addr_to_string(ctx->c_na, addr->a_na, na_uri,
                                                                  &na_size);
     hmi_ctx_leave(ctx, took);
     if (ret != HM_SUCCESS)

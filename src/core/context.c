@@ -147,7 +147,7 @@ struct hmi_send_slot *hmi_send_slot_new(hm_context_t *ctx, size_t size)
     slot->s_op = hm_na_op_create(na);
     if (slot->s_op == NULL)
         goto err_free_slot;
-    slot->s_buf = na->c_ops.msg_buf_alloc(na, size, &slot->s_desc);
+    slot->s_buf = hm_na_msg_buf_alloc(na, size, &slot->s_desc);
     if (slot->s_buf == NULL)
         goto err_free_op;
     slot->s_op->o_cb = ctx_send_done;
@@ -176,7 +176,7 @@ static struct hmi_send_slot *ctx_send_slot_new(hm_context_t *ctx)
 void hmi_send_slot_free(struct hmi_send_slot *slot)
 {
     hm_na_class_t *na = slot->s_ctx->c_class->k_na;
-    na->c_ops.msg_buf_free(na, slot->s_buf, slot->s_desc);
+    hm_na_msg_buf_free(na, slot->s_buf, slot->s_desc);
     hm_na_op_destroy(slot->s_op);
     free(slot);
 }

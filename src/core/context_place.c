@@ -84,12 +84,8 @@ hm_return_t hmi_ctx_place_decide(struct hmi_topo *topo, unsigned node,
 /* The transport's candidate devices into `names`; how many (at most `max`). */
 static size_t place_candidates(hm_context_t *ctx, const char **names, size_t max)
 {
-    hm_na_class_t *na = ctx->c_class->k_na;
-    size_t n;
-
-    if (na->c_ops.devices == NULL)
-        return 0; /* the transport offers no choice of device per context */
-    n = na->c_ops.devices(na, names, max);
+    /* 0 when the transport offers no choice of device per context */
+    size_t n = hm_na_devices(ctx->c_class->k_na, names, max);
     return n < max ? n : max;
 }
 

@@ -49,7 +49,7 @@ static void credit_peer_free(uint64_t key, void *value, void *arg)
     (void)key;
     hm_context_t *ctx = arg;
     struct hmi_peer *peer = value;
-    ctx->c_class->k_na->c_ops.addr_unref(peer->p_na);
+    hm_na_addr_unref(ctx->c_class->k_na, peer->p_na);
     free(peer);
 }
 
@@ -81,7 +81,7 @@ static struct hmi_peer *credit_peer(hm_context_t *ctx, const hm_addr_t *addr)
         free(peer);
         return NULL;
     }
-    ctx->c_class->k_na->c_ops.addr_ref(peer->p_na); /* the key stays this peer's */
+    hm_na_addr_ref(ctx->c_class->k_na, peer->p_na); /* the key stays this peer's */
     return peer;
 }
 

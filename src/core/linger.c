@@ -47,7 +47,7 @@ void hmi_linger_pins(hm_handle_t *handle)
     handle->h_overflow = NULL;
     l->l_cookie = hmi_cookie(handle->h_gen, handle->h_slot);
     l->l_peer = handle->h_addr->a_na;
-    ctx->c_class->k_na->c_ops.addr_ref(l->l_peer);
+    hm_na_addr_ref(ctx->c_class->k_na, l->l_peer);
     l->l_expiry_ns = hmi_time_ns() + (uint64_t)HMI_LINGER_MS * 1000000u;
     hmi_list_push_back(&ctx->c_linger, &l->l_link);
     ctx->c_stats.pins_lingering++;
@@ -58,7 +58,7 @@ static void linger_release(hm_context_t *ctx, struct hmi_linger *l)
     hmi_list_remove(&l->l_link);
     while (l->l_npins > 0)
         hm_bulk_free(l->l_pins[--l->l_npins]);
-    ctx->c_class->k_na->c_ops.addr_unref(l->l_peer);
+    hm_na_addr_unref(ctx->c_class->k_na, l->l_peer);
     free(l);
 }
 

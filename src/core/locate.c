@@ -30,12 +30,12 @@ hm_return_t hmi_locate_self(hm_context_t *ctx)
 {
     hm_na_class_t *na = ctx->c_class->k_na;
     hm_na_addr_t *self;
-    hm_return_t ret = na->c_ops.addr_self(ctx->c_na, &self);
+    hm_return_t ret = hm_na_addr_self(ctx->c_na, &self);
     if (ret != HM_SUCCESS)
         return ret;
     size_t size = sizeof(ctx->c_self_uri);
-    ret = na->c_ops.addr_to_string(ctx->c_na, self, ctx->c_self_uri, &size);
-    na->c_ops.addr_unref(self);
+    ret = hm_na_addr_to_string(ctx->c_na, self, ctx->c_self_uri, &size);
+    hm_na_addr_unref(na, self);
     if (ret != HM_SUCCESS)
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "context %u: its address does not print: %s",
                 ctx->c_index, hm_strerror(ret));
@@ -126,12 +126,12 @@ hm_return_t hmi_locate(hm_context_t *ctx, hm_na_addr_t *na, uint16_t index,
 {
     hm_na_class_t *nacls = ctx->c_class->k_na;
     bool took = hmi_ctx_enter(ctx);
-    nacls->c_ops.addr_ref(na);
+    hm_na_addr_ref(nacls, na);
     hmi_ctx_leave(ctx, took);
     hm_addr_t *asked = hmi_addr_create(ctx, na, index);
     if (asked == NULL) {
         took = hmi_ctx_enter(ctx);
-        nacls->c_ops.addr_unref(na);
+        hm_na_addr_unref(nacls, na);
         hmi_ctx_leave(ctx, took);
         return HM_NOMEM;
     }
@@ -144,7 +144,7 @@ hm_return_t hmi_locate(hm_context_t *ctx, hm_na_addr_t *na, uint16_t index,
         return ret;
     }
     took = hmi_ctx_enter(ctx);
-    ret = nacls->c_ops.addr_lookup(ctx->c_na, uri, found);
+    ret = hm_na_addr_lookup(ctx->c_na, uri, found);
     hmi_ctx_leave(ctx, took);
     return ret;
 }

@@ -39,6 +39,34 @@
  * open its transport objects for serialized use by several threads, e.g.
  * UCS_THREAD_MODE_SERIALIZED). Class-level calls (mem_register,
  * msg_buf_alloc, ...) may come from any thread at the same time.
+ *
+ * What your plugin must solve (the NA layer does not do it for you):
+ *   - Canonical addresses: one object per (peer, context), found again from
+ *     the source of every arriving message (a table keyed by the
+ *     transport's own name for the peer: ucx_addr.c, ofi_addr.c).
+ *   - Sender identity: the receive callback's `source` is the process the
+ *     transport says sent the bytes. Where the transport names no sender
+ *     (libfabric's rxm has no FI_SOURCE) the plugin carries the sender's
+ *     name in each message (ofi_msg.c) and must say so in its quirks:
+ *     owner-checked RMA and admission key on `source`.
+ *   - Peer death: call hm_na_peer_failed once, when the transport reports a
+ *     peer gone or the plugin's own watch does (na_pidwatch.h: a pidfd per
+ *     same-host peer; ofi+tcp: probes of quiet peers).
+ *   - Hostile bytes: a transport library that aborts on malformed input
+ *     sets c_trusted_only (the core then refuses it unless peers are
+ *     declared trusted), or is put behind Hermod's own listener
+ *     (na_listen.h, na_hello.h).
+ *   - Its tunables: environment variables HM_<PLUGIN>_*, read at
+ *     class_open, listed in README's table.
+ * Shared helpers: na_uri.h (one strict parser for listen addresses and
+ * URIs), na_pidwatch.h, na_listen.h, na_hello.h, na_keytab.h.
+ *
+ * Besides its table and its folder, a plugin touches: na_registry.c (its
+ * table, under its build flag), src/na/CMakeLists.txt (add_subdirectory),
+ * the top CMakeLists.txt (hm_plugin_option, hm_find_plugin_lib, and
+ * HM_TEST_PROTOCOLS: the URIs the multi-process tests run over), and
+ * README's tables. The layers above call only this header's functions,
+ * never the table's slots.
  */
 #ifndef HM_NA_H
 #define HM_NA_H
@@ -477,6 +505,19 @@ hm_return_t hm_na_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir d
                       hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
                       unsigned int count);
 hm_return_t hm_na_cancel(hm_na_op_t *op);
+
+/* Addresses, message buffers and devices (na_addr.c): the plugin's ops of
+ * the same names. addr_ref/unref take the address's class. hm_na_devices
+ * returns 0 for a plugin that offers no choice of device. */
+hm_return_t hm_na_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **addr_out);
+hm_return_t hm_na_addr_self(hm_na_context_t *ctx, hm_na_addr_t **addr_out);
+hm_return_t hm_na_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
+                                 size_t *size);
+void hm_na_addr_ref(const hm_na_class_t *cls, hm_na_addr_t *addr);
+void hm_na_addr_unref(const hm_na_class_t *cls, hm_na_addr_t *addr);
+void *hm_na_msg_buf_alloc(hm_na_class_t *cls, size_t size, void **desc_out);
+void hm_na_msg_buf_free(hm_na_class_t *cls, void *buf, void *desc);
+size_t hm_na_devices(hm_na_class_t *cls, const char **names, size_t max);
 
 static inline void hm_na_msg_release(hm_na_context_t *ctx, uintptr_t token)
 {

@@ -1,6 +1,7 @@
 /*
  * The one list of NA plugins, each under its build flag. A new plugin adds
- * its table here and nowhere else.
+ * its table here; na.h ("What your plugin must solve") lists the few other
+ * places it touches (CMake and README).
  */
 #include "na/na.h"
 
