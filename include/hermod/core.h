@@ -417,6 +417,10 @@ typedef struct hm_stats {
                                      context's waiting replies at their bound */
     uint64_t overload_retries;    /* requests sent again after an HM_OVERLOADED answer */
     uint64_t pool_trimmed;        /* idle handles and send buffers freed by the pool trim */
+    uint64_t recv_copied;         /* received messages kept past delivery that were copied
+                                     out of the transport's receive buffer, because half its
+                                     buffers were held (ofi); 0 on transports without a
+                                     fixed set */
 } hm_stats_t;
 
 /* Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked). */

@@ -98,14 +98,16 @@ hm_handle_t *hmi_handle_get(hm_context_t *ctx)
         return NULL;
     }
     uint32_t slot = handle->h_slot, gen = handle->h_gen;
-    char *stage = handle->h_stage;
-    size_t stage_cap = handle->h_stage_cap;
+    char *stage = handle->h_stage, *copy = handle->h_copy;
+    size_t stage_cap = handle->h_stage_cap, copy_cap = handle->h_copy_cap;
     memset(handle, 0, sizeof(*handle));
     handle->h_ctx = ctx;
     handle->h_slot = slot;
     handle->h_gen = gen;
     handle->h_stage = stage;
     handle->h_stage_cap = stage_cap;
+    handle->h_copy = copy;
+    handle->h_copy_cap = copy_cap;
     atomic_init(&handle->h_refs, 1);
     atomic_init(&handle->h_busy, false);
     hmi_list_init(&handle->h_link);
@@ -366,6 +368,7 @@ static void ctx_free_pools(hm_context_t *ctx)
         if (ctx->c_table[i] == NULL) /* trimmed */
             continue;
         free(ctx->c_table[i]->h_stage);
+        free(ctx->c_table[i]->h_copy);
         free(ctx->c_table[i]);
     }
     free(ctx->c_table);

@@ -208,8 +208,9 @@ struct hmi_peer {
 struct hmi_recv_msg {
     void *m_buf;        /* the whole message, header first */
     size_t m_len;
-    uintptr_t m_token;  /* NA receive buffer to release, unless m_bulk */
+    uintptr_t m_token;  /* NA receive buffer to release, unless m_bulk or m_copied */
     hm_bulk_t *m_bulk;  /* pulled overflow: the handle owning m_buf (one reference) */
+    bool m_copied;      /* m_buf is the handle's h_copy: nothing to release */
     bool m_held;
 };
 
@@ -226,6 +227,10 @@ struct hm_handle {
 
     struct hmi_recv_msg h_msg;       /* response (client) or request (server) */
     bool h_decoded;                  /* get_input/get_output ran on h_msg */
+    /* A received message copied out of its NA buffer (recv_copy.c), so the
+     * transport has the buffer back. Kept across reuse, freed with the pool. */
+    char *h_copy;
+    size_t h_copy_cap;
 
     /* client */
     hm_cb_t h_cb;
@@ -539,6 +544,14 @@ void hmi_handle_set_msg(hm_handle_t *handle, void *buf, size_t len, uintptr_t to
 /* Hold `bulk`'s owned buffer (`len` bytes, header room first) as the message. */
 void hmi_handle_set_owned_msg(hm_handle_t *handle, hm_bulk_t *bulk, size_t len);
 void *hmi_handle_payload(const hm_handle_t *handle, size_t *len_out);
+
+/* recv_copy.c */
+/*
+ * Copy the NA message `handle` holds in place (not yet decoded) into the
+ * handle's own buffer and release the NA buffer; on no memory it stays in
+ * place (logged). The driver only.
+ */
+void hmi_recv_copy_out(hm_handle_t *handle);
 hm_return_t hmi_handle_decode(hm_handle_t *handle, hm_proc_cb_t proc, void *data);
 hm_return_t hmi_handle_free_decoded(hm_handle_t *handle, hm_proc_cb_t proc, void *data);
 

@@ -5,6 +5,7 @@
 #include "bulk/bulk_internal.h"
 #include "core/core_internal.h"
 #include "proc/proc_internal.h"
+#include "util/compiler.h"
 #include "util/log.h"
 
 hm_return_t hm_handle_create(hm_context_t *ctx, hm_addr_t *addr, hm_id_t id,
@@ -105,11 +106,14 @@ void hmi_handle_set_msg(hm_handle_t *handle, void *buf, size_t len, uintptr_t to
     handle->h_msg.m_token = token;
     handle->h_msg.m_held = true;
     handle->h_decoded = false;
+    if (hmi_unlikely(hm_na_recv_pressed(handle->h_ctx->c_na)))
+        hmi_recv_copy_out(handle);
 }
 
 void hmi_handle_set_owned_msg(hm_handle_t *handle, hm_bulk_t *bulk, size_t len)
 {
     hmi_handle_release_msg(handle);
+    handle->h_msg.m_copied = false;
     handle->h_msg.m_buf = bulk->b_owned;
     handle->h_msg.m_len = len;
     handle->h_msg.m_bulk = bulk;
@@ -126,6 +130,10 @@ void hmi_handle_release_msg(hm_handle_t *handle)
     if (handle->h_msg.m_bulk != NULL) {
         hm_bulk_free(handle->h_msg.m_bulk);
         handle->h_msg.m_bulk = NULL;
+        return;
+    }
+    if (handle->h_msg.m_copied) {
+        handle->h_msg.m_copied = false;
         return;
     }
     hm_na_msg_release(handle->h_ctx->c_na, handle->h_msg.m_token);
@@ -182,6 +190,7 @@ static void handle_release_msg_any_thread(hm_handle_t *handle)
     handle->h_rel_msg = handle->h_msg;
     handle->h_msg.m_held = false;
     handle->h_msg.m_bulk = NULL;
+    handle->h_msg.m_copied = false;
     handle->h_decoded = false;
     handle->h_refs++; /* until the driver has released it */
     hmi_submit(ctx, &handle->h_msg_sub, HMI_SUB_FREE_MSG);

@@ -28,6 +28,7 @@ void hmi_trim_handle_free(hm_context_t *ctx, hm_handle_t *handle)
         ((uint64_t)handle->h_gen << 32) | handle->h_slot;
     ctx->c_table[handle->h_slot] = NULL;
     free(handle->h_stage);
+    free(handle->h_copy);
     free(handle);
 }
 

@@ -151,6 +151,13 @@ typedef void (*hm_na_op_cb_t)(hm_na_op_t *op, hm_return_t status);
  * Runs from inside progress. `buf` stays valid (and 8-byte aligned) until the
  * core calls hm_na_msg_release(ctx, token); `source` is valid during the call
  * only (addr_ref it to keep it). The callback may post sends.
+ *
+ * Receive buffers are finite on some transports (x_recv_bufs): a message the
+ * core keeps keeps its buffer from the transport. So while
+ * hm_na_recv_pressed(ctx), the core copies every message it keeps past the
+ * callback into memory of its own and releases the buffer before returning
+ * (the messages it keeps otherwise are bounded by its admission budgets and
+ * credits, not by the transport's buffers).
  */
 typedef void (*hm_na_recv_cb_t)(void *arg, hm_na_addr_t *source, void *buf, size_t len,
                                 uintptr_t token);
@@ -231,7 +238,10 @@ struct hm_na_ops {
      * x_device is set (one of the `devices` names), the context uses that
      * device; a plugin that cannot (a name it does not know, or a device its
      * class-wide resources do not cover) logs why and uses its own choice:
-     * placement is a preference, never a reason to fail.
+     * placement is a preference, never a reason to fail. A plugin whose
+     * receive buffers are a fixed set sets x_recv_bufs and keeps
+     * x_recv_pinned (a message held in a multi-receive slab pins the whole
+     * slab), or the core cannot keep it receiving.
      */
     hm_return_t (*context_open)(hm_na_context_t *ctx);
     /*
@@ -435,6 +445,14 @@ struct hm_na_context {
                                    complete at once still lets messages in */
     void *x_rma;                /* the NA's RMA engines' state (na_rma.h) */
     void *x_cma;                /* na_cma.c's state (pid -> key table cache), or NULL */
+    /* Receive buffers (see hm_na_recv_cb_t). x_recv_bufs: set by context_open,
+     * how many the context posts, or 0 when the transport replaces a buffer
+     * the core keeps (UCX's eager data kept with UCS_INPROGRESS) so keeping
+     * one never stops receiving. x_recv_pinned: kept by the plugin, on the
+     * thread driving the context: buffers the transport has filled and cannot
+     * have back because the core still holds a message in them. */
+    unsigned int x_recv_bufs;
+    unsigned int x_recv_pinned;
     struct hm_na_listen_stats x_listen; /* the plugin's listener, if it has one */
     void *x_priv;               /* ops->context_size bytes */
 };
@@ -522,6 +540,16 @@ size_t hm_na_devices(hm_na_class_t *cls, const char **names, size_t max);
 static inline void hm_na_msg_release(hm_na_context_t *ctx, uintptr_t token)
 {
     ctx->x_class->c_ops.msg_release(ctx, token);
+}
+
+/*
+ * True when half or more of the context's receive buffers are pinned by
+ * messages the core holds: the core must then copy out what it keeps (see
+ * hm_na_recv_cb_t), so the other half always stays posted. The driver only.
+ */
+static inline bool hm_na_recv_pressed(const hm_na_context_t *ctx)
+{
+    return ctx->x_recv_bufs != 0 && 2u * ctx->x_recv_pinned >= ctx->x_recv_bufs;
 }
 
 /* ---- Used by plugins ----------------------------------------------------- */

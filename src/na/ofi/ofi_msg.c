@@ -174,6 +174,8 @@ hm_return_t hmi_ofi_slabs_open(struct ofi_context *x)
     if (x->x_slabs == NULL || x->x_slab_mem == NULL)
         return HM_NOMEM;
     x->x_nslabs = n;
+    x->x_na->x_recv_bufs = (unsigned int)n; /* a held message pins its slab */
+    x->x_na->x_recv_pinned = 0;
     void *desc = NULL;
     if (k->k_mr_mode & FI_MR_LOCAL) {
         hm_return_t ret = hmi_ofi_mr_reg(k, x, x->x_slab_mem, n * size, FI_RECV,
@@ -240,13 +242,19 @@ void hmi_ofi_recv_done(struct ofi_context *x, struct ofi_slab *slab, void *buf, 
     bool multi = x->x_cls->k_multi_recv;
     if (len > 0)
         msg_deliver(x, slab, multi ? buf : slab->s_buf, len, src);
-    if ((!multi || (flags & FI_MULTI_RECV)) && hmi_ofi_slab_provider_done(slab))
-        hmi_list_push_back(&x->x_repost, &slab->s_link);
+    if (!multi || (flags & FI_MULTI_RECV)) {
+        if (hmi_ofi_slab_provider_done(slab))
+            hmi_list_push_back(&x->x_repost, &slab->s_link);
+        else
+            x->x_na->x_recv_pinned++; /* until the core releases its last message */
+    }
 }
 
 void hmi_ofi_msg_release(hm_na_context_t *ctx, uintptr_t token)
 {
     struct ofi_slab *slab = (struct ofi_slab *)token;
-    if (hmi_ofi_slab_release(slab))
+    if (hmi_ofi_slab_release(slab)) {
+        ctx->x_recv_pinned--;
         hmi_list_push_back(&ofi_ctx(ctx)->x_repost, &slab->s_link);
+    }
 }
