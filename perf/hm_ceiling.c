@@ -2,7 +2,7 @@
  * hm-ceiling: the single-copy ceiling of a bulk transfer over shared memory
  * on this machine, for comparison with hm-perf bulk over ucx+shm / ofi+shm.
  *
- *   hm-ceiling [--size S[,S...]] [--min-ms T] [--json]
+ *   hm-ceiling [--size S[,S...]] [--min-ms T] [--pingpong-iters N] [--json]
  *
  * For each size (default 4K,64K,1M,16M) it measures
  *   memcpy            one process, source and destination warmed, copied
@@ -11,7 +11,9 @@
  *                     one copy between two processes that CMA (UCX's cma
  *                     transport, libfabric shm's large messages) makes;
  * and prints MB/s (10^6 bytes) and the time of one copy in us. Each figure
- * is the mean over at least --min-ms milliseconds (default 200).
+ * is the mean over at least --min-ms milliseconds (default 200). Then the
+ * blocking ping-pong floors (ceiling_pingpong.c), --pingpong-iters round
+ * trips each (default 10000; 0: none).
  */
 #include <errno.h>
 #include <signal.h>
@@ -26,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ceiling.h"
+
 #define CEIL_MAX_SIZES 16
 #define CEIL_MAX_SIZE (1ul << 30)
 #define CEIL_BATCH_BYTES (32ul << 20) /* copies between two clock reads */
@@ -34,6 +38,7 @@ struct ceil_opts {
     size_t sizes[CEIL_MAX_SIZES];
     unsigned int nsizes;
     unsigned int min_ms;
+    unsigned int pingpong_iters;
     bool json;
 };
 
@@ -220,8 +225,17 @@ static int parse_args(int argc, char **argv, struct ceil_opts *o)
                 return -1;
             }
             o->min_ms = (unsigned int)v;
+        } else if (strcmp(argv[i], "--pingpong-iters") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            unsigned long v = strtoul(argv[++i], &end, 10);
+            if (*end != '\0' || v > 10000000) {
+                fprintf(stderr, "hm-ceiling: --pingpong-iters takes 0..10000000\n");
+                return -1;
+            }
+            o->pingpong_iters = (unsigned int)v;
         } else {
-            fprintf(stderr, "usage: hm-ceiling [--size S[,S...]] [--min-ms T] [--json]\n");
+            fprintf(stderr, "usage: hm-ceiling [--size S[,S...]] [--min-ms T] "
+                    "[--pingpong-iters N] [--json]\n");
             return strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 ? 1 : -1;
         }
     }
@@ -261,7 +275,7 @@ static int ceil_rows(const struct ceil_opts *o, struct ceil_copier *mc,
 int main(int argc, char **argv)
 {
     struct ceil_opts o = {.sizes = {4ul << 10, 64ul << 10, 1ul << 20, 16ul << 20},
-                          .nsizes = 4, .min_ms = 200};
+                          .nsizes = 4, .min_ms = 200, .pingpong_iters = 10000};
     struct ceil_copier mc = {.copy = copy_memcpy}, rc = {.copy = copy_readv};
     size_t max = 0;
     int ctl = -1, pr = parse_args(argc, argv, &o), status = 1;
@@ -285,5 +299,7 @@ int main(int argc, char **argv)
     free(mc.src);
     free(dst);
     child_stop(rc.pid, ctl);
+    if (status == 0 && o.pingpong_iters > 0 && ceil_floors(o.json, o.pingpong_iters) != 0)
+        status = 1;
     return status;
 }

@@ -95,6 +95,9 @@ struct perf_result {
     double bandwidth_MBps; /* size x rate, in 10^6 bytes/s */
     long client_maxrss_kb; /* peak resident memory, this process */
     long server_maxrss_kb; /* largest peak among the servers, as they report it */
+    /* This client's first contact, before any row: the servers' lookups, then
+     * the first no-op RPC (handle created, called, destroyed), in us. */
+    double lookup_us, first_us;
     /* The client contexts' counters over the row (hm_stats_t), summed. */
     uint64_t submissions_queued, wakeups;
 };

@@ -86,7 +86,12 @@ void perf_usage(FILE *out)
         "server(s) in MiB. When the client contexts counted posts handed over\n"
         "through a submission queue or progress calls woken by another thread\n"
         "during a row, a line \"# submissions_queued N wakeups M\" follows it\n"
-        "(in JSON: always, as \"submissions_queued\" and \"wakeups\").\n");
+        "(in JSON: always, as \"submissions_queued\" and \"wakeups\").\n"
+        "Before the first row the client times its first contact: the servers'\n"
+        "lookups, then one no-op RPC to the first server (a forked server is\n"
+        "fresh: nothing connected yet); a line \"# first contact: lookup_us L,\n"
+        "then first_us F\" follows the first row (in JSON: \"lookup_us\" and\n"
+        "\"first_us\" in every record).\n");
 }
 
 /* parse_ulong: a whole decimal number within [min, max], or -1. */

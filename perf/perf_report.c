@@ -27,16 +27,19 @@ static void report_json(const struct perf_opts *opts, const struct perf_result *
            "\"threads\":%u,\"contexts\":\"%s\",\"inflight\":%u,\"servers\":%u,\"iters\":%lu,\"min_us\":%.3f,"
            "\"median_us\":%.3f,\"p90_us\":%.3f,\"p99_us\":%.3f,\"max_us\":%.3f,"
            "\"rate_per_s\":%.1f,\"bandwidth_MBps\":%.2f,\"client_maxrss_kB\":%ld,"
-           "\"server_maxrss_kB\":%ld,\"submissions_queued\":%llu,\"wakeups\":%llu}\n",
+           "\"server_maxrss_kB\":%ld,\"submissions_queued\":%llu,\"wakeups\":%llu,"
+           "\"lookup_us\":%.3f,\"first_us\":%.3f}\n",
            r->protocol, perf_mode_name(opts->mode), r->test, r->size, r->threads,
            contexts_name(r->contexts), r->inflight,
            r->servers, r->iters, r->min_us, r->median_us, r->p90_us, r->p99_us, r->max_us,
            r->rate_per_s, r->bandwidth_MBps, r->client_maxrss_kb, r->server_maxrss_kb,
-           (unsigned long long)r->submissions_queued, (unsigned long long)r->wakeups);
+           (unsigned long long)r->submissions_queued, (unsigned long long)r->wakeups,
+           r->lookup_us, r->first_us);
 }
 
 void perf_report_row(const struct perf_opts *opts, const struct perf_result *r)
 {
+    static bool first_printed;
     if (opts->json) {
         report_json(opts, r);
     } else {
@@ -47,6 +50,10 @@ void perf_report_row(const struct perf_opts *opts, const struct perf_result *r)
                r->iters, r->min_us, r->median_us, r->p90_us, r->p99_us, r->max_us,
                r->rate_per_s, r->bandwidth_MBps, kb_to_mib(r->client_maxrss_kb),
                kb_to_mib(r->server_maxrss_kb));
+        if (!first_printed && r->first_us > 0.0)
+            printf("# first contact: lookup_us %.1f, then first_us %.1f (first no-op RPC)\n",
+                   r->lookup_us, r->first_us);
+        first_printed = true;
         if (r->submissions_queued != 0 || r->wakeups != 0)
             printf("# submissions_queued %llu wakeups %llu\n",
                    (unsigned long long)r->submissions_queued, (unsigned long long)r->wakeups);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +46,8 @@ static const hm_proc_field_t stats_fields[] = {
     HM_PROC_FIELD(struct core_server_stats, listen_refused_key, hm_proc_uint64),
     HM_PROC_FIELD(struct core_server_stats, listen_refused_slow, hm_proc_uint64),
     HM_PROC_FIELD(struct core_server_stats, listen_refused_busy, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, voluntary_switches, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, cpu_us, hm_proc_uint64),
 };
 static hm_return_t stats_proc(hm_proc_t *p, void *d)
 {
@@ -151,6 +154,9 @@ static hm_return_t on_stats(hm_handle_t *handle)
 {
     hm_stats_t st;
     hm_context_stats(srv.ctx, &st);
+    struct rusage ru;
+    memset(&ru, 0, sizeof(ru));
+    getrusage(RUSAGE_SELF, &ru); /* cannot fail with RUSAGE_SELF and a valid pointer */
     struct core_server_stats out = {
         .requests_received = st.requests_received,
         .dropped_malformed = st.dropped_malformed,
@@ -166,6 +172,9 @@ static hm_return_t on_stats(hm_handle_t *handle)
         .listen_refused_key = st.listen_refused_key,
         .listen_refused_slow = st.listen_refused_slow,
         .listen_refused_busy = st.listen_refused_busy,
+        .voluntary_switches = (uint64_t)ru.ru_nvcsw,
+        .cpu_us = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+                  (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec),
     };
     return respond_and_release(handle, &out);
 }

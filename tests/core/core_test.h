@@ -47,6 +47,8 @@ struct core_server_stats {
     uint64_t listen_refused_key;
     uint64_t listen_refused_slow;
     uint64_t listen_refused_busy;
+    uint64_t voluntary_switches; /* getrusage(RUSAGE_SELF) of the server process */
+    uint64_t cpu_us;             /* user + system CPU time of the server process */
 };
 
 hm_return_t core_register(hm_class_t *cls, struct core_ids *ids, bool server);

@@ -1,0 +1,16 @@
+/* hm-ceiling's parts: the bulk copy ceilings (hm_ceiling.c) and the blocking
+ * ping-pong floors (ceiling_pingpong.c). */
+#ifndef HM_PERF_CEILING_H
+#define HM_PERF_CEILING_H
+
+#include <stdbool.h>
+
+/*
+ * ceil_floors: the blocking ping-pong floors (pipe, eventfd, TCP_NODELAY
+ * over 127.0.0.1), `iters` timed round trips each against a forked echoer;
+ * one table row or JSON record ({"floor":..., "median_us":...}) per floor.
+ * 0, or -1 after a message on stderr.
+ */
+int ceil_floors(bool json, unsigned int iters);
+
+#endif

@@ -1,0 +1,209 @@
+/*
+ * hm-ceiling: the blocking ping-pong floors, what a round trip costs when
+ * both sides sleep in the kernel between messages, beside which
+ * `hm-perf rpc --wait` is judged (perf/compare):
+ *   pipe     two pipes, 1 byte each way, blocking read;
+ *   eventfd  two eventfds, one 8-byte count each way, blocking read;
+ *   tcp      a 127.0.0.1 TCP connection with TCP_NODELAY on both ends, 1 byte
+ *            each way, blocking recv.
+ * A forked child echoes; the parent times each round trip (after a warm-up)
+ * and reports the median and p99 in us.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ceiling.h"
+
+#define PP_WARMUP 200u
+
+/* The parent's and the child's ends: each writes to its `out`, reads its `in`. */
+struct pp_ends {
+    int p_in, p_out, c_in, c_out;
+    size_t msg; /* bytes per message: 1, or 8 for an eventfd */
+};
+
+static uint64_t pp_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One message: all of `len` bytes (an eventfd reads and writes 8 at once). */
+static int pp_write(int fd, size_t len)
+{
+    uint64_t one = 1;
+    ssize_t n;
+    do
+        n = write(fd, &one, len);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)len ? 0 : -1;
+}
+
+static int pp_read(int fd, size_t len)
+{
+    uint64_t v;
+    ssize_t n;
+    do
+        n = read(fd, &v, len);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)len ? 0 : -1;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* pp_run: fork the echoer on e->c_*, time `iters` round trips on e->p_*. */
+static int pp_run(const struct pp_ends *e, unsigned int iters, double *median_us,
+                  double *p99_us)
+{
+    uint64_t *rtt = malloc(sizeof(*rtt) * iters);
+    if (rtt == NULL)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        free(rtt);
+        return -1;
+    }
+    if (pid == 0) {
+        while (pp_read(e->c_in, e->msg) == 0 && pp_write(e->c_out, e->msg) == 0)
+            ;
+        _exit(0); /* the parent closed its end */
+    }
+    int rc = 0;
+    for (unsigned int i = 0; i < PP_WARMUP + iters && rc == 0; i++) {
+        uint64_t t0 = pp_now_ns();
+        rc = pp_write(e->p_out, e->msg) == 0 && pp_read(e->p_in, e->msg) == 0 ? 0 : -1;
+        if (i >= PP_WARMUP)
+            rtt[i - PP_WARMUP] = pp_now_ns() - t0;
+    }
+    /* The child holds copies of our ends, and an eventfd has no EOF: stop it. */
+    close(e->p_out);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    if (rc == 0) {
+        qsort(rtt, iters, sizeof(*rtt), cmp_u64);
+        *median_us = (double)rtt[iters / 2] / 1e3;
+        *p99_us = (double)rtt[(size_t)iters * 99 / 100] / 1e3;
+    }
+    free(rtt);
+    return rc;
+}
+
+static int pp_pipe(unsigned int iters, double *med, double *p99)
+{
+    int down[2], up[2];
+    if (pipe(down) != 0)
+        return -1;
+    if (pipe(up) != 0) {
+        close(down[0]);
+        close(down[1]);
+        return -1;
+    }
+    struct pp_ends e = {.p_out = down[1], .c_in = down[0], .c_out = up[1], .p_in = up[0],
+                        .msg = 1};
+    int rc = pp_run(&e, iters, med, p99);
+    close(down[0]);
+    close(up[0]);
+    close(up[1]);
+    return rc;
+}
+
+static int pp_eventfd(unsigned int iters, double *med, double *p99)
+{
+    int down = eventfd(0, EFD_CLOEXEC), up = eventfd(0, EFD_CLOEXEC);
+    int rc = -1;
+    if (down >= 0 && up >= 0) {
+        struct pp_ends e = {.p_out = down, .c_in = down, .c_out = up, .p_in = up, .msg = 8};
+        rc = pp_run(&e, iters, med, p99);
+        down = -1; /* pp_run closed p_out */
+    }
+    if (down >= 0)
+        close(down);
+    if (up >= 0)
+        close(up);
+    return rc;
+}
+
+/* A connected 127.0.0.1 pair with TCP_NODELAY: fds[0] and fds[1]. */
+static int pp_tcp_pair(int fds[2])
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    int one = 1, lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    fds[0] = fds[1] = -1;
+    if (lfd < 0)
+        return -1;
+    if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) != 0 || listen(lfd, 1) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&sin, &len) != 0)
+        goto err;
+    fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fds[0] < 0 || connect(fds[0], (struct sockaddr *)&sin, sizeof(sin)) != 0)
+        goto err;
+    fds[1] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (fds[1] < 0 ||
+        setsockopt(fds[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 ||
+        setsockopt(fds[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+        goto err;
+    close(lfd);
+    return 0;
+err:
+    if (fds[0] >= 0)
+        close(fds[0]);
+    if (fds[1] >= 0)
+        close(fds[1]);
+    close(lfd);
+    return -1;
+}
+
+static int pp_tcp(unsigned int iters, double *med, double *p99)
+{
+    int fds[2];
+    if (pp_tcp_pair(fds) != 0)
+        return -1;
+    struct pp_ends e = {.p_out = fds[0], .p_in = fds[0], .c_in = fds[1], .c_out = fds[1],
+                        .msg = 1};
+    int rc = pp_run(&e, iters, med, p99);
+    close(fds[1]); /* pp_run closed fds[0] */
+    return rc;
+}
+
+int ceil_floors(bool json, unsigned int iters)
+{
+    static const struct {
+        const char *name;
+        int (*run)(unsigned int iters, double *med, double *p99);
+    } floors[] = {{"pipe", pp_pipe}, {"eventfd", pp_eventfd}, {"tcp_nodelay", pp_tcp}};
+    if (!json)
+        printf("%-12s %8s %10s %10s\n", "floor", "iters", "median_us", "p99_us");
+    for (size_t i = 0; i < sizeof(floors) / sizeof(floors[0]); i++) {
+        double med = 0.0, p99 = 0.0;
+        fflush(stdout); /* nothing buffered twice in the child */
+        if (floors[i].run(iters, &med, &p99) != 0) {
+            fprintf(stderr, "hm-ceiling: %s ping-pong: %s\n", floors[i].name, strerror(errno));
+            return -1;
+        }
+        if (json)
+            printf("{\"floor\":\"%s\",\"iters\":%u,\"median_us\":%.3f,\"p99_us\":%.3f}\n",
+                   floors[i].name, iters, med, p99);
+        else
+            printf("%-12s %8u %10.3f %10.3f\n", floors[i].name, iters, med, p99);
+    }
+    fflush(stdout);
+    return 0;
+}
