@@ -102,7 +102,9 @@ typedef struct hm_class_opts {
  * Errors: HM_INVALID_ARG (NULL uri or class_out, malformed URI or listen
  * address, an unknown interface, a name or address not of this host,
  * opts.eager_limit 0 or above the transport's), HM_NOT_SUPPORTED
- * (also: untrusted_peers on a protocol that must face trusted peers only),
+ * (also: untrusted_peers on a protocol that must face trusted peers only;
+ * a transport eager limit below 4096 bytes, e.g. HM_OFI_EAGER_LIMIT=1024:
+ * every peer may send that much before it has heard this class's limit),
  * HM_NOMEM, the transport's error. *class_out is written only on success.
  */
 HM_EXPORT hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
@@ -114,7 +116,10 @@ HM_EXPORT hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *op
 HM_EXPORT hm_return_t hm_class_destroy(hm_class_t *cls);
 /* "ucx+tcp", "ucx+shm", ...; NULL for a NULL class. */
 HM_EXPORT const char *hm_class_protocol(const hm_class_t *cls);
-/* Largest RPC argument (encoded) that travels in one message; 0 for NULL. */
+/* Largest RPC argument (encoded) that travels in one message; 0 for NULL.
+ * To a peer whose limit is smaller, that peer's (each message states its
+ * sender's; before the first, 4 KiB with the header): past it, arguments
+ * travel by overflow. */
 HM_EXPORT size_t hm_class_eager_limit(const hm_class_t *cls);
 
 /* What a class's transport offers, for tools and tuning. */
