@@ -104,7 +104,9 @@ typedef struct hm_class_opts {
  * Errors: HM_INVALID_ARG (NULL uri or class_out, malformed URI or listen
  * address, an unknown interface, a name or address not of this host,
  * opts.eager_limit 0 or above the transport's), HM_NOT_SUPPORTED
- * (also: a protocol that must face trusted peers only, without trusted_peers),
+ * (also: a protocol that must face trusted peers only, without trusted_peers;
+ * a transport eager limit below 4096 bytes, e.g. HM_OFI_EAGER_LIMIT=1024:
+ * every peer may send that much before it has heard this class's limit),
  * HM_NOMEM, the transport's error. *class_out is written only on success.
  */
 HM_EXPORT hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
@@ -116,7 +118,10 @@ HM_EXPORT hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *op
 HM_EXPORT hm_return_t hm_class_destroy(hm_class_t *cls);
 /* "ucx+tcp", "ucx+shm", ...; NULL for a NULL class. */
 HM_EXPORT const char *hm_class_protocol(const hm_class_t *cls);
-/* Largest RPC argument (encoded) that travels in one message; 0 for NULL. */
+/* Largest RPC argument (encoded) that travels in one message; 0 for NULL.
+ * To a peer whose limit is smaller, that peer's (each message states its
+ * sender's; before the first, 4 KiB with the header): past it, arguments
+ * travel by overflow. */
 HM_EXPORT size_t hm_class_eager_limit(const hm_class_t *cls);
 
 /* What a class's transport offers, for tools and tuning. */
@@ -164,6 +169,29 @@ HM_EXPORT hm_return_t hm_register(hm_class_t *cls, const char *name, hm_proc_cb_
                                   hm_proc_cb_t out_proc, hm_rpc_handler_t handler,
                                   hm_id_t *id_out);
 /* hm_rpc_id: the id `name` has (or would have) once registered; 0 (never an id) for NULL. */
+/*
+ * hm_rpc_protocol_register: declare that this class speaks RPC protocol
+ * `name` at version `major`.`minor` (DESIGN §2: a name prefix and a
+ * version). Every RPC whose name starts with `name` and a dot
+ * ("objstore.put" for "objstore"), registered before or after, belongs to
+ * it (the longest such prefix when protocols nest). Requests for such an
+ * RPC carry the protocol's id (hm_rpc_id(name)) and the caller's version; a
+ * server that serves no protocol of that id, or serves it at another major
+ * version, answers at once: the RPC completes with HM_INCOMPATIBLE and
+ * hm_handle_error_detail() names both versions ("objstore 2.x asked, peer
+ * serves 1.3" or "... peer does not serve objstore"). Minor versions of
+ * one major are compatible (an RPC the server lacks gets HM_NOENTRY, whose
+ * detail names both versions too). RPCs outside any protocol work as ever.
+ * No extra round trip: the check rides on each request. Register on
+ * clients and servers alike, before the class's contexts are used from
+ * several threads.
+ * Errors: HM_INVALID_ARG (NULL class, NULL or empty name, a name that ends
+ * with a dot, major or minor 65535, another protocol's name has the same
+ * hash), HM_EXISTS (already registered, at any version), HM_NOENTRY
+ * (live-checked), HM_NOMEM.
+ */
+HM_EXPORT hm_return_t hm_rpc_protocol_register(hm_class_t *cls, const char *name,
+                                               uint16_t major, uint16_t minor);
 HM_EXPORT hm_id_t hm_rpc_id(const char *name);
 /*
  * Attach user data to a registered RPC; `free_cb` runs at class destroy
@@ -421,6 +449,11 @@ typedef struct hm_stats {
                                      out of the transport's receive buffer, because half its
                                      buffers were held (ofi); 0 on transports without a
                                      fixed set */
+    /* Peers that disagree (server side: requests answered, not run). */
+    uint64_t incompatible_replies; /* requests for a protocol not served at that major
+                                      version, answered HM_INCOMPATIBLE */
+    uint64_t checksum_replies;    /* requests without the CRC this class requires,
+                                     answered HM_CHECKSUM_MISMATCH (also in dropped_checksum) */
 } hm_stats_t;
 
 /* Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked). */
@@ -566,6 +599,16 @@ HM_EXPORT hm_addr_t *hm_handle_get_addr(hm_handle_t *handle);
 HM_EXPORT hm_id_t hm_handle_get_id(const hm_handle_t *handle);             /* 0 for NULL */
 HM_EXPORT hm_context_t *hm_handle_get_context(const hm_handle_t *handle); /* NULL for NULL */
 HM_EXPORT void *hm_handle_get_data(const hm_handle_t *handle); /* registered data, or NULL */
+/*
+ * hm_handle_error_detail: what the peer told about the failure of the last
+ * RPC forwarded on this handle, when the code alone does not say it:
+ * HM_INCOMPATIBLE and HM_NOENTRY of a protocol RPC name both versions
+ * ("RPC \"objstore.put\": objstore 2.x asked, peer serves 1.3"),
+ * HM_CHECKSUM_MISMATCH says which side checksums. "" otherwise, for a NULL
+ * or server handle, and while an RPC is in flight. Valid until the next
+ * forward on the handle.
+ */
+HM_EXPORT const char *hm_handle_error_detail(const hm_handle_t *handle);
 
 enum hm_forward_opt_field {
     HM_FORWARD_OPT_TIMEOUT = 1u << 0, /* .timeout_ms */

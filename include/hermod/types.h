@@ -44,7 +44,9 @@ extern "C" {
     X(HM_TRANSPORT_ERROR, 14, "transport error")                               \
     X(HM_FAULT, 15, "internal error")                                          \
     X(HM_STALE, 16, "stale group version (membership differs)")               \
-    X(HM_OVERLOADED, 17, "server over its admission budget, retry later")
+    X(HM_OVERLOADED, 17, "server over its admission budget, retry later")      \
+    X(HM_INCOMPATIBLE, 18, "peer serves no compatible version of the RPC's protocol") \
+    X(HM_CHECKSUM_MISMATCH, 19, "peer's checksum setting differs from ours")
 
 #define HM_RETURN_ENUM_ENTRY(name, value, text) name = value,
 typedef enum hm_return { HM_RETURN_LIST(HM_RETURN_ENUM_ENTRY) HM_RETURN_MAX } hm_return_t;

@@ -159,7 +159,9 @@ static struct hmi_wire_header admit_reply_header(hm_context_t *ctx,
         .cookie = req->cookie,
         .budget_us = error == HM_OVERLOADED ? ctx->c_admit.ad_hint_us : HMI_WIRE_NO_BUDGET,
         .ret = (int32_t)error,
+        .recv_kib = ctx->c_class->k_recv_kib,
     };
+    hmi_protocol_reply_fields(ctx->c_class, req, &hdr);
     return hdr;
 }
 

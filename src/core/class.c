@@ -75,18 +75,27 @@ hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
     hm_return_t ret = hmi_hmap_init(&cls->k_rpcs, 64);
     if (ret != HM_SUCCESS)
         goto err_free;
+    ret = hmi_protocol_init(cls);
+    if (ret != HM_SUCCESS) {
+        hmi_hmap_destroy(&cls->k_rpcs);
+        goto err_free;
+    }
     pthread_mutex_init(&cls->k_lock, NULL);
     hmi_locate_init(cls);
     ret = hm_na_class_open(uri, &cls->k_na);
     if (ret != HM_SUCCESS)
         goto err_registry;
     cls->k_msg_limit = cls->k_na->c_eager_limit;
-    if (cls->k_msg_limit <= HMI_WIRE_HEADER_SIZE) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "%s eager limit %zu is too small",
-                uri, cls->k_msg_limit);
+    /* Every peer may send us HMI_WIRE_FIRST_LIMIT bytes before it has heard ours. */
+    if (cls->k_msg_limit < HMI_WIRE_FIRST_LIMIT) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
+                "%s eager limit %zu is below the %u bytes every peer may send at first "
+                "contact", uri, cls->k_msg_limit, HMI_WIRE_FIRST_LIMIT);
         ret = HM_NOT_SUPPORTED;
         goto err_na;
     }
+    size_t recv_kib = cls->k_na->c_eager_limit / 1024u;
+    cls->k_recv_kib = (uint16_t)(recv_kib > UINT16_MAX ? UINT16_MAX : recv_kib);
     ret = class_apply_opts(cls, opts);
     if (ret != HM_SUCCESS)
         goto err_na;
@@ -106,6 +115,7 @@ err_na:
 err_registry:
     pthread_mutex_destroy(&cls->k_lock);
     hmi_hmap_destroy(&cls->k_rpcs);
+    hmi_hmap_destroy(&cls->k_protos);
 err_free:
     free(cls);
     return ret;
@@ -135,6 +145,7 @@ hm_return_t hm_class_destroy(hm_class_t *cls)
     }
     hmi_live_remove(cls);
     hmi_registry_destroy(cls);
+    hmi_protocol_destroy(cls);
     hmi_topo_destroy(cls->k_topo);
     free(cls->k_ctxs);
     pthread_mutex_destroy(&cls->k_lock);

@@ -60,8 +60,18 @@
 /* The pool trim runs at most this often; it frees what stayed idle since the last. */
 #define HMI_TRIM_INTERVAL_NS 250000000ull
 
+/* An RPC protocol this class speaks (protocol.c). */
+struct hmi_rpc_proto {
+    uint32_t p_id;       /* hm_rpc_id(p_name) */
+    char *p_name;
+    size_t p_name_len;
+    uint16_t p_major;
+    uint16_t p_minor;
+};
+
 struct hmi_rpc_info {
     hm_id_t r_id;
+    const struct hmi_rpc_proto *r_proto; /* the protocol it belongs to, or NULL */
     char *r_name;
     hm_proc_cb_t r_in_proc;
     hm_proc_cb_t r_out_proc;
@@ -86,7 +96,9 @@ struct hm_class {
     struct hmi_rpc_info k_locate_rpc; /* the internal "#N" lookup (locate.c) */
     struct hmi_bulk_rcache *k_rcache; /* registrations of bulk handles */
     struct hmi_hmap k_rpcs;   /* hm_id_t -> struct hmi_rpc_info */
-    size_t k_msg_limit;       /* largest message, header included */
+    struct hmi_hmap k_protos; /* protocol id -> struct hmi_rpc_proto (protocol.c) */
+    size_t k_msg_limit;       /* largest message we send, header included */
+    uint16_t k_recv_kib;      /* largest message we take, in KiB: told to every peer */
     bool k_checksum;
     unsigned int k_nctx;      /* (k_lock) contexts alive */
     unsigned int k_next_ctx;  /* (k_lock) index of the next context */
@@ -97,6 +109,9 @@ struct hm_addr {
     hm_na_addr_t *a_na;      /* one reference */
     uint16_t a_ctx_index;    /* context of the peer this address targets */
     _Atomic uint32_t a_refs;
+    /* The largest message the peer takes (header included), as its last
+     * message said; 0 until it said (send.c: HMI_WIRE_FIRST_LIMIT then). */
+    _Atomic uint32_t a_peer_limit;
     /* Admission (admit.c, admit_peer.c): the sender's record, which holds the
      * counters below for every context index the sender claims (one
      * reference; NULL on the record itself and on addresses not of requests). */
@@ -231,6 +246,7 @@ struct hm_handle {
      * transport has the buffer back. Kept across reuse, freed with the pool. */
     char *h_copy;
     size_t h_copy_cap;
+    char h_detail[160];              /* client: hm_handle_error_detail of the last RPC */
 
     /* client */
     hm_cb_t h_cb;
@@ -502,6 +518,22 @@ void hmi_trim_handle_free(hm_context_t *ctx, hm_handle_t *handle);
 struct hmi_rpc_info *hmi_registry_find(hm_class_t *cls, hm_id_t id);
 void hmi_registry_destroy(hm_class_t *cls);
 
+/* protocol.c: RPC protocols and their versions */
+hm_return_t hmi_protocol_init(hm_class_t *cls);
+void hmi_protocol_destroy(hm_class_t *cls);
+const struct hmi_rpc_proto *hmi_protocol_find(hm_class_t *cls, uint32_t id);
+/* The protocol RPC `name` belongs to (longest "<protocol>." prefix), or NULL. */
+const struct hmi_rpc_proto *hmi_protocol_match(hm_class_t *cls, const char *name);
+/* Server: may the request in `hdr` for `rpc` (NULL: not registered) run?
+ * HM_SUCCESS, HM_INCOMPATIBLE or HM_NOENTRY (logged). */
+hm_return_t hmi_protocol_admit(hm_context_t *ctx, const struct hmi_wire_header *hdr,
+                               const struct hmi_rpc_info *rpc);
+/* Server: fill an error reply's protocol fields for the request `req`. */
+void hmi_protocol_reply_fields(hm_class_t *cls, const struct hmi_wire_header *req,
+                               struct hmi_wire_header *reply);
+/* Client: the error response `hdr` ended the RPC on `handle`: write its detail. */
+void hmi_protocol_detail(hm_handle_t *handle, const struct hmi_wire_header *hdr);
+
 /* context.c: pools */
 hm_handle_t *hmi_handle_get(hm_context_t *ctx);
 void hmi_handle_put(hm_handle_t *handle);
@@ -563,6 +595,7 @@ struct hmi_send_msg {
     const void *m_data;
     hm_handle_t *m_pin_to;      /* pin every bulk handle encoded on it, or NULL */
     bool m_may_overflow;        /* arguments past the eager limit go by overflow */
+    hm_addr_t *m_dest;          /* whose limit applies (hmi_send_limit); NULL: ours */
     uint64_t m_release;         /* responses: cookie the client's ACK will carry */
     size_t m_len;               /* out: bytes to send, header included */
     hm_bulk_t *m_overflow;      /* out: the overflow buffer's handle (caller owns), or NULL */
@@ -574,6 +607,11 @@ struct hmi_send_msg {
  * are pinned on m_pin_to; the caller unpins and frees m_overflow on error.
  */
 hm_return_t hmi_send_encode(struct hmi_send_slot *slot, struct hmi_send_msg *msg);
+/* The largest message (header included) we may send `dest` eagerly: our
+ * limit, and the peer's once it told it, else HMI_WIRE_FIRST_LIMIT. */
+size_t hmi_send_limit(const hm_addr_t *dest);
+/* A message from `peer` said it takes messages up to `kib` KiB. */
+void hmi_send_learn_limit(hm_addr_t *peer, uint16_t kib);
 hm_return_t hmi_send_post(struct hmi_send_slot *slot, hm_addr_t *dest, size_t len);
 hm_return_t hmi_send_error_reply(hm_context_t *ctx, hm_na_addr_t *dest,
                                  const struct hmi_wire_header *req, hm_return_t error);
@@ -588,6 +626,9 @@ void hmi_forward_fail_peer(hm_context_t *ctx, hm_na_addr_t *peer);
 void hmi_forward_trigger(hm_handle_t *handle);
 /* The client handle waiting on `cookie`, or NULL (ended, stale or forged). */
 hm_handle_t *hmi_forward_waiting(hm_context_t *ctx, uint64_t cookie);
+/* A response without the CRC our class requires: its RPC fails with
+ * HM_CHECKSUM_MISMATCH; nothing of it is used. */
+void hmi_forward_unchecked(hm_context_t *ctx, const struct hmi_wire_header *hdr);
 
 /* respond.c (server side) */
 void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
@@ -596,6 +637,10 @@ void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
 void hmi_respond_trigger_request(hm_handle_t *handle);
 void hmi_respond_send_done(hm_handle_t *handle, hm_return_t status);
 void hmi_respond_trigger_done(hm_handle_t *handle);
+/* A request without the CRC our class requires: answer HM_CHECKSUM_MISMATCH
+ * (bounded like every refusal), never run it. */
+void hmi_respond_unchecked(hm_context_t *ctx, hm_na_addr_t *source,
+                           const struct hmi_wire_header *hdr);
 
 /* overflow.c */
 /* Encode msg's arguments (`need` bytes) by overflow: sets m_len and m_overflow. */

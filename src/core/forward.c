@@ -6,6 +6,7 @@
  * Later events find the cookie stale and are dropped and counted.
  */
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "bulk/bulk_internal.h"
@@ -82,6 +83,7 @@ static uint32_t forward_budget_left(const hm_handle_t *handle)
 static struct hmi_wire_header forward_header(const hm_handle_t *handle, uint8_t flags,
                                              uint32_t budget_us)
 {
+    const struct hmi_rpc_proto *proto = handle->h_rpc->r_proto;
     struct hmi_wire_header hdr = {
         .flags = (uint8_t)(HMI_WIRE_F_REQUEST | flags |
                            (handle->h_rpc->r_no_response ? HMI_WIRE_F_NO_RESPONSE : 0)),
@@ -90,6 +92,10 @@ static struct hmi_wire_header forward_header(const hm_handle_t *handle, uint8_t 
         .rpc_id = handle->h_id,
         .cookie = hmi_cookie(handle->h_gen, handle->h_slot),
         .budget_us = budget_us,
+        .recv_kib = handle->h_ctx->c_class->k_recv_kib,
+        .proto_id = proto ? proto->p_id : 0,
+        .proto_major = proto ? proto->p_major : 0,
+        .proto_minor = proto ? proto->p_minor : 0,
     };
     return hdr;
 }
@@ -106,6 +112,7 @@ static hm_return_t forward_arm(hm_handle_t *handle, hm_cb_t cb, void *arg, uint3
     handle->h_queued = false;
     handle->h_retry_wait = false;
     handle->h_retries = 0;
+    handle->h_detail[0] = '\0';
     handle->h_deadline_ns = timeout_ms ? start_ns + (uint64_t)timeout_ms * 1000000u : 0;
     if (timeout_ms == 0)
         return HM_SUCCESS;
@@ -162,6 +169,7 @@ static hm_return_t forward_now(hm_handle_t *handle, const void *in, hm_cb_t cb, 
         .m_data = in,
         .m_pin_to = handle,
         .m_may_overflow = true,
+        .m_dest = handle->h_addr,
     };
     hm_return_t ret = hmi_send_encode(slot, &msg);
     handle->h_overflow = msg.m_overflow; /* released with the pins */
@@ -357,12 +365,19 @@ void hmi_forward_response(hm_context_t *ctx, const struct hmi_wire_header *hdr, 
         return;
     }
     ctx->c_stats.responses_received++;
+    hmi_send_learn_limit(handle->h_addr, hdr->recv_kib);
     if (hdr->flags & HMI_WIRE_F_ERROR) {
         hm_na_msg_release(ctx->c_na, token);
-        if (hdr->ret == HM_OVERLOADED)
+        if (hdr->ret == HM_OVERLOADED) {
             hmi_retry_overloaded(handle, hdr->budget_us);
+            return;
+        }
+        if (hdr->ret == HM_CHECKSUM_MISMATCH)
+            snprintf(handle->h_detail, sizeof(handle->h_detail),
+                     "peer requires checksums (class option checksum), ours are off");
         else
-            hmi_forward_complete(handle, (hm_return_t)hdr->ret);
+            hmi_protocol_detail(handle, hdr);
+        hmi_forward_complete(handle, (hm_return_t)hdr->ret);
         return;
     }
     if (hdr->flags & HMI_WIRE_F_OVERFLOW) { /* completes once the output is pulled */
@@ -374,6 +389,20 @@ void hmi_forward_response(hm_context_t *ctx, const struct hmi_wire_header *hdr, 
     }
     hmi_handle_set_msg(handle, buf, len, token);
     hmi_forward_complete(handle, HM_SUCCESS);
+}
+
+void hmi_forward_unchecked(hm_context_t *ctx, const struct hmi_wire_header *hdr)
+{
+    hm_handle_t *handle = hmi_forward_waiting(ctx, hdr->cookie);
+    if (handle == NULL || handle->h_id != hdr->rpc_id || handle->h_fetch != NULL) {
+        ctx->c_stats.dropped_late++;
+        return;
+    }
+    snprintf(handle->h_detail, sizeof(handle->h_detail),
+             "peer answered without a checksum: ours are on (class option checksum), its off");
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "RPC \"%s\": %s", handle->h_rpc->r_name,
+            handle->h_detail);
+    hmi_forward_complete(handle, HM_CHECKSUM_MISMATCH);
 }
 
 void hmi_forward_expire(hm_context_t *ctx, uint64_t now_ns)

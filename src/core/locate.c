@@ -76,6 +76,7 @@ void hmi_locate_serve(hm_context_t *ctx, hm_na_addr_t *source, const struct hmi_
         .payload_len = (uint32_t)len,
         .cookie = hdr->cookie,
         .budget_us = HMI_WIRE_NO_BUDGET,
+        .recv_kib = ctx->c_class->k_recv_kib,
     };
     memcpy((char *)slot->s_buf + HMI_WIRE_HEADER_SIZE, uri, len);
     hmi_wire_encode(slot->s_buf, &reply, ctx->c_class->k_checksum);

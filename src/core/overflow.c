@@ -134,6 +134,7 @@ hm_return_t hmi_overflow_encode(struct hmi_send_slot *slot, struct hmi_send_msg 
     struct hmi_wire_header full = *msg->m_hdr;
     full.flags |= HMI_WIRE_F_OVERFLOW;
     full.payload_len = (uint32_t)used;
+    full.recv_kib = cls->k_recv_kib;
     hmi_wire_encode(slot->s_buf, &full, cls->k_checksum);
     msg->m_len = HMI_WIRE_HEADER_SIZE + used;
     msg->m_overflow = bulk;
@@ -315,6 +316,7 @@ static void overflow_send_ack(struct overflow_fetch *f)
         .target_ctx = f->f_peer_ctx,
         .cookie = f->f_release,
         .budget_us = HMI_WIRE_NO_BUDGET,
+        .recv_kib = ctx->c_class->k_recv_kib,
     };
     hmi_wire_encode(slot->s_buf, &hdr, ctx->c_class->k_checksum);
     slot->s_kind = HMI_SEND_RAW;

@@ -10,7 +10,7 @@
 static void recv_drop(hm_context_t *ctx, hmi_wire_verdict_t verdict, size_t len,
                       uintptr_t token)
 {
-    if (verdict == HMI_WIRE_BAD_CHECKSUM)
+    if (verdict == HMI_WIRE_BAD_CHECKSUM || verdict == HMI_WIRE_NO_CHECKSUM)
         ctx->c_stats.dropped_checksum++;
     else
         ctx->c_stats.dropped_malformed++;
@@ -19,11 +19,34 @@ static void recv_drop(hm_context_t *ctx, hmi_wire_verdict_t verdict, size_t len,
     hm_na_msg_release(ctx->c_na, token);
 }
 
+/*
+ * A well-formed message without the CRC our class requires: the peer's
+ * checksum setting differs. Its payload is never used. A request is
+ * answered HM_CHECKSUM_MISMATCH (bounded as every refusal, admit.c), a
+ * response fails its RPC with that code, so neither side waits for a
+ * timeout; anything else is dropped.
+ */
+static void recv_unchecked(hm_context_t *ctx, hm_na_addr_t *source,
+                           const struct hmi_wire_header *hdr, size_t len, uintptr_t token)
+{
+    recv_drop(ctx, HMI_WIRE_NO_CHECKSUM, len, token);
+    if (hdr->target_ctx != ctx->c_index)
+        return;
+    if (hdr->flags & HMI_WIRE_F_REQUEST)
+        hmi_respond_unchecked(ctx, source, hdr);
+    else if (hdr->flags & HMI_WIRE_F_RESPONSE)
+        hmi_forward_unchecked(ctx, hdr);
+}
+
 void hmi_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr_t token)
 {
     hm_context_t *ctx = arg;
     struct hmi_wire_header hdr;
     hmi_wire_verdict_t verdict = hmi_wire_check(buf, len, ctx->c_class->k_checksum, &hdr);
+    if (hmi_unlikely(verdict == HMI_WIRE_NO_CHECKSUM)) {
+        recv_unchecked(ctx, source, &hdr, len, token);
+        return;
+    }
     if (hmi_unlikely(verdict != HMI_WIRE_OK)) {
         recv_drop(ctx, verdict, len, token);
         return;

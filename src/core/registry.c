@@ -61,6 +61,7 @@ hm_return_t hm_register(hm_class_t *cls, const char *name, hm_proc_cb_t in_proc,
     if (info->r_name == NULL)
         goto err_free_info;
     info->r_id = id;
+    info->r_proto = hmi_protocol_match(cls, name);
     info->r_in_proc = in_proc;
     info->r_out_proc = out_proc;
     info->r_handler = handler;

@@ -63,10 +63,15 @@ void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
             hmi_send_error_reply(ctx, source, hdr, HM_NOMEM);
         return;
     }
+    hmi_send_learn_limit(peer, hdr->recv_kib); /* our response may not pass it */
     struct hmi_rpc_info *rpc = hmi_registry_find(ctx->c_class, hdr->rpc_id);
-    if (rpc == NULL || rpc->r_handler == NULL) {
+    hm_return_t served = hmi_protocol_admit(ctx, hdr, rpc);
+    if (served != HM_SUCCESS) {
         hm_na_msg_release(ctx->c_na, token);
-        respond_noentry(ctx, peer, hdr);
+        if (served == HM_NOENTRY)
+            respond_noentry(ctx, peer, hdr);
+        else
+            hmi_admit_reply(ctx, peer, hdr, served);
         return;
     }
     uint64_t bytes;
@@ -95,6 +100,18 @@ void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
     }
     hmi_handle_set_msg(handle, buf, len, token);
     hmi_comp_enqueue(handle, HMI_COMP_REQUEST);
+}
+
+void hmi_respond_unchecked(hm_context_t *ctx, hm_na_addr_t *source,
+                           const struct hmi_wire_header *hdr)
+{
+    hm_addr_t *peer;
+    if (hmi_admit_source(ctx, source, hdr->origin_ctx, &peer) != HM_SUCCESS) {
+        ctx->c_stats.overload_drops++; /* too many claimed indexes, or no memory */
+        return;
+    }
+    ctx->c_stats.checksum_replies++;
+    hmi_admit_reply(ctx, peer, hdr, HM_CHECKSUM_MISMATCH);
 }
 
 void hmi_respond_trigger_request(hm_handle_t *handle)
@@ -176,6 +193,7 @@ static struct hmi_wire_header respond_header(hm_handle_t *handle, hm_return_t er
         .cookie = handle->h_peer_cookie,
         .budget_us = HMI_WIRE_NO_BUDGET,
         .ret = (int32_t)error,
+        .recv_kib = handle->h_ctx->c_class->k_recv_kib,
     };
     return hdr;
 }
@@ -220,6 +238,7 @@ static hm_return_t respond_post(hm_handle_t *handle, const void *out, hm_return_
         .m_proc = error == HM_SUCCESS ? handle->h_rpc->r_out_proc : NULL,
         .m_data = out,
         .m_may_overflow = true,
+        .m_dest = handle->h_addr,
         .m_release = hmi_cookie(handle->h_gen, handle->h_slot),
     };
     hm_return_t ret = hmi_send_encode(slot, &msg);

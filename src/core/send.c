@@ -6,14 +6,32 @@
 #include "proc/proc_internal.h"
 #include "util/log.h"
 
+size_t hmi_send_limit(const hm_addr_t *dest)
+{
+    size_t ours = dest->a_ctx->c_class->k_msg_limit;
+    uint32_t peer = atomic_load_explicit(&dest->a_peer_limit, memory_order_relaxed);
+    size_t theirs = peer != 0 ? peer : HMI_WIRE_FIRST_LIMIT;
+    return ours < theirs ? ours : theirs;
+}
+
+void hmi_send_learn_limit(hm_addr_t *peer, uint16_t kib)
+{
+    /* The wire check saw kib >= HMI_WIRE_FIRST_LIMIT / 1024. */
+    uint32_t limit = (uint32_t)kib * 1024u;
+    if (atomic_load_explicit(&peer->a_peer_limit, memory_order_relaxed) != limit)
+        atomic_store_explicit(&peer->a_peer_limit, limit, memory_order_relaxed);
+}
+
 /*
  * Encode the arguments after the header, then the header itself (its CRC
- * covers the payload). Arguments past the eager limit go by overflow.
+ * covers the payload). Arguments past the eager limit (ours, or the
+ * destination's when smaller) go by overflow.
  */
 hm_return_t hmi_send_encode(struct hmi_send_slot *slot, struct hmi_send_msg *msg)
 {
     hm_class_t *cls = slot->s_ctx->c_class;
-    size_t room = cls->k_msg_limit - HMI_WIRE_HEADER_SIZE;
+    size_t limit = msg->m_dest != NULL ? hmi_send_limit(msg->m_dest) : cls->k_msg_limit;
+    size_t room = limit - HMI_WIRE_HEADER_SIZE;
     char *payload = (char *)slot->s_buf + HMI_WIRE_HEADER_SIZE;
     hm_proc_t p;
     msg->m_overflow = NULL;
@@ -37,6 +55,7 @@ hm_return_t hmi_send_encode(struct hmi_send_slot *slot, struct hmi_send_msg *msg
     }
     struct hmi_wire_header full = *msg->m_hdr;
     full.payload_len = (uint32_t)used;
+    full.recv_kib = cls->k_recv_kib;
     hmi_wire_encode(slot->s_buf, &full, cls->k_checksum);
     msg->m_len = HMI_WIRE_HEADER_SIZE + used;
     return HM_SUCCESS;
@@ -68,7 +87,9 @@ hm_return_t hmi_send_error_reply(hm_context_t *ctx, hm_na_addr_t *dest,
         .cookie = req->cookie,
         .budget_us = HMI_WIRE_NO_BUDGET,
         .ret = (int32_t)error,
+        .recv_kib = ctx->c_class->k_recv_kib,
     };
+    hmi_protocol_reply_fields(ctx->c_class, req, &hdr);
     hmi_wire_encode(slot->s_buf, &hdr, ctx->c_class->k_checksum);
     slot->s_kind = HMI_SEND_RAW;
     hm_return_t ret = hm_na_msg_send(ctx->c_na, dest, slot->s_buf, HMI_WIRE_HEADER_SIZE,

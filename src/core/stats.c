@@ -21,7 +21,8 @@ static const struct stat_field stat_fields[] = {
     STAT(listen_accepted),   STAT(listen_refused_frame), STAT(listen_refused_key),
     STAT(listen_refused_slow), STAT(listen_refused_busy),
     STAT(overload_replies),  STAT(overload_drops),    STAT(overload_retries),
-    STAT(pool_trimmed),      STAT(recv_copied),
+    STAT(pool_trimmed),      STAT(recv_copied),       STAT(incompatible_replies),
+    STAT(checksum_replies),
 };
 #undef STAT
 

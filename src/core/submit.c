@@ -107,8 +107,9 @@ static hm_return_t stage_try(hm_handle_t *handle, hm_proc_cb_t proc, const void 
 
 /*
  * Encode into the stage, growing it once if needed. HM_AGAIN: the
- * arguments pass the eager limit and must go by overflow, which needs the
- * driver (the caller then takes the lock and encodes directly).
+ * arguments pass the eager limit (ours, or the peer's when smaller) and
+ * must go by overflow, which needs the driver (the caller then takes the
+ * lock and encodes directly).
  */
 hm_return_t hmi_stage_encode(hm_handle_t *handle, hm_proc_cb_t proc, const void *data,
                              bool pin)
@@ -118,10 +119,14 @@ hm_return_t hmi_stage_encode(hm_handle_t *handle, hm_proc_cb_t proc, const void 
     handle->h_stage_flags = 0;
     if (proc == NULL)
         return hmi_stage_reserve(handle, HMI_WIRE_HEADER_SIZE);
+    size_t limit = hmi_send_limit(handle->h_addr) - HMI_WIRE_HEADER_SIZE;
     hm_return_t ret = stage_try(handle, proc, data, pin, &used);
+    if (ret == HM_SUCCESS && used > limit) { /* fits the stage, not the peer */
+        hmi_handle_unpin(handle);
+        return HM_AGAIN;
+    }
     if (ret == HM_MSGSIZE) {
         hmi_handle_unpin(handle); /* the retry pins again */
-        size_t limit = handle->h_ctx->c_class->k_msg_limit - HMI_WIRE_HEADER_SIZE;
         if (used > limit)
             return HM_AGAIN;
         ret = hmi_stage_reserve(handle, HMI_WIRE_HEADER_SIZE + used);

@@ -16,8 +16,11 @@ enum {
     OFF_BUDGET = 24,
     OFF_RET = 28,
     OFF_TARGET_CTX = 32,
-    OFF_RESERVED = 34,
+    OFF_RECV_KIB = 34,
     OFF_CRC = 36,
+    OFF_PROTO_ID = 40,
+    OFF_PROTO_MAJOR = 44,
+    OFF_PROTO_MINOR = 46,
 };
 
 #define WIRE_KNOWN_FLAGS                                                                 \
@@ -49,6 +52,7 @@ const char *hmi_wire_verdict_str(hmi_wire_verdict_t verdict)
     case HMI_WIRE_BAD_FLAGS: return "bad flags";
     case HMI_WIRE_BAD_FIELD: return "bad field";
     case HMI_WIRE_BAD_CHECKSUM: return "checksum mismatch";
+    case HMI_WIRE_NO_CHECKSUM: return "no checksum (the sender's checksum setting differs)";
     }
     return "unknown";
 }
@@ -59,6 +63,7 @@ static uint32_t wire_crc(const uint8_t *buf, size_t payload_len)
     static const uint8_t zero_crc[4];
     uint32_t crc = hmi_crc32c(0, buf, OFF_CRC);
     crc = hmi_crc32c(crc, zero_crc, sizeof(zero_crc));
+    crc = hmi_crc32c(crc, buf + OFF_PROTO_ID, HMI_WIRE_HEADER_SIZE - OFF_PROTO_ID);
     return hmi_crc32c(crc, buf + HMI_WIRE_HEADER_SIZE, payload_len);
 }
 
@@ -78,7 +83,10 @@ void hmi_wire_encode(void *buf, const struct hmi_wire_header *hdr, bool checksum
     put_le(p + OFF_BUDGET, hdr->budget_us, 4);
     put_le(p + OFF_RET, (uint32_t)hdr->ret, 4);
     put_le(p + OFF_TARGET_CTX, hdr->target_ctx, 2);
-    put_le(p + OFF_RESERVED, 0, 2);
+    put_le(p + OFF_RECV_KIB, hdr->recv_kib ? hdr->recv_kib : HMI_WIRE_FIRST_LIMIT / 1024u, 2);
+    put_le(p + OFF_PROTO_ID, hdr->proto_id, 4);
+    put_le(p + OFF_PROTO_MAJOR, hdr->proto_major, 2);
+    put_le(p + OFF_PROTO_MINOR, hdr->proto_minor, 2);
     put_le(p + OFF_CRC, checksum ? wire_crc(p, hdr->payload_len) : 0, 4);
 }
 
@@ -110,6 +118,26 @@ static void wire_decode_fields(const uint8_t *p, struct hmi_wire_header *hdr)
     hdr->budget_us = (uint32_t)get_le(p + OFF_BUDGET, 4);
     hdr->ret = (int32_t)(uint32_t)get_le(p + OFF_RET, 4);
     hdr->target_ctx = (uint16_t)get_le(p + OFF_TARGET_CTX, 2);
+    hdr->recv_kib = (uint16_t)get_le(p + OFF_RECV_KIB, 2);
+    hdr->proto_id = (uint32_t)get_le(p + OFF_PROTO_ID, 4);
+    hdr->proto_major = (uint16_t)get_le(p + OFF_PROTO_MAJOR, 2);
+    hdr->proto_minor = (uint16_t)get_le(p + OFF_PROTO_MINOR, 2);
+}
+
+/* Protocol fields: a request names a version (none without an id, never
+ * HMI_WIRE_PROTO_NONE); an error response says what the server serves (any);
+ * everything else carries none. */
+static bool wire_proto_valid(const struct hmi_wire_header *hdr)
+{
+    if (hdr->flags & HMI_WIRE_F_REQUEST) {
+        if (hdr->proto_id == 0)
+            return hdr->proto_major == 0 && hdr->proto_minor == 0;
+        return hdr->proto_major != HMI_WIRE_PROTO_NONE &&
+               hdr->proto_minor != HMI_WIRE_PROTO_NONE;
+    }
+    if (hdr->flags & HMI_WIRE_F_ERROR)
+        return hdr->proto_id != 0 || (hdr->proto_major == 0 && hdr->proto_minor == 0);
+    return hdr->proto_id == 0 && hdr->proto_major == 0 && hdr->proto_minor == 0;
 }
 
 /* Budget: any on requests; on an HM_OVERLOADED answer a bounded retry hint; else none. */
@@ -147,14 +175,17 @@ hmi_wire_verdict_t hmi_wire_check(const void *buf, size_t len, bool require_chec
         return HMI_WIRE_BAD_FLAGS;
     if (hdr->payload_len != len - HMI_WIRE_HEADER_SIZE)
         return HMI_WIRE_BAD_LENGTH;
-    if (get_le(p + OFF_RESERVED, 2) != 0 || !wire_ret_valid(hdr) || !wire_budget_valid(hdr))
+    if (hdr->recv_kib < HMI_WIRE_FIRST_LIMIT / 1024u || !wire_ret_valid(hdr) ||
+        !wire_budget_valid(hdr) || !wire_proto_valid(hdr))
         return HMI_WIRE_BAD_FIELD;
     uint32_t crc = (uint32_t)get_le(p + OFF_CRC, 4);
     if (hdr->flags & HMI_WIRE_F_CHECKSUM) {
         if (crc != wire_crc(p, hdr->payload_len))
             return HMI_WIRE_BAD_CHECKSUM;
-    } else if (require_checksum || crc != 0) {
+    } else if (crc != 0) {
         return HMI_WIRE_BAD_CHECKSUM;
+    } else if (require_checksum) {
+        return HMI_WIRE_NO_CHECKSUM;
     }
     return HMI_WIRE_OK;
 }

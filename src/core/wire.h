@@ -1,11 +1,11 @@
 /*
  * The wire header every Hermod message starts with (DESIGN §5).
  *
- * 40 bytes, little-endian, fixed whatever the build:
+ * 48 bytes, little-endian, fixed whatever the build:
  *
  *   off size field
  *    0   4   magic "HMRD"
- *    4   1   version (2)
+ *    4   1   version (3)
  *    5   1   flags (HMI_WIRE_F_*)
  *    6   2   origin context index (the sender's)
  *    8   4   RPC id
@@ -19,15 +19,26 @@
  *              HMI_WIRE_NO_BUDGET.
  *   28   4   return code (error responses; 0 otherwise)
  *   32   2   target context index
- *   34   2   reserved, 0
- *   36   4   CRC32C of header (this field as 0) and payload, when
+ *   34   2   receive limit of the sender, in KiB (rounded down): the largest
+ *              message it takes, header included; at least
+ *              HMI_WIRE_FIRST_LIMIT / 1024, every message carries it
+ *   36   4   CRC32C of the header (this field as 0) and payload, when
  *              HMI_WIRE_F_CHECKSUM is set; 0 otherwise
+ *   40   4   protocol id (hm_rpc_id of the protocol's name; 0: none).
+ *              Requests: the protocol the caller registered the RPC under.
+ *              Error responses: the request's, echoed. Others: 0.
+ *   44   2   protocol major  \ requests: the caller's version (0.0 with no
+ *   46   2   protocol minor  / protocol, never 65535); error responses to a
+ *              request naming a protocol: the version this server serves,
+ *              HMI_WIRE_PROTO_NONE.HMI_WIRE_PROTO_NONE when it serves none
+ *              of that id; other messages: 0.0.
  *
  * The payload that follows starts 8-byte aligned when the buffer is.
  *
- * Version 2 gave the budget field its meaning on responses (the retry hint
- * of HM_OVERLOADED, a code version 1 did not know); a version-1 peer's
- * messages are refused as HMI_WIRE_BAD_VERSION, as it refuses ours.
+ * Version 3 added the receive limit and the protocol fields (and grew the
+ * header from 40 bytes). Version 2 gave the budget field its meaning on
+ * responses (the retry hint of HM_OVERLOADED). A peer of another version is
+ * refused as HMI_WIRE_BAD_VERSION, as it refuses ours.
  */
 #ifndef HM_CORE_WIRE_H
 #define HM_CORE_WIRE_H
@@ -39,8 +50,12 @@
 #include <hermod/types.h>
 
 #define HMI_WIRE_MAGIC 0x44524d48u /* "HMRD" read as little-endian u32 */
-#define HMI_WIRE_VERSION 2u
-#define HMI_WIRE_HEADER_SIZE 40u
+#define HMI_WIRE_VERSION 3u
+#define HMI_WIRE_HEADER_SIZE 48u
+/* The largest message (header included) a sender may send a peer whose receive
+ * limit it has not heard yet: every class takes at least this much. */
+#define HMI_WIRE_FIRST_LIMIT 4096u
+#define HMI_WIRE_PROTO_NONE 65535u /* "serves no version" (error responses) */
 #define HMI_WIRE_NO_BUDGET UINT32_MAX
 #define HMI_WIRE_RETRY_MAX_US 10000000u /* largest retry hint accepted: 10 s */
 
@@ -64,6 +79,10 @@ struct hmi_wire_header {
     uint64_t cookie;
     uint32_t budget_us;
     int32_t ret;
+    uint16_t recv_kib;   /* 0 when encoding: HMI_WIRE_FIRST_LIMIT's */
+    uint32_t proto_id;
+    uint16_t proto_major;
+    uint16_t proto_minor;
 };
 
 /* Why a message was refused; each maps to a counter. */
@@ -74,7 +93,9 @@ typedef enum hmi_wire_verdict {
     HMI_WIRE_BAD_VERSION,
     HMI_WIRE_BAD_FLAGS,    /* unknown bits or an impossible combination */
     HMI_WIRE_BAD_FIELD,    /* reserved not 0, return code out of range */
-    HMI_WIRE_BAD_CHECKSUM, /* CRC mismatch, or missing when required */
+    HMI_WIRE_BAD_CHECKSUM, /* CRC mismatch */
+    HMI_WIRE_NO_CHECKSUM,  /* well formed, but no CRC where one is required: the
+                              peer's checksum setting differs (hdr is filled) */
 } hmi_wire_verdict_t;
 
 /* Human-readable name of a verdict, for log lines. */
@@ -90,7 +111,9 @@ void hmi_wire_encode(void *buf, const struct hmi_wire_header *hdr, bool checksum
 /*
  * hmi_wire_check: validate a received message of `len` bytes and decode its
  * header into `hdr`. Checks every field before trusting it; never reads
- * outside buf[0..len). `require_checksum` refuses messages without a CRC.
+ * outside buf[0..len). `require_checksum` refuses messages without a CRC
+ * (HMI_WIRE_NO_CHECKSUM, with every other field checked and `hdr` filled:
+ * the caller may answer, but must not use the payload).
  */
 hmi_wire_verdict_t hmi_wire_check(const void *buf, size_t len, bool require_checksum,
                                   struct hmi_wire_header *hdr);

@@ -67,6 +67,7 @@ struct swrma_job {
     uint64_t j_off;
     uint64_t j_len;
     uint64_t j_sent;             /* GET: bytes sent so far */
+    size_t j_max_msg;            /* GET: largest message to send (both sides' limit) */
 };
 
 /* A CANCEL the requester could not send yet. */

@@ -98,6 +98,8 @@ static void owner_get(struct hmi_swrma_ctx *s, hm_na_addr_t *source, const struc
     job->j_off = m->m_off;
     job->j_len = m->m_len;
     job->j_sent = 0;
+    job->j_max_msg = m->m_max_msg != 0 && m->m_max_msg < s->s_buf_size ? m->m_max_msg
+                                                                        : s->s_buf_size;
     hmi_list_push_back(&s->s_jobs, &job->j_link);
 }
 
@@ -138,7 +140,7 @@ void hmi_swrma_owner_recv(struct hmi_swrma_ctx *s, hm_na_addr_t *source,
  */
 static bool owner_get_chunk(struct hmi_swrma_ctx *s, struct swrma_job *job, struct swrma_buf *b)
 {
-    uint64_t room = s->s_buf_size - SWRMA_DATA_SIZE;
+    uint64_t room = job->j_max_msg - SWRMA_DATA_SIZE; /* fits the requester's buffers */
     uint64_t chunk = job->j_len - job->j_sent < room ? job->j_len - job->j_sent : room;
     void *src;
     hm_return_t ret = hmi_keytab_pin(job->j_slot, &job->j_key, job->j_off + job->j_sent, chunk,

@@ -132,6 +132,7 @@ static size_t req_fill(struct hmi_swrma_ctx *s, struct swrma_op *q, struct swrma
     if (q->q_dir == HM_NA_RMA_GET) {
         hmi_swrma_encode_req(b->sb_data, SWRMA_GET_REQ, b->sb_req, p->p_slot, &p->p_key,
                              p->p_remote_off, p->p_len);
+        hmi_swrma_encode_get_max(b->sb_data, s->s_buf_size);
         p->p_next = p->p_len;
         return SWRMA_REQ_SIZE;
     }

@@ -33,6 +33,13 @@ void hmi_swrma_encode_req(unsigned char *out, enum swrma_type type, uint64_t id,
     hmi_le_put64(out + 48, len);
 }
 
+void hmi_swrma_encode_get_max(unsigned char *out, size_t max_msg)
+{
+    uint32_t stated = max_msg < SWRMA_MIN_MSG ? 0 : max_msg > UINT32_MAX ? UINT32_MAX
+                                                                          : (uint32_t)max_msg;
+    hmi_le_put32(out + 20, stated);
+}
+
 void hmi_swrma_encode_data(unsigned char *out, uint64_t id, uint64_t off, uint64_t len)
 {
     wire_header(out, SWRMA_GET_DATA, id);
@@ -60,7 +67,10 @@ void hmi_swrma_encode_cancel(unsigned char *out, uint64_t id)
 /* GET_REQ and PUT_DATA: the request fields, and the data for PUT_DATA. */
 static bool wire_decode_req(const unsigned char *in, size_t len, struct swrma_msg *m)
 {
-    if (len < SWRMA_REQ_SIZE || hmi_le_get32(in + 20) != 0)
+    if (len < SWRMA_REQ_SIZE)
+        return false;
+    m->m_max_msg = hmi_le_get32(in + 20);
+    if (m->m_max_msg != 0 && (m->m_type != SWRMA_GET_REQ || m->m_max_msg < SWRMA_MIN_MSG))
         return false;
     m->m_slot = hmi_le_get32(in + 16);
     m->m_key.k0 = hmi_le_get64(in + 24);

@@ -14,7 +14,11 @@
  *   GET_REQ   requester -> owner, exactly 56 bytes
  *   PUT_DATA  requester -> owner, 56 bytes then `len` bytes of data
  *      16  u32  key-table slot
- *      20  u32  reserved, 0
+ *      20  u32  GET_REQ: the largest message the requester takes (its eager
+ *               limit), at least SWRMA_MIN_MSG; 0: the owner's own limit.
+ *               The owner cuts GET_DATA to fit it, so peers with different
+ *               eager limits (HM_*_EAGER_LIMIT) can pull from each other.
+ *               PUT_DATA: reserved, 0
  *      24  u64  key, first word
  *      32  u64  key, second word
  *      40  u64  offset in the owner's region
@@ -43,7 +47,10 @@
 
 #include "na/na_keytab.h"
 
-#define SWRMA_VERSION 1u
+#define SWRMA_VERSION 2u /* 2: GET_REQ carries the requester's largest message */
+/* Smallest "largest message" a GET_REQ may state: bounds how finely an owner
+ * cuts a get (every Hermod class takes 4 KiB, core/wire.h). */
+#define SWRMA_MIN_MSG 4096u
 
 enum swrma_type {
     SWRMA_GET_REQ = 1,
@@ -67,6 +74,7 @@ struct swrma_msg {
     struct hmi_keytab_key m_key;   /* GET_REQ, PUT_DATA */
     uint64_t m_off;                /* region offset, or offset within the request */
     uint64_t m_len;                /* bytes asked, carried, or placed (PUT_ACK) */
+    uint32_t m_max_msg;            /* GET_REQ: requester's largest message; 0: any */
     uint32_t m_status;             /* ERR */
     const unsigned char *m_data;   /* PUT_DATA, GET_DATA: m_len bytes */
 };
@@ -78,6 +86,9 @@ bool hmi_swrma_decode(const void *buf, size_t len, struct swrma_msg *out);
 void hmi_swrma_encode_req(unsigned char *out, enum swrma_type type, uint64_t id, uint32_t slot,
                           const struct hmi_keytab_key *key, uint64_t off, uint64_t len);
 /* GET_DATA's header: SWRMA_DATA_SIZE bytes. */
+/* GET_REQ encoded by hmi_swrma_encode_req: state the requester's largest
+ * message (`max_msg` below SWRMA_MIN_MSG states none). */
+void hmi_swrma_encode_get_max(unsigned char *out, size_t max_msg);
 void hmi_swrma_encode_data(unsigned char *out, uint64_t id, uint64_t off, uint64_t len);
 /* PUT_ACK (`value` = bytes placed) or ERR (`value` = status): SWRMA_ACK_SIZE bytes. */
 void hmi_swrma_encode_reply(unsigned char *out, enum swrma_type type, uint64_t id,

@@ -1,8 +1,9 @@
 /*
  * CRC32C end to end: a server and a client that both checksum exchange RPCs
  * (strings up to the eager limit); a peer that does not checksum is refused
- * by that server — each of its requests dropped and counted, none handled —
- * and the server keeps serving. Usage: test_core_checksum <protocol URI>.
+ * by that server — each of its requests counted in dropped_checksum, none
+ * handled, each answered HM_CHECKSUM_MISMATCH at once (wire v3; before, the
+ * caller waited for its timeout) — and the server keeps serving. Usage: test_core_checksum <protocol URI>.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -51,7 +52,8 @@ static void test_peer_without_checksum_refused(void **state)
     core_class_opts = &checksum_on;
     assert_int_equal(ret, HM_SUCCESS);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(core_call(&plain, plain.ids.marked, NULL, NULL, 300), HM_TIMEOUT);
+        assert_int_equal(core_call(&plain, plain.ids.marked, NULL, NULL, 10000),
+                         HM_CHECKSUM_MISMATCH); /* answered, not left to time out */
     core_client_close(&plain);
     assert_int_equal(core_server_stats(&core_client, &after), HM_SUCCESS);
     assert_int_equal(after.dropped_checksum - before.dropped_checksum, 3);

@@ -303,6 +303,7 @@ static void test_class_destroy(void **state)
     assert_int_equal(hm_register(cls, "misuse.late", NULL, NULL, NULL, NULL), HM_NOENTRY);
     assert_int_equal(hm_register_data(cls, fx.echo, NULL, NULL), HM_NOENTRY);
     assert_int_equal(hm_registered_disable_response(cls, fx.echo, true), HM_NOENTRY);
+    assert_int_equal(hm_rpc_protocol_register(cls, "misuse_late", 1, 0), HM_NOENTRY);
     /* A context is not a class. */
     assert_int_equal(hm_class_destroy((hm_class_t *)fx.cli), HM_NOENTRY);
 }
@@ -348,6 +349,15 @@ static void test_register(void **state)
     assert_null(hm_registered_data(fx.cls, unknown));
     assert_int_equal(hm_registered_disable_response(NULL, fx.echo, true), HM_INVALID_ARG);
     assert_int_equal(hm_registered_disable_response(fx.cls, unknown, true), HM_NOENTRY);
+    /* RPC protocols: names, versions ("none" is reserved on the wire), twice. */
+    assert_int_equal(hm_rpc_protocol_register(NULL, "mproto", 1, 0), HM_INVALID_ARG);
+    assert_int_equal(hm_rpc_protocol_register(fx.cls, NULL, 1, 0), HM_INVALID_ARG);
+    assert_int_equal(hm_rpc_protocol_register(fx.cls, "", 1, 0), HM_INVALID_ARG);
+    assert_int_equal(hm_rpc_protocol_register(fx.cls, "mproto.", 1, 0), HM_INVALID_ARG);
+    assert_int_equal(hm_rpc_protocol_register(fx.cls, "mproto", UINT16_MAX, 0), HM_INVALID_ARG);
+    assert_int_equal(hm_rpc_protocol_register(fx.cls, "mproto", 1, UINT16_MAX), HM_INVALID_ARG);
+    assert_int_equal(hm_rpc_protocol_register(fx.cls, "mproto", 0, 0), HM_SUCCESS);
+    assert_int_equal(hm_rpc_protocol_register(fx.cls, "mproto", 2, 1), HM_EXISTS);
 }
 
 /* ---- core.h: contexts ----------------------------------------------------------------------- */
@@ -620,6 +630,7 @@ static void test_handle_create(void **state)
     assert_int_equal(hm_handle_get_id(NULL), 0);
     assert_null(hm_handle_get_context(NULL));
     assert_null(hm_handle_get_data(NULL));
+    assert_string_equal(hm_handle_error_detail(NULL), "");
     /* An RPC this class never registered: the handle exists, forwarding it does not. */
     struct done d = {0};
     uint32_t in = 1;
@@ -653,6 +664,7 @@ static void test_handle_in_flight(void **state)
     assert_int_equal(hm_forward(h, &in, done_cb, &d, NULL), HM_BUSY);
     assert_int_equal(hm_call(h, &in, &out, 0), HM_BUSY);
     assert_int_equal(hm_handle_reset(h, fx.srv_addr, fx.echo), HM_BUSY);
+    assert_string_equal(hm_handle_error_detail(h), ""); /* in flight */
     assert_int_equal(hm_get_output(h, &out), HM_NOENTRY);
     assert_int_equal(hm_free_output(h, &out), HM_NOENTRY);
     assert_int_equal(hm_get_input(h, &in), HM_INVALID_ARG);  /* a client handle */
@@ -662,6 +674,7 @@ static void test_handle_in_flight(void **state)
     assert_int_equal(hm_context_destroy(fx.cli), HM_BUSY); /* an RPC in flight */
     pump(&d.count, 1);
     assert_int_equal(d.ret, HM_SUCCESS);
+    assert_string_equal(hm_handle_error_detail(h), ""); /* nothing to add to success */
     assert_int_equal(hm_get_output(NULL, &out), HM_INVALID_ARG);
     assert_int_equal(hm_get_output(h, NULL), HM_INVALID_ARG);
     assert_int_equal(hm_get_output(h, &out), HM_SUCCESS);

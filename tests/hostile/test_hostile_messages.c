@@ -93,6 +93,35 @@ static void raw_header(struct raw *raw, uint32_t payload)
     hmi_wire_encode(raw->buf, &hdr, false);
 }
 
+/* Wire v3 fields that lie (wire.h): each must be dropped as malformed. */
+static int send_v3_lies(struct raw *raw)
+{
+    int sent = 0;
+    raw_header(raw, 0);
+    raw->buf[34] = 1; /* a receive limit below the 4 KiB every class takes */
+    raw->buf[35] = 0;
+    sent += raw_send(raw, HMI_WIRE_HEADER_SIZE) == 0;
+    raw_header(raw, 0);
+    raw->buf[44] = 3; /* a protocol version without a protocol id */
+    sent += raw_send(raw, HMI_WIRE_HEADER_SIZE) == 0;
+    raw_header(raw, 0);
+    raw->buf[40] = 7; /* a protocol id asking for version "none" */
+    raw->buf[44] = 0xff;
+    raw->buf[45] = 0xff;
+    sent += raw_send(raw, HMI_WIRE_HEADER_SIZE) == 0;
+    struct hmi_wire_header resp = {
+        .flags = HMI_WIRE_F_RESPONSE,
+        .rpc_id = 1,
+        .cookie = 1,
+        .budget_us = HMI_WIRE_NO_BUDGET,
+        .proto_id = 7, /* a plain response naming a protocol */
+    };
+    hmi_wire_encode(raw->buf, &resp, false);
+    sent += raw_send(raw, HMI_WIRE_HEADER_SIZE) == 0;
+    return sent;
+}
+#define V3_LIES 4
+
 /* The attacker: every message it sends must be dropped as malformed. */
 static int attacker_main(void *arg)
 {
@@ -124,6 +153,7 @@ static int attacker_main(void *arg)
     sent += raw_send(&raw, HMI_WIRE_HEADER_SIZE + 100) == 0;
     raw_header(&raw, 16); /* declared 16, carries 8 */
     sent += raw_send(&raw, HMI_WIRE_HEADER_SIZE + 8) == 0;
+    sent += send_v3_lies(&raw);
     raw.cls->c_ops.msg_buf_free(raw.cls, raw.buf, raw.desc);
     hm_na_op_destroy(raw.op);
     raw.cls->c_ops.addr_unref(raw.server);
@@ -182,7 +212,7 @@ static void test_garbage_messages(void **state)
     assert_int_equal(hm_test_recv(&attacker, line, sizeof(line), 90000), 0);
     assert_int_equal(hm_test_wait(&attacker, 20), 0);
     int sent = atoi(line);
-    int expected = RANDOM_MSGS + (HMI_WIRE_HEADER_SIZE - 1) + 4 + 2;
+    int expected = RANDOM_MSGS + (HMI_WIRE_HEADER_SIZE - 1) + 4 + 2 + V3_LIES;
 
     uint64_t rss_after = hostile_rss_kb(server.pid);
     unsigned long ok = 0, failed = 0;

@@ -21,6 +21,7 @@ static const struct hmi_wire_header base_request = {
     .cookie = 0x0123456789abcdefull,
     .budget_us = 5000,
     .ret = 0,
+    .recv_kib = 64,
 };
 
 /* A message of header + PAYLOAD bytes, in a buffer of exactly that size. */
@@ -42,8 +43,12 @@ static hmi_wire_verdict_t check(const uint8_t *msg, size_t len, bool require)
 
 static void test_round_trip(void **state)
 {
+    struct hmi_wire_header hdr = base_request;
+    hdr.proto_id = 0x1234;
+    hdr.proto_major = 2;
+    hdr.proto_minor = 7;
     for (int checksum = 0; checksum < 2; checksum++) {
-        uint8_t *msg = make_msg(&base_request, checksum);
+        uint8_t *msg = make_msg(&hdr, checksum);
         struct hmi_wire_header out;
         assert_int_equal(hmi_wire_check(msg, HMI_WIRE_HEADER_SIZE + PAYLOAD, checksum, &out),
                          HMI_WIRE_OK);
@@ -54,6 +59,10 @@ static void test_round_trip(void **state)
         assert_int_equal(out.payload_len, PAYLOAD);
         assert_true(out.cookie == base_request.cookie);
         assert_int_equal(out.budget_us, 5000);
+        assert_int_equal(out.recv_kib, 64);
+        assert_int_equal(out.proto_id, 0x1234);
+        assert_int_equal(out.proto_major, 2);
+        assert_int_equal(out.proto_minor, 7);
         free(msg);
     }
 }
@@ -139,6 +148,39 @@ static void test_flags(void **state)
     expect_flags(HMI_WIRE_F_ACK, HMI_WIRE_BAD_FIELD); /* an ack with a payload */
 }
 
+/* Protocol fields (wire v3): checked per kind of message. */
+static void test_protocol_fields(void **state)
+{
+    struct hmi_wire_header hdr = base_request;
+    hdr.proto_id = 0x1234;
+    hdr.proto_major = HMI_WIRE_PROTO_NONE; /* a request never asks "none" */
+    uint8_t *msg = make_msg(&hdr, false);
+    assert_int_equal(check(msg, HMI_WIRE_HEADER_SIZE + PAYLOAD, false), HMI_WIRE_BAD_FIELD);
+    free(msg);
+    hdr = base_request;
+    hdr.proto_major = 1; /* a version without a protocol */
+    msg = make_msg(&hdr, false);
+    assert_int_equal(check(msg, HMI_WIRE_HEADER_SIZE + PAYLOAD, false), HMI_WIRE_BAD_FIELD);
+    free(msg);
+    hdr.flags = HMI_WIRE_F_RESPONSE; /* a plain response names no protocol */
+    hdr.budget_us = HMI_WIRE_NO_BUDGET;
+    hdr.proto_id = 0x1234;
+    msg = make_msg(&hdr, false);
+    assert_int_equal(check(msg, HMI_WIRE_HEADER_SIZE + PAYLOAD, false), HMI_WIRE_BAD_FIELD);
+    free(msg);
+    hdr.flags = HMI_WIRE_F_RESPONSE | HMI_WIRE_F_ERROR; /* a refusal says what is served */
+    hdr.payload_len = 0;
+    hdr.ret = HM_INCOMPATIBLE;
+    hdr.proto_major = HMI_WIRE_PROTO_NONE;
+    hdr.proto_minor = HMI_WIRE_PROTO_NONE;
+    msg = make_msg(&hdr, true);
+    struct hmi_wire_header out;
+    assert_int_equal(hmi_wire_check(msg, HMI_WIRE_HEADER_SIZE, true, &out), HMI_WIRE_OK);
+    assert_int_equal(out.ret, HM_INCOMPATIBLE);
+    assert_int_equal(out.proto_major, HMI_WIRE_PROTO_NONE);
+    free(msg);
+}
+
 static void test_ack(void **state)
 {
     struct hmi_wire_header hdr = base_request;
@@ -156,9 +198,10 @@ static void test_ack(void **state)
 static void test_fields(void **state)
 {
     uint8_t *msg = make_msg(&base_request, false);
-    msg[34] = 1; /* reserved */
+    assert_int_equal(msg[34], 64); /* the receive limit, in KiB */
+    msg[34] = HMI_WIRE_FIRST_LIMIT / 1024 - 1; /* a receive limit below the floor */
     assert_int_equal(check(msg, HMI_WIRE_HEADER_SIZE + PAYLOAD, false), HMI_WIRE_BAD_FIELD);
-    msg[34] = 0;
+    msg[34] = 64;
     msg[28] = 1; /* return code in a request */
     assert_int_equal(check(msg, HMI_WIRE_HEADER_SIZE + PAYLOAD, false), HMI_WIRE_BAD_FIELD);
     free(msg);
@@ -231,7 +274,13 @@ static void test_checksum_required(void **state)
 {
     uint8_t *msg = make_msg(&base_request, false);
     size_t len = HMI_WIRE_HEADER_SIZE + PAYLOAD;
-    assert_int_equal(check(msg, len, true), HMI_WIRE_BAD_CHECKSUM);
+    /* No CRC where one is required: told apart from corruption, fields decoded. */
+    struct hmi_wire_header out;
+    assert_int_equal(hmi_wire_check(msg, len, true, &out), HMI_WIRE_NO_CHECKSUM);
+    assert_true(out.cookie == base_request.cookie);
+    msg[4] = 0; /* ... but only when everything else checks */
+    assert_int_equal(check(msg, len, true), HMI_WIRE_BAD_VERSION);
+    msg[4] = HMI_WIRE_VERSION;
     msg[36] = 1; /* a CRC without the flag */
     assert_int_equal(check(msg, len, false), HMI_WIRE_BAD_CHECKSUM);
     free(msg);
@@ -248,6 +297,7 @@ int main(void)
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_fields),
         cmocka_unit_test(test_ack),
+        cmocka_unit_test(test_protocol_fields),
         cmocka_unit_test(test_budget_and_retry_hint),
         cmocka_unit_test(test_checksum_catches_every_byte),
         cmocka_unit_test(test_checksum_required),
