@@ -139,7 +139,13 @@ hm_return_t hmi_swrma_cancel(hm_na_context_t *ctx, hm_na_op_t *op);
  *                 a bad reply) while their data was still coming
  *   ss_cancels_lost CANCELs not sent: the waiting ring was full, or the
  *                 send failed (the owner streams on; replies are "late")
- * and gauges: ss_bufs (send buffers made, <= 32), ss_jobs (jobs queued).
+ *   ss_window_waits times a peer's ops waited at the requester's window
+ *                 of requests outstanding per peer (once per episode)
+ * either side:
+ *   ss_share_waits times a peer's work waited because it held its share of
+ *                 the send buffers (8 of 32) in flight (once per episode)
+ * and gauges: ss_bufs (send buffers made, <= 32), ss_jobs (jobs queued),
+ * ss_peers (per-peer records in use).
  */
 struct hmi_swrma_stats {
     uint64_t ss_refused;
@@ -153,8 +159,11 @@ struct hmi_swrma_stats {
     uint64_t ss_cancel_unknown;
     uint64_t ss_cancels_sent;
     uint64_t ss_cancels_lost;
+    uint64_t ss_window_waits;
+    uint64_t ss_share_waits;
     uint64_t ss_bufs;
     uint64_t ss_jobs;
+    uint64_t ss_peers;
 };
 /* Copy the counters of `ctx` (all zero for a class without the engine). */
 void hmi_swrma_stats(hm_na_context_t *ctx, struct hmi_swrma_stats *out);

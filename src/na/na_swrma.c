@@ -34,10 +34,22 @@ hm_return_t hmi_swrma_context_init(hm_na_context_t *ctx)
         return HM_NOMEM;
     s->s_ctx = ctx;
     s->s_jobs_peer_max = swrma_jobs_peer_max();
+    /* Below the per-peer job cap (as this process sets it for the peers it
+     * asks): each outstanding request is at most one job at its owner. */
+    s->s_window = s->s_jobs_peer_max / 2 < SWRMA_PEER_WINDOW ? s->s_jobs_peer_max / 2
+                                                             : SWRMA_PEER_WINDOW;
+    if (s->s_window == 0)
+        s->s_window = 1;
     s->s_buf_size = ctx->x_class->c_eager_limit;
+    if (hmi_hmap_init(&s->s_peers, 0) != HM_SUCCESS) {
+        free(s);
+        return HM_NOMEM;
+    }
     hmi_list_init(&s->s_free_jobs);
-    hmi_list_init(&s->s_jobs);
-    hmi_list_init(&s->s_sendq);
+    hmi_list_init(&s->s_peers_used);
+    hmi_list_init(&s->s_peer_free);
+    hmi_list_init(&s->s_owner_ready);
+    hmi_list_init(&s->s_req_ready);
     s->s_table_free = UINT32_MAX;
     ctx->x_rma = s;
     return HM_SUCCESS;
@@ -81,7 +93,7 @@ void hmi_swrma_context_fini(hm_na_context_t *ctx)
     for (unsigned int i = 0; i < s->s_bufs_made; i++)
         swrma_buf_destroy(s, &s->s_bufs[i]);
     free(s->s_jobs_mem);
-    hmi_hmap_destroy(&s->s_peer_jobs);
+    hmi_swrma_peers_fini(s);
     free(s->s_table);
     free(s);
     ctx->x_rma = NULL;
@@ -96,6 +108,7 @@ void hmi_swrma_stats(hm_na_context_t *ctx, struct hmi_swrma_stats *out)
     *out = s->s_stats;
     out->ss_bufs = s->s_bufs_made;
     out->ss_jobs = s->s_jobs_queued;
+    out->ss_peers = s->s_peers_live;
 }
 
 /* ---- send buffers ------------------------------------------------------------- */
@@ -110,12 +123,24 @@ static void swrma_buf_put(struct hmi_swrma_ctx *s, struct swrma_buf *b)
     s->s_free_bufs = b;
 }
 
+/* `b`'s send is over: its peer may take another buffer. */
+static void swrma_buf_unshare(struct hmi_swrma_ctx *s, struct swrma_buf *b)
+{
+    struct swrma_peer *pr = b->sb_peer;
+    if (pr == NULL)
+        return;
+    b->sb_peer = NULL;
+    pr->pr_bufs--;
+    hmi_swrma_peer_update(s, pr);
+}
+
 /* A send completed (or was canceled at close): the buffer is free again. */
 static void swrma_buf_sent(hm_na_op_t *op, hm_return_t status)
 {
     struct swrma_buf *b = op->o_arg;
     struct hmi_swrma_ctx *s = b->sb_ctx;
     uint64_t req = b->sb_req;
+    swrma_buf_unshare(s, b);
     swrma_buf_put(s, b);
     if (status != HM_SUCCESS && req != 0)
         hmi_swrma_req_send_failed(s, req, status);
@@ -161,11 +186,16 @@ struct swrma_buf *hmi_swrma_buf_get(struct hmi_swrma_ctx *s, bool req)
 }
 
 hm_return_t hmi_swrma_buf_send(struct hmi_swrma_ctx *s, struct swrma_buf *b,
-                               hm_na_addr_t *peer, size_t len)
+                               struct swrma_peer *pr, hm_na_addr_t *peer, size_t len)
 {
+    b->sb_peer = pr;
+    if (pr != NULL)
+        pr->pr_bufs++; /* before the post: its completion may not precede the count */
     hm_return_t ret = hm_na_msg_send(s->s_ctx, peer, b->sb_data, len, b->sb_desc, b->sb_op);
-    if (ret != HM_SUCCESS)
+    if (ret != HM_SUCCESS) {
+        swrma_buf_unshare(s, b);
         swrma_buf_put(s, b); /* never posted: its callback will not run */
+    }
     return ret;
 }
 
@@ -179,36 +209,17 @@ static bool swrma_buf_ready(const struct hmi_swrma_ctx *s, bool req)
 
 /* ---- job records ---------------------------------------------------------------- */
 
-/* First job: the records and the per-peer map, sized so neither grows later. */
+/* First job: the records, made once. */
 static bool swrma_jobs_make(struct hmi_swrma_ctx *s)
 {
     if (s->s_jobs_mem != NULL)
         return true;
-    if (hmi_hmap_init(&s->s_peer_jobs, SWRMA_JOBS) != HM_SUCCESS)
-        return false;
     s->s_jobs_mem = calloc(SWRMA_JOBS, sizeof(*s->s_jobs_mem));
-    if (s->s_jobs_mem == NULL) {
-        hmi_hmap_destroy(&s->s_peer_jobs);
+    if (s->s_jobs_mem == NULL)
         return false;
-    }
     for (unsigned int i = 0; i < SWRMA_JOBS; i++)
         hmi_list_push_back(&s->s_free_jobs, &s->s_jobs_mem[i].j_link);
     return true;
-}
-
-/* Jobs `peer` holds (0 when none). */
-static uintptr_t swrma_peer_jobs(const struct hmi_swrma_ctx *s, hm_na_addr_t *peer)
-{
-    return (uintptr_t)hmi_hmap_get(&s->s_peer_jobs, (uint64_t)(uintptr_t)peer);
-}
-
-/* Set the jobs of `peer` to `count` (the map holds only non-zero counts). */
-static hm_return_t swrma_peer_jobs_set(struct hmi_swrma_ctx *s, hm_na_addr_t *peer,
-                                       uintptr_t count)
-{
-    uint64_t key = (uint64_t)(uintptr_t)peer;
-    (void)hmi_hmap_remove(&s->s_peer_jobs, key);
-    return count == 0 ? HM_SUCCESS : hmi_hmap_put(&s->s_peer_jobs, key, (void *)count);
 }
 
 hm_return_t hmi_swrma_job_get(struct hmi_swrma_ctx *s, hm_na_addr_t *peer,
@@ -216,26 +227,36 @@ hm_return_t hmi_swrma_job_get(struct hmi_swrma_ctx *s, hm_na_addr_t *peer,
 {
     if (!swrma_jobs_make(s) || hmi_list_empty(&s->s_free_jobs))
         return HM_BUSY;
-    uintptr_t held = swrma_peer_jobs(s, peer);
-    if (held >= s->s_jobs_peer_max)
+    struct swrma_peer *pr = hmi_swrma_peer_get(s, peer);
+    if (pr == NULL)
+        return HM_BUSY; /* no memory for its record */
+    if (pr->pr_jobs_n >= s->s_jobs_peer_max) {
+        hmi_swrma_peer_update(s, pr);
         return HM_OVERLOADED;
-    if (swrma_peer_jobs_set(s, peer, held + 1) != HM_SUCCESS)
-        return HM_BUSY; /* the map was sized for every job: not expected */
+    }
     struct swrma_job *job =
         hmi_container_of(hmi_list_pop_front(&s->s_free_jobs), struct swrma_job, j_link);
     s->s_ctx->x_class->c_ops.addr_ref(peer);
     job->j_peer = peer;
+    job->j_prec = pr;
+    pr->pr_jobs_n++;
     s->s_jobs_queued++;
     *out = job;
     return HM_SUCCESS;
 }
 
+void hmi_swrma_job_queue(struct hmi_swrma_ctx *s, struct swrma_job *job)
+{
+    hmi_list_push_back(&job->j_prec->pr_jobs, &job->j_link);
+    hmi_swrma_peer_update(s, job->j_prec);
+}
+
 void hmi_swrma_job_put(struct hmi_swrma_ctx *s, struct swrma_job *job)
 {
-    uintptr_t held = swrma_peer_jobs(s, job->j_peer);
-    (void)swrma_peer_jobs_set(s, job->j_peer, held > 0 ? held - 1 : 0); /* shrinks: no alloc */
+    job->j_prec->pr_jobs_n--;
     s->s_ctx->x_class->c_ops.addr_unref(job->j_peer);
     job->j_peer = NULL;
+    job->j_prec = NULL;
     s->s_jobs_queued--;
     hmi_list_push_front(&s->s_free_jobs, &job->j_link);
 }
@@ -271,8 +292,8 @@ bool hmi_swrma_pending(hm_na_context_t *ctx)
     /* Work with no buffer to take waits for a send to complete, which is a
      * transport event: the context may sleep until then. */
     struct hmi_swrma_ctx *s = swrma_of(ctx);
-    return (!hmi_list_empty(&s->s_jobs) && swrma_buf_ready(s, false)) ||
-           ((!hmi_list_empty(&s->s_sendq) || hmi_swrma_req_cancels_waiting(s)) &&
+    return (!hmi_list_empty(&s->s_owner_ready) && swrma_buf_ready(s, false)) ||
+           ((!hmi_list_empty(&s->s_req_ready) || hmi_swrma_req_cancels_waiting(s)) &&
             swrma_buf_ready(s, true));
 }
 

@@ -17,7 +17,7 @@ static bool cancel_post(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, uint64_t id
     if (b == NULL)
         return false;
     hmi_swrma_encode_cancel(b->sb_data, id);
-    if (hmi_swrma_buf_send(s, b, peer, SWRMA_HDR_SIZE) == HM_SUCCESS)
+    if (hmi_swrma_buf_send(s, b, NULL, peer, SWRMA_HDR_SIZE) == HM_SUCCESS)
         s->s_stats.ss_cancels_sent++;
     else
         s->s_stats.ss_cancels_lost++; /* the peer is going: its jobs go with it */

@@ -8,6 +8,8 @@
  *   na_swrma_owner.c  the owner: every request checked against the key table
  *                     (hmi_keytab_pin) at the moment it copies
  *   na_swrma_cancel.c the requester's CANCELs of gets given up
+ *   na_swrma_peer.c   per-peer records: a peer's share of the send buffers,
+ *                     the owner's jobs and the requester's window, per peer
  *   na_swrma_wire.c   the wire format (na_swrma_wire.h)
  *
  * Everything here runs with the context serialized (na.h, "Threads").
@@ -27,20 +29,36 @@
  * at most s_jobs_peer_max (SWRMA_JOBS_PEER, env HM_SWRMA_JOBS_PEER) of one
  * peer, the peer being the address the plugin delivered the request from.
  * CANCELs that found no buffer wait in a ring of SWRMA_CANCELS.
+ *
+ * Per peer (a record while it has jobs, live ops or sends in flight): at
+ * most SWRMA_SHARE of the send buffers in flight to it, so a peer that
+ * stops reading holds at most that many and the others keep theirs; its
+ * work waits in its own queue (peers are served round-robin). The
+ * requester keeps at most s_window requests (GET_REQ pieces unanswered,
+ * PUT_DATA unacknowledged) outstanding at one peer, SWRMA_PEER_WINDOW or
+ * half the per-peer job cap if lower, so its own owner never refuses it
+ * over that cap (each outstanding request is at most one job there; the
+ * margin covers pieces given up whose CANCEL is still on its way).
  */
 #define SWRMA_BUFS 32u
 #define SWRMA_REQ_BUFS 24u
 #define SWRMA_JOBS 1024u
 #define SWRMA_JOBS_PEER 256u     /* default per-peer cap */
 #define SWRMA_CANCELS 64u
+#define SWRMA_SHARE 8u           /* send buffers in flight to one peer */
+#define SWRMA_PEER_WINDOW 64u    /* requests outstanding at one peer (requester) */
+#define SWRMA_PEER_CHUNK 64u     /* peer records are made this many at a time */
 #define SWRMA_WINDOW 8u          /* PUT_DATA messages unacknowledged per op */
 #define SWRMA_AHEAD 32u          /* GET_DATA runs placed past a piece's prefix, per op */
 #define SWRMA_TABLE_MIN 64u      /* requester table's first size (doubles) */
 #define SWRMA_TABLE_MAX (1u << 24)
 
+struct swrma_peer;
+
 /* A send buffer and the NA op that sends it. */
 struct swrma_buf {
     struct hmi_swrma_ctx *sb_ctx;
+    struct swrma_peer *sb_peer;  /* while sending: the peer it counts against, or NULL */
     hm_na_op_t *sb_op;           /* o_arg = this buffer */
     unsigned char *sb_data;      /* msg_buf_alloc'ed, c_eager_limit bytes */
     void *sb_desc;
@@ -56,8 +74,9 @@ enum swrma_job_kind {
 
 /* An owner's queued work for one request. */
 struct swrma_job {
-    struct hmi_list j_link;      /* s_jobs, or the free list */
+    struct hmi_list j_link;      /* its peer's pr_jobs, or the free list */
     hm_na_addr_t *j_peer;        /* one reference (addr_ref) while queued */
+    struct swrma_peer *j_prec;   /* j_peer's record, while queued */
     uint64_t j_id;
     uint8_t j_kind;
     uint8_t j_reply_type;        /* REPLY: SWRMA_PUT_ACK or SWRMA_ERR */
@@ -74,6 +93,27 @@ struct swrma_job {
 struct swrma_cancel {
     hm_na_addr_t *c_peer;        /* one reference (addr_ref) */
     uint64_t c_id;
+};
+
+/*
+ * One peer, as the plugin delivered it (the address pointer, never a field
+ * of a message), while it has work here. Not referenced: jobs hold their
+ * address, ops borrow theirs from the caller, and the record only keys on
+ * the pointer. Pooled (s_peer_free), found by s_peers.
+ */
+struct swrma_peer {
+    hm_na_addr_t *pr_addr;       /* the key */
+    struct hmi_list pr_all;      /* s_peers_used, or s_peer_free */
+    struct hmi_list pr_owner_link; /* on s_owner_ready: jobs queued, share not full */
+    struct hmi_list pr_req_link; /* on s_req_ready: ops to send, share and window not full */
+    struct hmi_list pr_jobs;     /* owner: its queued jobs, served in turn */
+    struct hmi_list pr_sendq;    /* requester: its ops with a message to send */
+    uint32_t pr_jobs_n;          /* owner: jobs queued (per-peer cap) */
+    uint32_t pr_bufs;            /* send buffers in flight to it (SWRMA_SHARE) */
+    uint32_t pr_asked;           /* requester: requests outstanding (s_window) */
+    uint32_t pr_ops;             /* requester: live ops with it */
+    bool pr_held_share;          /* work waiting at a full share (counted once) */
+    bool pr_held_window;         /* ops waiting at a full window (counted once) */
 };
 
 /* One entry of the requester's table; the request id names it. */
@@ -105,8 +145,9 @@ struct swrma_run {
 /* A requester's op (hm_na_op_t.o_rma). */
 struct swrma_op {
     hm_na_op_t *q_op;
-    struct hmi_list q_sendq;     /* on s_sendq while it has a message to send */
+    struct hmi_list q_sendq;     /* on its peer's pr_sendq while it has a message to send */
     hm_na_addr_t *q_peer;        /* borrowed: the caller keeps it (na.h) */
+    struct swrma_peer *q_prec;   /* q_peer's record, while posted */
     enum hm_na_rma_dir q_dir;
     unsigned int q_count;
     uint32_t q_index;            /* entry in the table, while posted */
@@ -130,14 +171,19 @@ struct hmi_swrma_ctx {
     struct swrma_buf *s_free_bufs;
     struct swrma_job *s_jobs_mem; /* SWRMA_JOBS records, made on first need */
     struct hmi_list s_free_jobs;
-    struct hmi_list s_jobs;      /* owner: queued, served round-robin */
     unsigned int s_jobs_queued;
     unsigned int s_jobs_peer_max; /* per-peer cap (0: none but SWRMA_JOBS) */
-    struct hmi_hmap s_peer_jobs; /* peer address -> its jobs (count as pointer) */
+    unsigned int s_window;       /* requester: requests outstanding per peer */
+    struct hmi_hmap s_peers;     /* peer address -> its record */
+    struct hmi_list s_peers_used; /* records in use */
+    struct hmi_list s_peer_free; /* records made and free */
+    void *s_peer_chunks;         /* made records, SWRMA_PEER_CHUNK at a time (linked) */
+    unsigned int s_peers_live;
+    struct hmi_list s_owner_ready; /* owner: peers with jobs that may send, round-robin */
+    struct hmi_list s_req_ready; /* requester: peers with ops that may send, round-robin */
     struct swrma_cancel s_cancels[SWRMA_CANCELS]; /* ring */
     unsigned int s_cancel_head;
     unsigned int s_cancel_count;
-    struct hmi_list s_sendq;     /* requester: ops with a message to send */
     struct swrma_entry *s_table;
     uint32_t s_table_size;
     uint32_t s_table_free;       /* first free entry, or UINT32_MAX */
@@ -155,19 +201,42 @@ static inline struct hmi_swrma_ctx *swrma_of(hm_na_context_t *ctx)
 /* A free send buffer, for the requester (`req`) or the owner; NULL when none. */
 struct swrma_buf *hmi_swrma_buf_get(struct hmi_swrma_ctx *s, bool req);
 /*
- * Send `len` bytes of `b` to `peer`; on an error the buffer is back in the
- * pool and the error is returned (the message is lost).
+ * Send `len` bytes of `b` to `peer`, counted against its record `pr` (NULL:
+ * not counted) until the send completes; on an error the buffer is back in
+ * the pool and the error is returned (the message is lost).
  */
 hm_return_t hmi_swrma_buf_send(struct hmi_swrma_ctx *s, struct swrma_buf *b,
-                               hm_na_addr_t *peer, size_t len);
+                               struct swrma_peer *pr, hm_na_addr_t *peer, size_t len);
 /*
- * A free job record for `peer` (j_peer set, referenced): HM_OVERLOADED at
- * the peer's cap, HM_BUSY at the context's (or without memory).
+ * A free job record for `peer` (j_peer set, referenced; j_prec its record):
+ * HM_OVERLOADED at the peer's cap, HM_BUSY at the context's (or without
+ * memory). Queue it with hmi_swrma_job_queue.
  */
 hm_return_t hmi_swrma_job_get(struct hmi_swrma_ctx *s, hm_na_addr_t *peer,
                               struct swrma_job **out);
-/* Give back a job that is no longer queued; drops its peer reference. */
+/* Queue `job` at the back of its peer's jobs. */
+void hmi_swrma_job_queue(struct hmi_swrma_ctx *s, struct swrma_job *job);
+/*
+ * Give back a job that is no longer queued; drops its peer reference. Its
+ * record stays until the caller's hmi_swrma_peer_update.
+ */
 void hmi_swrma_job_put(struct hmi_swrma_ctx *s, struct swrma_job *job);
+
+/* na_swrma_peer.c */
+/* The record of `addr`, or NULL. */
+struct swrma_peer *hmi_swrma_peer_find(const struct hmi_swrma_ctx *s, hm_na_addr_t *addr);
+/* The record of `addr`, made when it has none; NULL without memory. */
+struct swrma_peer *hmi_swrma_peer_get(struct hmi_swrma_ctx *s, hm_na_addr_t *addr);
+/* May one more message go to `pr` now (its share not full)? */
+bool hmi_swrma_peer_room(const struct swrma_peer *pr);
+/*
+ * After a change to `pr`: put it on (or off) the ready lists, count work
+ * held back, and give the record back once it has nothing (then `pr` must
+ * not be used again).
+ */
+void hmi_swrma_peer_update(struct hmi_swrma_ctx *s, struct swrma_peer *pr);
+/* Context close: free every record. */
+void hmi_swrma_peers_fini(struct hmi_swrma_ctx *s);
 
 /* na_swrma_owner.c */
 void hmi_swrma_owner_recv(struct hmi_swrma_ctx *s, hm_na_addr_t *source,

@@ -21,6 +21,12 @@
  * again), over its peer's cap with ERR HM_OVERLOADED (the requester's op
  * fails so); a reply that finds neither a buffer nor a job record is dropped
  * and counted (ss_dropped).
+ *
+ * Every reply counts against its peer's share of the send buffers
+ * (SWRMA_SHARE in flight, na_swrma_peer.c): a peer that asks and then stops
+ * reading holds at most that many, its further replies wait as its jobs,
+ * and other peers' gets and acknowledgements go on. Peers with jobs are
+ * served round-robin, each peer's jobs in turn.
  */
 #include <string.h>
 
@@ -31,22 +37,28 @@
 static void owner_reply(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, enum swrma_type type,
                         uint64_t id, uint64_t value)
 {
-    struct swrma_buf *b = hmi_swrma_buf_get(s, false);
+    struct swrma_peer *pr = hmi_swrma_peer_get(s, peer);
+    struct swrma_buf *b = NULL;
+    if (pr != NULL && hmi_swrma_peer_room(pr))
+        b = hmi_swrma_buf_get(s, false);
     if (b != NULL) {
         hmi_swrma_encode_reply(b->sb_data, type, id, value);
-        (void)hmi_swrma_buf_send(s, b, peer, SWRMA_ACK_SIZE); /* a dead peer: nobody waits */
+        (void)hmi_swrma_buf_send(s, b, pr, peer, SWRMA_ACK_SIZE); /* dead peer: nobody waits */
+        hmi_swrma_peer_update(s, pr);
         return;
     }
     struct swrma_job *job;
-    if (hmi_swrma_job_get(s, peer, &job) != HM_SUCCESS) {
+    if (pr == NULL || hmi_swrma_job_get(s, peer, &job) != HM_SUCCESS) {
         s->s_stats.ss_dropped++;
+        if (pr != NULL)
+            hmi_swrma_peer_update(s, pr);
         return;
     }
     job->j_id = id;
     job->j_kind = SWRMA_JOB_REPLY;
     job->j_reply_type = (uint8_t)type;
     job->j_value = value;
-    hmi_list_push_back(&s->s_jobs, &job->j_link);
+    hmi_swrma_job_queue(s, job);
 }
 
 static void owner_refuse(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, uint64_t id,
@@ -100,22 +112,25 @@ static void owner_get(struct hmi_swrma_ctx *s, hm_na_addr_t *source, const struc
     job->j_sent = 0;
     job->j_max_msg = m->m_max_msg != 0 && m->m_max_msg < s->s_buf_size ? m->m_max_msg
                                                                         : s->s_buf_size;
-    hmi_list_push_back(&s->s_jobs, &job->j_link);
+    hmi_swrma_job_queue(s, job);
 }
 
 /*
  * CANCEL: drop the job `source` queued for request `id`. A linear walk of
- * the queue (at most SWRMA_JOBS records, no allocation); a CANCEL is sent
- * once per abandoned piece.
+ * that peer's jobs (at most its cap, no allocation); a CANCEL is sent once
+ * per abandoned piece.
  */
 static void owner_cancel(struct hmi_swrma_ctx *s, hm_na_addr_t *source, uint64_t id)
 {
+    struct swrma_peer *pr = hmi_swrma_peer_find(s, source);
     struct hmi_list *link;
-    for (link = s->s_jobs.next; link != &s->s_jobs; link = link->next) {
+    for (link = pr != NULL ? pr->pr_jobs.next : NULL; pr != NULL && link != &pr->pr_jobs;
+         link = link->next) {
         struct swrma_job *job = hmi_container_of(link, struct swrma_job, j_link);
-        if (job->j_peer == source && job->j_id == id) {
+        if (job->j_id == id) {
             hmi_list_remove(link);
             hmi_swrma_job_put(s, job);
+            hmi_swrma_peer_update(s, pr);
             s->s_stats.ss_cancels++;
             return;
         }
@@ -149,62 +164,73 @@ static bool owner_get_chunk(struct hmi_swrma_ctx *s, struct swrma_job *job, stru
         /* Revoked since the request was checked: the get stops here. */
         s->s_stats.ss_refused++;
         hmi_swrma_encode_reply(b->sb_data, SWRMA_ERR, job->j_id, (uint64_t)ret);
-        (void)hmi_swrma_buf_send(s, b, job->j_peer, SWRMA_ACK_SIZE);
+        (void)hmi_swrma_buf_send(s, b, job->j_prec, job->j_peer, SWRMA_ACK_SIZE);
         return true;
     }
     hmi_swrma_encode_data(b->sb_data, job->j_id, job->j_sent, chunk);
     memcpy(b->sb_data + SWRMA_DATA_SIZE, src, (size_t)chunk);
     hmi_keytab_unpin(job->j_slot);
-    if (hmi_swrma_buf_send(s, b, job->j_peer, SWRMA_DATA_SIZE + (size_t)chunk) != HM_SUCCESS)
+    if (hmi_swrma_buf_send(s, b, job->j_prec, job->j_peer,
+                           SWRMA_DATA_SIZE + (size_t)chunk) != HM_SUCCESS)
         return true;
     job->j_sent += chunk;
     return job->j_sent == job->j_len;
 }
 
+/*
+ * Send one message of the next ready peer's next job (peers, and each
+ * peer's jobs, take turns); a peer whose share is full is not ready.
+ */
 int hmi_swrma_owner_progress(struct hmi_swrma_ctx *s)
 {
     int sent = 0;
     struct swrma_buf *b;
-    while (!hmi_list_empty(&s->s_jobs) && (b = hmi_swrma_buf_get(s, false)) != NULL) {
+    while (!hmi_list_empty(&s->s_owner_ready) && (b = hmi_swrma_buf_get(s, false)) != NULL) {
+        struct swrma_peer *pr = hmi_container_of(hmi_list_pop_front(&s->s_owner_ready),
+                                                 struct swrma_peer, pr_owner_link);
         struct swrma_job *job =
-            hmi_container_of(hmi_list_pop_front(&s->s_jobs), struct swrma_job, j_link);
+            hmi_container_of(hmi_list_pop_front(&pr->pr_jobs), struct swrma_job, j_link);
         bool over = true;
         if (job->j_kind == SWRMA_JOB_GET) {
             over = owner_get_chunk(s, job, b);
         } else {
             hmi_swrma_encode_reply(b->sb_data, job->j_reply_type, job->j_id, job->j_value);
-            (void)hmi_swrma_buf_send(s, b, job->j_peer, SWRMA_ACK_SIZE);
+            (void)hmi_swrma_buf_send(s, b, pr, job->j_peer, SWRMA_ACK_SIZE);
         }
         if (over)
             hmi_swrma_job_put(s, job);
         else
-            hmi_list_push_back(&s->s_jobs, &job->j_link); /* round-robin among gets */
+            hmi_list_push_back(&pr->pr_jobs, &job->j_link); /* round-robin among its gets */
+        hmi_swrma_peer_update(s, pr); /* to the back of the ready peers, or off */
         sent++;
     }
     return sent;
 }
 
-/* Drop the queued jobs of `peer`, or every job when `peer` is NULL. */
-static void owner_drop(struct hmi_swrma_ctx *s, hm_na_addr_t *peer)
+/* Drop the queued jobs of `pr`. */
+static void owner_drop_peer(struct hmi_swrma_ctx *s, struct swrma_peer *pr)
 {
-    struct hmi_list *link = s->s_jobs.next;
-    while (link != &s->s_jobs) {
-        struct hmi_list *next = link->next;
-        struct swrma_job *job = hmi_container_of(link, struct swrma_job, j_link);
-        if (peer == NULL || job->j_peer == peer) {
-            hmi_list_remove(link);
-            hmi_swrma_job_put(s, job);
-        }
-        link = next;
+    while (!hmi_list_empty(&pr->pr_jobs)) {
+        struct swrma_job *job =
+            hmi_container_of(hmi_list_pop_front(&pr->pr_jobs), struct swrma_job, j_link);
+        hmi_swrma_job_put(s, job);
     }
+    hmi_swrma_peer_update(s, pr);
 }
 
 void hmi_swrma_owner_peer_failed(struct hmi_swrma_ctx *s, hm_na_addr_t *peer)
 {
-    owner_drop(s, peer);
+    struct swrma_peer *pr = hmi_swrma_peer_find(s, peer);
+    if (pr != NULL)
+        owner_drop_peer(s, pr);
 }
 
 void hmi_swrma_owner_fini(struct hmi_swrma_ctx *s)
 {
-    owner_drop(s, NULL);
+    struct hmi_list *link = s->s_peers_used.next;
+    while (link != &s->s_peers_used) {
+        struct hmi_list *next = link->next; /* `link` may go back to the free list */
+        owner_drop_peer(s, hmi_container_of(link, struct swrma_peer, pr_all));
+        link = next;
+    }
 }

@@ -20,9 +20,14 @@
  * or failed on a bad reply) sends CANCEL for each piece still streaming, so
  * the owner drops its job. A put cuts each piece into PUT_DATA messages
  * of what fits in one, at most SWRMA_WINDOW unacknowledged per op. Ops with
- * a message to send wait on s_sendq and take send buffers in turn (at most
- * SWRMA_REQ_BUFS); progress continues them. An op completes once, when
- * every byte is placed or acknowledged, or at its first error.
+ * a message to send wait on their peer's pr_sendq; peers take send buffers
+ * in turn (at most SWRMA_REQ_BUFS, SWRMA_SHARE per peer), and each peer's
+ * ops in turn; progress continues them. Per peer, at most s_window requests
+ * (GET_REQ pieces unanswered, PUT_DATA unacknowledged, q_inflight summed in
+ * pr_asked) are outstanding, below the owner's per-peer job cap, so however
+ * many ops a caller starts its owner never refuses them over that cap; the
+ * rest wait here (ss_window_waits). An op completes once, when every byte is
+ * placed or acknowledged, or at its first error.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -88,8 +93,8 @@ static hm_return_t req_table_take(struct hmi_swrma_ctx *s, struct swrma_op *q)
     return HM_SUCCESS;
 }
 
-/* Complete `q` with `status`: its entry is freed, its local bytes no longer touched. */
-static void req_finish(struct hmi_swrma_ctx *s, struct swrma_op *q, hm_return_t status)
+/* Give back `q`'s entry and its share of its peer (window, live ops). */
+static void req_release(struct hmi_swrma_ctx *s, struct swrma_op *q)
 {
     struct swrma_entry *e = &s->s_table[q->q_index];
     e->e_op = NULL;
@@ -98,6 +103,18 @@ static void req_finish(struct hmi_swrma_ctx *s, struct swrma_op *q, hm_return_t 
     s->s_live_ops--;
     q->q_posted = false;
     hmi_list_remove(&q->q_sendq);
+    struct swrma_peer *pr = q->q_prec;
+    q->q_prec = NULL;
+    pr->pr_asked -= q->q_inflight; /* given up or done: no longer outstanding here */
+    q->q_inflight = 0;
+    pr->pr_ops--;
+    hmi_swrma_peer_update(s, pr);
+}
+
+/* Complete `q` with `status`: its entry is freed, its local bytes no longer touched. */
+static void req_finish(struct hmi_swrma_ctx *s, struct swrma_op *q, hm_return_t status)
+{
+    req_release(s, q);
     if (s->s_in_post)
         hmi_na_op_complete_deferred(q->q_op, status);
     else
@@ -115,10 +132,19 @@ static bool req_can_send(const struct swrma_op *q)
     return false;
 }
 
+/* `q` to the back of its peer's ops, if it has a message to send. */
 static void req_enqueue(struct hmi_swrma_ctx *s, struct swrma_op *q)
 {
     if (!hmi_list_linked(&q->q_sendq) && req_can_send(q))
-        hmi_list_push_back(&s->s_sendq, &q->q_sendq);
+        hmi_list_push_back(&q->q_prec->pr_sendq, &q->q_sendq);
+    hmi_swrma_peer_update(s, q->q_prec);
+}
+
+/* One request of `q` answered (piece placed, PUT_DATA acknowledged, refused busy). */
+static void req_answered(struct swrma_op *q)
+{
+    q->q_inflight--;
+    q->q_prec->pr_asked--;
 }
 
 /* Fill `b` with the next message of `q`; its length. */
@@ -152,17 +178,20 @@ int hmi_swrma_req_progress(struct hmi_swrma_ctx *s)
     hmi_swrma_cancels_flush(s);
     if (s->s_cancel_count > 0)
         return 0; /* no buffer for the requester */
-    while (!hmi_list_empty(&s->s_sendq) && (b = hmi_swrma_buf_get(s, true)) != NULL) {
+    while (!hmi_list_empty(&s->s_req_ready) && (b = hmi_swrma_buf_get(s, true)) != NULL) {
+        struct swrma_peer *pr = hmi_container_of(hmi_list_pop_front(&s->s_req_ready),
+                                                 struct swrma_peer, pr_req_link);
         struct swrma_op *q =
-            hmi_container_of(hmi_list_pop_front(&s->s_sendq), struct swrma_op, q_sendq);
+            hmi_container_of(hmi_list_pop_front(&pr->pr_sendq), struct swrma_op, q_sendq);
         size_t len = req_fill(s, q, b);
-        hm_return_t ret = hmi_swrma_buf_send(s, b, q->q_peer, len);
+        hm_return_t ret = hmi_swrma_buf_send(s, b, pr, q->q_peer, len);
         if (ret != HM_SUCCESS) {
-            req_finish(s, q, ret);
+            req_finish(s, q, ret); /* puts its peer back in turn, or gives it back */
             continue;
         }
         q->q_inflight++;
-        req_enqueue(s, q); /* to the back: ops take turns */
+        pr->pr_asked++;
+        req_enqueue(s, q); /* to the back: peers, and a peer's ops, take turns */
         sent++;
     }
     return sent;
@@ -211,9 +240,16 @@ hm_return_t hmi_swrma_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_d
     struct swrma_op *q = req_op_state(op);
     if (q == NULL)
         return HM_NOMEM;
+    struct swrma_peer *pr = hmi_swrma_peer_get(s, peer);
+    if (pr == NULL)
+        return HM_NOMEM;
     hm_return_t ret = req_table_take(s, q);
-    if (ret != HM_SUCCESS)
+    if (ret != HM_SUCCESS) {
+        hmi_swrma_peer_update(s, pr); /* gives it back if it was made for this op */
         return ret;
+    }
+    pr->pr_ops++;
+    q->q_prec = pr;
     q->q_peer = peer;
     q->q_dir = dir;
     req_copy_pieces(q, pieces, count);
@@ -329,8 +365,10 @@ static void req_get_data(struct hmi_swrma_ctx *s, struct swrma_op *q, unsigned i
         q->q_ahead[q->q_nahead++] =
             (struct swrma_run){.r_off = m->m_off, .r_len = m->m_len, .r_piece = piece};
     }
-    if (p->p_done == p->p_len)
-        q->q_inflight--;
+    if (p->p_done == p->p_len) {
+        req_answered(q);
+        hmi_swrma_peer_update(s, q->q_prec); /* the window may let another op ask */
+    }
     if (q->q_left == 0)
         req_finish(s, q, HM_SUCCESS);
 }
@@ -345,7 +383,7 @@ static void req_put_ack(struct hmi_swrma_ctx *s, struct swrma_op *q, unsigned in
     }
     p->p_done += m->m_len;
     q->q_left -= m->m_len;
-    q->q_inflight--;
+    req_answered(q);
     if (q->q_left == 0)
         req_finish(s, q, HM_SUCCESS);
     else
@@ -363,7 +401,7 @@ static void req_err(struct hmi_swrma_ctx *s, struct swrma_op *q, unsigned int pi
     if (m->m_status == HM_BUSY && q->q_dir == HM_NA_RMA_GET && p->p_done == 0 && runs == 0 &&
         p->p_next == p->p_len) {
         p->p_next = 0;
-        q->q_inflight--;
+        req_answered(q);
         req_enqueue(s, q);
         return;
     }
