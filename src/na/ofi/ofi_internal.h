@@ -74,6 +74,12 @@ struct ofi_quirk {
                                      only trusted peers may reach it (hm_class_info_t.peers) */
 };
 
+/*
+ * Set libfabric's own parameters Hermod depends on (environment defaults a
+ * user's setting overrides), once per process, before the first libfabric
+ * call: providers read them when libfabric initializes.
+ */
+void hmi_ofi_provider_env(void);
 /* The quirks of `protocol`, or NULL. */
 const struct ofi_quirk *hmi_ofi_quirk_find(const char *protocol);
 extern const struct ofi_quirk hmi_ofi_quirks[];

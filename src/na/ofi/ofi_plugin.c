@@ -259,6 +259,7 @@ static hm_return_t ofi_class_open(hm_na_class_t *cls, const char *protocol, cons
     k->k_quirk = hmi_ofi_quirk_find(protocol);
     if (k->k_quirk == NULL)
         return HM_NOT_SUPPORTED;
+    hmi_ofi_provider_env();
     atomic_init(&k->k_next_key, 1);
     atomic_init(&k->k_mr_ctx, NULL);
     if (hmi_ofi_listen_parse(k->k_quirk->q_addr, listen, &k->k_listen, &k->k_listen_set) !=

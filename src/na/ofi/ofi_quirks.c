@@ -4,11 +4,13 @@
  * named fields and never tests a provider's name.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "na/ofi/ofi_internal.h"
 #include "util/compiler.h"
+#include "util/log.h"
 
 const struct ofi_quirk hmi_ofi_quirks[] = {
     {
@@ -87,6 +89,40 @@ const struct ofi_quirk *hmi_ofi_quirk_find(const char *protocol)
         if (strcmp(hmi_ofi_quirks[i].q_protocol, protocol) == 0)
             return &hmi_ofi_quirks[i];
     return NULL;
+}
+
+/*
+ * libfabric parameters set by default (setenv without overwrite), with why.
+ * rxm's shared receive context: without it rxm reposts a fresh bounce
+ * buffer for every unexpected message on every connection, so a peer that
+ * sends faster than the server handles grows the server without bound
+ * (hostile_flood_ofi+tcp on a slowed server: VmHWM 16 GB, one attacker
+ * read far ahead of the others). With it, 256 buffers are shared by all
+ * connections and the tcp provider leaves what does not fit in the
+ * sockets, so TCP's own flow control throttles the sender: the same run
+ * grew the server by 26 MB, the attackers were served evenly, and the
+ * no-op round trip and rate were unchanged (ofi+tcp busy, 1 and 16 in
+ * flight, back to back) with half the resident memory.
+ */
+static const struct {
+    const char *name, *value;
+} ofi_provider_env[] = {
+    {"FI_OFI_RXM_USE_SRX", "1"},
+    {"FI_OFI_RXM_MSG_RX_SIZE", "256"},
+};
+
+static void ofi_provider_env_once(void)
+{
+    for (size_t i = 0; i < HMI_ARRAY_LEN(ofi_provider_env); i++)
+        if (setenv(ofi_provider_env[i].name, ofi_provider_env[i].value, 0) != 0)
+            hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ofi: cannot set %s: %s",
+                    ofi_provider_env[i].name, strerror(errno));
+}
+
+void hmi_ofi_provider_env(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    (void)pthread_once(&once, ofi_provider_env_once);
 }
 
 const struct ofi_tunable hmi_ofi_tunables[OFI_TUNE_COUNT] = {
