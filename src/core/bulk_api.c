@@ -65,12 +65,19 @@ hm_return_t hm_bulk_cancel(hm_bulk_op_id_t *op)
     return ret;
 }
 
-bool hmi_bulk_trigger_one(hm_context_t *ctx)
+hm_bulk_op_id_t *hmi_bulk_trigger_take(hm_context_t *ctx)
 {
     struct hmi_list *link = hmi_list_pop_front(&ctx->c_comp_bulk);
-    if (link == NULL)
-        return false;
+    return link ? hmi_container_of(link, hm_bulk_op_id_t, t_link) : NULL;
+}
+
+void hmi_bulk_trigger_run(hm_bulk_op_id_t *op)
+{
+    hmi_bulk_transfer_callback(op);
+}
+
+void hmi_bulk_trigger_release(hm_context_t *ctx, hm_bulk_op_id_t *op)
+{
     ctx->c_bulks_alive--;
-    hmi_bulk_transfer_finish(hmi_container_of(link, hm_bulk_op_id_t, t_link));
-    return true;
+    hmi_bulk_transfer_release(op);
 }

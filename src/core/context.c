@@ -579,7 +579,8 @@ hm_return_t hm_context_destroy(hm_context_t *ctx)
     hm_return_t ret = hmi_live_claim(ctx, HMI_LIVE_CONTEXT);
     if (ret != HM_SUCCESS)
         return ret;
-    if (hmi_ctx_owned(ctx)) { /* from its own callback: the join would wait for itself */
+    /* From its own callback: the join, or the callback lock, would wait for itself. */
+    if (hmi_ctx_owned(ctx) || hmi_cb_owned(ctx)) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
                 "context %u destroyed from one of its own callbacks", ctx->c_index);
         hmi_live_restore(ctx, HMI_LIVE_CONTEXT);
