@@ -8,6 +8,7 @@
 #include "bulk/bulk_internal.h"
 #include "core/core_internal.h"
 #include "util/log.h"
+#include "util/outstruct.h"
 
 hm_return_t hm_bulk_create(hm_class_t *cls, uint32_t count, void *const *bufs,
                            const size_t *sizes, hm_bulk_perm_t perm, hm_bulk_t **bulk_out)
@@ -19,9 +20,11 @@ hm_return_t hm_bulk_create(hm_class_t *cls, uint32_t count, void *const *bufs,
 
 hm_return_t hm_bulk_cache_stats(hm_class_t *cls, hm_bulk_cache_stats_t *stats)
 {
-    if (cls == NULL || stats == NULL)
+    if (cls == NULL || stats == NULL || !hmi_out_size_ok(stats, HM_BULK_CACHE_STATS_SIZE_V1))
         return HM_INVALID_ARG;
-    hmi_bulk_rcache_stats(cls->k_rcache, stats);
+    hm_bulk_cache_stats_t full = {.size = sizeof(full)};
+    hmi_bulk_rcache_stats(cls->k_rcache, &full);
+    hmi_out_copy(stats, &full, sizeof(full));
     return HM_SUCCESS;
 }
 

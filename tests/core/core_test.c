@@ -149,7 +149,7 @@ static hm_return_t on_marked(hm_handle_t *handle)
 
 static hm_return_t on_stats(hm_handle_t *handle)
 {
-    hm_stats_t st;
+    hm_stats_t st = {.size = sizeof(st)};
     hm_context_stats(srv.ctx, &st);
     struct core_server_stats out = {
         .requests_received = st.requests_received,

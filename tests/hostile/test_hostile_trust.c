@@ -26,7 +26,7 @@ static const char *uri;
 static bool trusted_only(void)
 {
     hm_class_t *cls;
-    hm_class_info_t info;
+    hm_class_info_t info = {.size = sizeof(info)};
     assert_int_equal(hm_class_create(uri, NULL, &cls), HM_SUCCESS);
     assert_int_equal(hm_class_get_info(cls, &info), HM_SUCCESS);
     assert_non_null(info.peers);
