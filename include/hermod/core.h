@@ -339,7 +339,11 @@ HM_EXPORT hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms);
 /*
  * hm_trigger: run up to `max` queued callbacks on this thread; `count_out`
  * (may be NULL) gets how many ran. HM_TIMEOUT when none ran (none were
- * queued, or `max` is 0). Errors: HM_INVALID_ARG (NULL ctx), HM_TIMEOUT.
+ * queued, or `max` is 0). Callbacks run without the context's lock: other
+ * threads' calls on the context (create, forward, cancel, bulk transfer)
+ * do not wait for them. Callbacks of one context still run one at a time,
+ * in order: a second thread's hm_trigger waits for the first one's batch.
+ * Errors: HM_INVALID_ARG (NULL ctx), HM_TIMEOUT.
  */
 HM_EXPORT hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max,
                                  unsigned int *count_out);
