@@ -168,7 +168,7 @@ static void row_counters(const struct perf_threads *pt, const struct perf_row *r
 
     *queued = *wakeups = 0;
     for (unsigned int i = 0; i < n; i++) {
-        hm_stats_t st;
+        hm_stats_t st = {.size = sizeof(st)};
         if (hm_context_stats(row_target(pt, row, i)->ctx, &st) == HM_SUCCESS) {
             *queued += st.submissions_queued;
             *wakeups += st.wakeups;

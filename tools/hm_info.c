@@ -40,7 +40,7 @@ static void info_default_uri(const char *proto, char *buf, size_t size)
 static void info_print_placement(hm_class_t *cls)
 {
     hm_context_t *ctxs[INFO_NODES_MAX];
-    hm_context_info_t info;
+    hm_context_info_t info = {.size = sizeof(info)};
     unsigned int n = 0;
     hm_return_t ret = hm_context_create_per_node(cls, NULL, ctxs, INFO_NODES_MAX, &n);
 
@@ -78,7 +78,7 @@ static int info_probe(const char *proto)
                detail[0] != '\0' ? ": " : "", detail);
         return 0;
     }
-    hm_class_info_t info;
+    hm_class_info_t info = {.size = sizeof(info)};
     bool have_info = hm_class_get_info(cls, &info) == HM_SUCCESS;
     if (have_info && info.inject_limit > 0)
         printf("  %-12s yes  %s (eager limit %zu bytes, inject %zu bytes)\n", proto, uri,

@@ -189,7 +189,7 @@ static int server_open(const struct server_opts *o, struct server_run *r)
     if (ret != HM_SUCCESS)
         return fail("data contexts", ret);
     for (unsigned int i = 0; i < r->srv.nctx; i++) {
-        hm_context_info_t info;
+        hm_context_info_t info = {.size = sizeof(info)};
         if (hm_context_get_info(r->data[i], &info) != HM_SUCCESS || info.index != i + 1)
             return fail("data contexts are not #1..#N", HM_FAULT);
     }

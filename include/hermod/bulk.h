@@ -88,12 +88,15 @@ HM_EXPORT hm_return_t hm_proc_bulk(hm_proc_t *proc, void *data);
 
 /* What the class's registration cache has done (see hm_bulk_cache_stats). */
 typedef struct hm_bulk_cache_stats {
+    size_t size;        /* set by the caller: sizeof(hm_bulk_cache_stats_t) (see core.h) */
     uint64_t hits;      /* hm_bulk_create segments that reused a registration */
     uint64_t misses;    /* segments registered anew (every one while the cache is off) */
     uint64_t evictions; /* idle registrations dropped to stay within max_idle */
     uint64_t entries;   /* registrations cached now, used or idle */
     uint32_t max_idle;  /* idle registrations kept at most; 0: the cache is off */
 } hm_bulk_cache_stats_t;
+/* The first version's size: up to and including `max_idle`. */
+#define HM_BULK_CACHE_STATS_SIZE_V1 (offsetof(hm_bulk_cache_stats_t, max_idle) + sizeof(uint32_t))
 
 /*
  * hm_bulk_cache_stats: counters of `cls`'s registration cache. Handles
@@ -107,7 +110,7 @@ typedef struct hm_bulk_cache_stats {
  * Memory given back to the OS must not be reused through a cached
  * registration on a page-pinning transport: only set HM_BULK_RCACHE there
  * when buffers live as long as the class.
- * Errors: HM_INVALID_ARG (NULL).
+ * Errors: HM_INVALID_ARG (NULL, stats->size below HM_BULK_CACHE_STATS_SIZE_V1).
  */
 HM_EXPORT hm_return_t hm_bulk_cache_stats(hm_class_t *cls, hm_bulk_cache_stats_t *stats);
 

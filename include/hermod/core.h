@@ -35,6 +35,7 @@
 #ifndef HERMOD_CORE_H
 #define HERMOD_CORE_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include <hermod/proc.h>
@@ -124,8 +125,21 @@ HM_EXPORT const char *hm_class_protocol(const hm_class_t *cls);
  * travel by overflow. */
 HM_EXPORT size_t hm_class_eager_limit(const hm_class_t *cls);
 
+/*
+ * Output structs (hm_class_info_t, hm_context_info_t, hm_stats_t, and
+ * hm_bulk_cache_stats_t in bulk.h) start with `size`, which the caller sets
+ * to sizeof the struct before the call, e.g.
+ *     hm_stats_t st = {.size = sizeof(st)};
+ * The library fills min(size, its own sizeof) bytes (the fields both
+ * versions know; `size` itself is left as set) and nothing past them, so a
+ * program built against older headers keeps working when fields are added
+ * at the end. A size below the struct's first version (HM_*_SIZE_V1, which
+ * never changes) is refused with HM_INVALID_ARG.
+ */
+
 /* What a class's transport offers, for tools and tuning. */
 typedef struct hm_class_info {
+    size_t size;          /* set by the caller: sizeof(hm_class_info_t) */
     const char *protocol; /* "ucx+tcp", ... (valid while the class is) */
     size_t eager_limit;   /* as hm_class_eager_limit */
     size_t inject_limit;  /* largest message sent without waiting (0: n/a), header included */
@@ -135,8 +149,11 @@ typedef struct hm_class_info {
                              "any: ..." when its transport was shown to survive
                              hostile bytes (tests/hostile), else "trusted only: why" */
 } hm_class_info_t;
+/* The first version's size: up to and including `peers`. */
+#define HM_CLASS_INFO_SIZE_V1 (offsetof(hm_class_info_t, peers) + sizeof(const char *))
 
-/* Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked). */
+/* Errors: HM_INVALID_ARG (NULL, info->size below HM_CLASS_INFO_SIZE_V1),
+ * HM_NOENTRY (live-checked). */
 HM_EXPORT hm_return_t hm_class_get_info(const hm_class_t *cls, hm_class_info_t *info);
 
 /*
@@ -326,6 +343,7 @@ HM_EXPORT hm_return_t hm_context_create_per_node(hm_class_t *cls, const hm_conte
 
 /* Where a context runs. */
 typedef struct hm_context_info {
+    size_t size;             /* set by the caller: sizeof(hm_context_info_t) */
     unsigned int index;      /* its index in the class ("#N") */
     int numa_node;           /* node asked for, -1: not placed */
     bool memory_bound;       /* its send buffers are bound to that node */
@@ -334,8 +352,11 @@ typedef struct hm_context_info {
     char device[64];         /* device chosen for it ("": the transport's choice) */
     char placement[192];     /* why, in words */
 } hm_context_info_t;
+/* The first version's size: up to and including `placement`. */
+#define HM_CONTEXT_INFO_SIZE_V1 (offsetof(hm_context_info_t, placement) + 192)
 
-/* Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked). */
+/* Errors: HM_INVALID_ARG (NULL, info->size below HM_CONTEXT_INFO_SIZE_V1),
+ * HM_NOENTRY (live-checked). */
 HM_EXPORT hm_return_t hm_context_get_info(hm_context_t *ctx, hm_context_info_t *info);
 
 /*
@@ -348,7 +369,11 @@ HM_EXPORT hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms);
 /*
  * hm_trigger: run up to `max` queued callbacks on this thread; `count_out`
  * (may be NULL) gets how many ran. HM_TIMEOUT when none ran (none were
- * queued, or `max` is 0). Errors: HM_INVALID_ARG (NULL ctx), HM_TIMEOUT.
+ * queued, or `max` is 0). Callbacks run without the context's lock: other
+ * threads' calls on the context (create, forward, cancel, bulk transfer)
+ * do not wait for them. Callbacks of one context still run one at a time,
+ * in order: a second thread's hm_trigger waits for the first one's batch.
+ * Errors: HM_INVALID_ARG (NULL ctx), HM_TIMEOUT.
  */
 HM_EXPORT hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max,
                                  unsigned int *count_out);
@@ -403,8 +428,9 @@ HM_EXPORT hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max,
  */
 HM_EXPORT hm_return_t hm_context_get_wait_fd(hm_context_t *ctx, int *fd_out);
 
-/* Counters of one context; all monotonic. */
+/* Counters of one context; all monotonic (the first field is the struct's size). */
 typedef struct hm_stats {
+    size_t size;                  /* set by the caller: sizeof(hm_stats_t) */
     uint64_t requests_sent;
     uint64_t requests_received;
     uint64_t responses_sent;
@@ -455,11 +481,16 @@ typedef struct hm_stats {
     uint64_t checksum_replies;    /* requests without the CRC this class requires,
                                      answered HM_CHECKSUM_MISMATCH (also in dropped_checksum) */
 } hm_stats_t;
+/* The first version's size: up to and including `pool_trimmed`. */
+#define HM_STATS_SIZE_V1 (offsetof(hm_stats_t, pool_trimmed) + sizeof(uint64_t))
 
-/* Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked). */
+/* Errors: HM_INVALID_ARG (NULL, stats->size below HM_STATS_SIZE_V1),
+ * HM_NOENTRY (live-checked). */
 HM_EXPORT hm_return_t hm_context_stats(hm_context_t *ctx, hm_stats_t *stats);
-/* Print non-zero counters, one "name value" per line, each prefixed
- * (`prefix` may be NULL); nothing when `stats` or `out` is NULL. */
+/* Print the non-zero counters (every one in the struct, as far as
+ * stats->size covers), one "name value" per line, each prefixed (`prefix`
+ * may be NULL); nothing when `stats` or `out` is NULL, or stats->size is
+ * below HM_STATS_SIZE_V1. */
 HM_EXPORT void hm_stats_print(const hm_stats_t *stats, const char *prefix, FILE *out);
 
 /* ---- Timers ----------------------------------------------------------------- */

@@ -126,7 +126,7 @@ struct hm_bulk_op_id {
  * hm_bulk_transfer for the checks). When every piece has completed,
  * `done(op, done_arg)` is called once, from inside NA progress or from this
  * call itself (nothing to move, or the first post failed); the core then
- * queues the op and later runs hmi_bulk_transfer_finish from hm_trigger.
+ * queues the op and later runs hmi_bulk_transfer_callback and _release from hm_trigger.
  */
 hm_return_t hmi_bulk_transfer_start(hm_na_context_t *ctx, hm_na_addr_t *peer,
                                     const hm_bulk_xfer_t *xfer, const hm_bulk_opts_t *opts,
@@ -135,7 +135,10 @@ hm_return_t hmi_bulk_transfer_start(hm_na_context_t *ctx, hm_na_addr_t *peer,
                                     hm_bulk_op_id_t **op_out);
 /* hmi_bulk_cancel: hm_bulk_cancel, for the thread driving the op's context. */
 hm_return_t hmi_bulk_cancel(hm_bulk_op_id_t *op);
-/* hmi_bulk_transfer_finish: run the user callback, drop the references, free the op. */
-void hmi_bulk_transfer_finish(hm_bulk_op_id_t *op);
+/* hmi_bulk_transfer_callback: run the user callback (from hm_trigger, without
+ * the context lock); then hmi_bulk_transfer_release, by the context's driver:
+ * drop the references and free the op. */
+void hmi_bulk_transfer_callback(hm_bulk_op_id_t *op);
+void hmi_bulk_transfer_release(hm_bulk_op_id_t *op);
 
 #endif

@@ -9,7 +9,8 @@
  * contract lets the caller reuse it once rma returns). The transfer finishes
  * when no op is in flight and nothing more will be posted (range done,
  * error, or cancel); it then hands itself to the core once (t_done), which
- * runs the user callback from hm_trigger through hmi_bulk_transfer_finish.
+ * runs the user callback from hm_trigger through hmi_bulk_transfer_callback
+ * (without the context lock), then frees it with hmi_bulk_transfer_release.
  */
 #include <stdlib.h>
 
@@ -249,11 +250,15 @@ hm_return_t hmi_bulk_transfer_start(hm_na_context_t *ctx, hm_na_addr_t *peer,
     return HM_SUCCESS;
 }
 
-void hmi_bulk_transfer_finish(hm_bulk_op_id_t *op)
+void hmi_bulk_transfer_callback(hm_bulk_op_id_t *op)
 {
     hm_bulk_cb_info_t info = {.ret = op->t_status, .op = op, .arg = op->t_cb_arg};
     if (op->t_cb != NULL)
         op->t_cb(&info);
+}
+
+void hmi_bulk_transfer_release(hm_bulk_op_id_t *op)
+{
     hm_bulk_free(op->t_local);
     hm_bulk_free(op->t_origin);
     xfer_destroy(op);

@@ -8,6 +8,7 @@
 #include "bulk/bulk_internal.h"
 #include "core/core_internal.h"
 #include "util/log.h"
+#include "util/outstruct.h"
 
 hm_return_t hm_bulk_create(hm_class_t *cls, uint32_t count, void *const *bufs,
                            const size_t *sizes, hm_bulk_perm_t perm, hm_bulk_t **bulk_out)
@@ -19,9 +20,11 @@ hm_return_t hm_bulk_create(hm_class_t *cls, uint32_t count, void *const *bufs,
 
 hm_return_t hm_bulk_cache_stats(hm_class_t *cls, hm_bulk_cache_stats_t *stats)
 {
-    if (cls == NULL || stats == NULL)
+    if (cls == NULL || stats == NULL || !hmi_out_size_ok(stats, HM_BULK_CACHE_STATS_SIZE_V1))
         return HM_INVALID_ARG;
-    hmi_bulk_rcache_stats(cls->k_rcache, stats);
+    hm_bulk_cache_stats_t full = {.size = sizeof(full)};
+    hmi_bulk_rcache_stats(cls->k_rcache, &full);
+    hmi_out_copy(stats, &full, sizeof(full));
     return HM_SUCCESS;
 }
 
@@ -65,12 +68,19 @@ hm_return_t hm_bulk_cancel(hm_bulk_op_id_t *op)
     return ret;
 }
 
-bool hmi_bulk_trigger_one(hm_context_t *ctx)
+hm_bulk_op_id_t *hmi_bulk_trigger_take(hm_context_t *ctx)
 {
     struct hmi_list *link = hmi_list_pop_front(&ctx->c_comp_bulk);
-    if (link == NULL)
-        return false;
+    return link ? hmi_container_of(link, hm_bulk_op_id_t, t_link) : NULL;
+}
+
+void hmi_bulk_trigger_run(hm_bulk_op_id_t *op)
+{
+    hmi_bulk_transfer_callback(op);
+}
+
+void hmi_bulk_trigger_release(hm_context_t *ctx, hm_bulk_op_id_t *op)
+{
     ctx->c_bulks_alive--;
-    hmi_bulk_transfer_finish(hmi_container_of(link, hm_bulk_op_id_t, t_link));
-    return true;
+    hmi_bulk_transfer_release(op);
 }

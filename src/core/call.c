@@ -32,7 +32,9 @@ static bool call_is_done(struct call_wait *wait)
 
 static void call_wait_done(hm_context_t *ctx, struct call_wait *wait)
 {
-    if (ctx->c_has_thread && !hmi_ctx_owned(ctx)) {
+    /* From one of the context's callbacks the progress thread waits for us:
+     * drive it ourselves. */
+    if (ctx->c_has_thread && !hmi_ctx_owned(ctx) && !hmi_cb_owned(ctx)) {
         pthread_mutex_lock(&wait->lock);
         while (!wait->done)
             pthread_cond_wait(&wait->cond, &wait->lock);

@@ -8,6 +8,7 @@
 #include "core/core_internal.h"
 #include "topo/topo.h"
 #include "util/log.h"
+#include "util/outstruct.h"
 
 /* opts.trusted_peers, else HM_TRUSTED_PEERS ("1" or "0"), else false. */
 static bool class_trusted_peers(const hm_class_opts_t *opts)
@@ -174,13 +175,15 @@ size_t hm_class_eager_limit(const hm_class_t *cls)
     return cls ? cls->k_msg_limit - HMI_WIRE_HEADER_SIZE : 0;
 }
 
-hm_return_t hm_class_get_info(const hm_class_t *cls, hm_class_info_t *info)
+hm_return_t hm_class_get_info(const hm_class_t *cls, hm_class_info_t *out)
 {
-    if (cls == NULL || info == NULL)
+    if (cls == NULL || out == NULL || !hmi_out_size_ok(out, HM_CLASS_INFO_SIZE_V1))
         return HM_INVALID_ARG;
     hm_return_t ret = hmi_live_check(cls, HMI_LIVE_CLASS);
     if (ret != HM_SUCCESS)
         return ret;
+    hm_class_info_t full = {.size = sizeof(full)};
+    hm_class_info_t *info = &full;
     info->protocol = cls->k_na->c_protocol;
     info->eager_limit = hm_class_eager_limit(cls);
     info->inject_limit = cls->k_na->c_inject_limit;
@@ -199,6 +202,7 @@ hm_return_t hm_class_get_info(const hm_class_t *cls, hm_class_info_t *info)
     else
         info->rma = "owner-checked: messages; the owner checks its key table before any byte "
                     "moves";
+    hmi_out_copy(out, &full, sizeof(full));
     return HM_SUCCESS;
 }
 

@@ -10,6 +10,7 @@
 #include "core/core_internal.h"
 #include "core/stats.h"
 #include "util/log.h"
+#include "util/outstruct.h"
 
 #define CTX_DEFAULT_POOL 64u
 #define CTX_DEFAULT_SPIN_US 50u
@@ -582,7 +583,8 @@ hm_return_t hm_context_destroy(hm_context_t *ctx)
     hm_return_t ret = hmi_live_claim(ctx, HMI_LIVE_CONTEXT);
     if (ret != HM_SUCCESS)
         return ret;
-    if (hmi_ctx_owned(ctx)) { /* from its own callback: the join would wait for itself */
+    /* From its own callback: the join, or the callback lock, would wait for itself. */
+    if (hmi_ctx_owned(ctx) || hmi_cb_owned(ctx)) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
                 "context %u destroyed from one of its own callbacks", ctx->c_index);
         hmi_live_restore(ctx, HMI_LIVE_CONTEXT);
@@ -616,14 +618,16 @@ hm_class_t *hm_context_class(const hm_context_t *ctx)
 
 hm_return_t hm_context_stats(hm_context_t *ctx, hm_stats_t *stats)
 {
-    if (ctx == NULL || stats == NULL)
+    if (ctx == NULL || stats == NULL || !hmi_out_size_ok(stats, HM_STATS_SIZE_V1))
         return HM_INVALID_ARG;
     hm_return_t ret = hmi_live_check(ctx, HMI_LIVE_CONTEXT);
     if (ret != HM_SUCCESS)
         return ret;
     bool took = hmi_ctx_enter(ctx);
-    *stats = ctx->c_stats;
-    hmi_stats_read_na(ctx->c_na, stats);
+    hm_stats_t full = ctx->c_stats;
+    hmi_stats_read_na(ctx->c_na, &full);
     hmi_ctx_leave(ctx, took);
+    full.size = sizeof(full);
+    hmi_out_copy(stats, &full, sizeof(full));
     return HM_SUCCESS;
 }

@@ -24,6 +24,7 @@
 #include "core/context_place.h"
 #include "topo/topo.h"
 #include "util/log.h"
+#include "util/outstruct.h"
 
 /* Append to `buf` (holding `*len` bytes) what `fmt` says, truncated at `size`. */
 static void place_append(char *buf, size_t size, size_t *len, const char *fmt, ...)
@@ -256,16 +257,17 @@ static void place_describe(const struct hmi_ctx_place *cp, char *buf, size_t siz
         place_append(buf, size, &len, "; thread not bound: %s", hm_strerror((hm_return_t)-thr));
 }
 
-hm_return_t hm_context_get_info(hm_context_t *ctx, hm_context_info_t *info)
+hm_return_t hm_context_get_info(hm_context_t *ctx, hm_context_info_t *out)
 {
-    if (ctx == NULL || info == NULL)
+    if (ctx == NULL || out == NULL || !hmi_out_size_ok(out, HM_CONTEXT_INFO_SIZE_V1))
         return HM_INVALID_ARG;
     hm_return_t ret = hmi_live_check(ctx, HMI_LIVE_CONTEXT);
     if (ret != HM_SUCCESS)
         return ret;
     const struct hmi_ctx_place *cp = &ctx->c_place;
 
-    memset(info, 0, sizeof(*info));
+    hm_context_info_t full = {.size = sizeof(full)};
+    hm_context_info_t *info = &full;
     info->index = ctx->c_index;
     info->numa_node = place_is_placed(cp) ? cp->cp_node : -1;
     info->memory_bound = atomic_load(&cp->cp_memory) == HMI_PLACE_BOUND;
@@ -273,5 +275,6 @@ hm_return_t hm_context_get_info(hm_context_t *ctx, hm_context_info_t *info)
     info->progress_thread = ctx->c_has_thread;
     snprintf(info->device, sizeof(info->device), "%s", cp->cp_device);
     place_describe(cp, info->placement, sizeof(info->placement));
+    hmi_out_copy(out, &full, sizeof(full));
     return HM_SUCCESS;
 }

@@ -315,6 +315,12 @@ struct hm_context {
     _Atomic(const void *) c_owner;
     unsigned int c_depth;             /* re-entries of the owner */
     _Atomic uint32_t c_waiters;       /* threads blocked on c_lock */
+    /* Running callbacks (trigger.c): one thread at a time, without c_lock.
+     * c_cb_owner names that thread so a callback's own hm_trigger (hm_call)
+     * re-enters; lock order: c_cb_lock, then c_lock. */
+    pthread_mutex_t c_cb_lock;
+    _Atomic(const void *) c_cb_owner;
+    unsigned int c_cb_depth;          /* re-entries of the callback runner */
     _Atomic uint32_t c_sleepers;      /* progress calls blocked in poll */
     int c_wake_fd;                    /* eventfd rung to wake them */
     struct hmi_mpsc c_subq;           /* submissions from other threads */
@@ -395,6 +401,12 @@ bool hmi_ctx_try_enter(hm_context_t *ctx, bool *took);
 /* Leave after enter: drain submissions, release the lock if `took`, wake sleepers. */
 void hmi_ctx_leave(hm_context_t *ctx, bool took);
 bool hmi_ctx_owned(const hm_context_t *ctx);
+/* Become the thread that runs the context's callbacks, waiting for the one
+ * that does (never while holding c_lock). True: this call took it. */
+bool hmi_cb_enter(hm_context_t *ctx);
+void hmi_cb_leave(hm_context_t *ctx, bool took);
+/* This thread runs a callback of the context (or hm_trigger's batch). */
+bool hmi_cb_owned(const hm_context_t *ctx);
 /* Wake a progress call blocked in poll, if any. */
 void hmi_ctx_wake(hm_context_t *ctx);
 /* Driver: let threads blocked on the lock in (outermost entry only). */
@@ -552,12 +564,22 @@ static inline bool hmi_comp_pending(const hm_context_t *ctx)
            !hmi_list_empty(&ctx->c_comp_timers);
 }
 
-/* utimer.c: move expired user timers to c_comp_timers; run one that is due. */
+/*
+ * utimer.c: move expired user timers to c_comp_timers; take one that is due
+ * (under the lock, NULL when none) and run its callback (without it).
+ */
 void hmi_utimer_expire(hm_context_t *ctx, uint64_t now_ns);
-bool hmi_utimer_trigger_one(hm_context_t *ctx);
+hm_timer_t *hmi_utimer_trigger_take(hm_context_t *ctx);
+void hmi_utimer_trigger_run(hm_timer_t *timer);
 
-/* bulk_api.c: run the callback of one finished bulk transfer, if any is queued. */
-bool hmi_bulk_trigger_one(hm_context_t *ctx);
+/*
+ * bulk_api.c: take one finished transfer (under the lock, NULL when none),
+ * run its user callback (without the lock), then release it (under the
+ * lock: drops its references and frees it; it counts as alive until then).
+ */
+hm_bulk_op_id_t *hmi_bulk_trigger_take(hm_context_t *ctx);
+void hmi_bulk_trigger_run(hm_bulk_op_id_t *op);
+void hmi_bulk_trigger_release(hm_context_t *ctx, hm_bulk_op_id_t *op);
 
 /* addr.c */
 hm_addr_t *hmi_addr_create(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index);
@@ -623,7 +645,6 @@ void hmi_forward_send_done(hm_context_t *ctx, uint64_t cookie, hm_return_t statu
 void hmi_forward_complete(hm_handle_t *handle, hm_return_t ret);
 void hmi_forward_expire(hm_context_t *ctx, uint64_t now_ns);
 void hmi_forward_fail_peer(hm_context_t *ctx, hm_na_addr_t *peer);
-void hmi_forward_trigger(hm_handle_t *handle);
 /* The client handle waiting on `cookie`, or NULL (ended, stale or forged). */
 hm_handle_t *hmi_forward_waiting(hm_context_t *ctx, uint64_t cookie);
 /* A response without the CRC our class requires: its RPC fails with
@@ -634,9 +655,12 @@ void hmi_forward_unchecked(hm_context_t *ctx, const struct hmi_wire_header *hdr)
 void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
                          const struct hmi_wire_header *hdr, void *buf, size_t len,
                          uintptr_t token);
-void hmi_respond_trigger_request(hm_handle_t *handle);
+/* A request is due (trigger.c). Under the lock: false when dropped (its
+ * deadline passed), else the handler's guard reference is taken. Without
+ * the lock: run the handler, answer its error, drop the guard. */
+bool hmi_respond_request_take(hm_handle_t *handle);
+void hmi_respond_request_run(hm_handle_t *handle);
 void hmi_respond_send_done(hm_handle_t *handle, hm_return_t status);
-void hmi_respond_trigger_done(hm_handle_t *handle);
 /* A request without the CRC our class requires: answer HM_CHECKSUM_MISMATCH
  * (bounded like every refusal), never run it. */
 void hmi_respond_unchecked(hm_context_t *ctx, hm_na_addr_t *source,

@@ -15,6 +15,10 @@
  * the lock (hm_handle_create, hm_cancel, ...) gets it at once then; while
  * the driver spins, such a thread counts itself in c_waiters and the driver
  * steps aside between two polls (hmi_ctx_yield).
+ *
+ * User callbacks run without c_lock (trigger.c), under a second lock,
+ * c_cb_lock, so that they run one at a time and in order, while other
+ * threads create, cancel and post through c_lock meanwhile.
  */
 #include <errno.h>
 #include <poll.h>
@@ -76,6 +80,34 @@ bool hmi_ctx_enter(hm_context_t *ctx)
     }
     drive_take_fresh(ctx);
     return true;
+}
+
+bool hmi_cb_owned(const hm_context_t *ctx)
+{
+    return atomic_load_explicit(&ctx->c_cb_owner, memory_order_relaxed) == drive_self();
+}
+
+bool hmi_cb_enter(hm_context_t *ctx)
+{
+    if (hmi_cb_owned(ctx)) {
+        ctx->c_cb_depth++;
+        return false;
+    }
+    pthread_mutex_lock(&ctx->c_cb_lock);
+    atomic_store_explicit(&ctx->c_cb_owner, drive_self(), memory_order_relaxed);
+    ctx->c_cb_depth = 1;
+    return true;
+}
+
+void hmi_cb_leave(hm_context_t *ctx, bool took)
+{
+    if (!took) {
+        ctx->c_cb_depth--;
+        return;
+    }
+    ctx->c_cb_depth = 0;
+    atomic_store_explicit(&ctx->c_cb_owner, NULL, memory_order_relaxed);
+    pthread_mutex_unlock(&ctx->c_cb_lock);
 }
 
 bool hmi_ctx_try_enter(hm_context_t *ctx, bool *took)
@@ -229,6 +261,8 @@ hm_return_t hmi_ctx_drive_init(hm_context_t *ctx)
     }
     pthread_mutex_init(&ctx->c_lock, NULL);
     atomic_init(&ctx->c_owner, NULL);
+    pthread_mutex_init(&ctx->c_cb_lock, NULL);
+    atomic_init(&ctx->c_cb_owner, NULL);
     atomic_init(&ctx->c_waiters, 0);
     atomic_init(&ctx->c_sleepers, 0);
     atomic_init(&ctx->c_stop, false);
@@ -240,6 +274,7 @@ hm_return_t hmi_ctx_drive_init(hm_context_t *ctx)
 void hmi_ctx_drive_fini(hm_context_t *ctx)
 {
     hmi_waitfd_fini(ctx);
+    pthread_mutex_destroy(&ctx->c_cb_lock);
     pthread_mutex_destroy(&ctx->c_lock);
     close(ctx->c_wake_fd);
 }

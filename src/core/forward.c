@@ -437,16 +437,6 @@ void hmi_forward_fail_peer(hm_context_t *ctx, hm_na_addr_t *peer)
     }
 }
 
-void hmi_forward_trigger(hm_handle_t *handle)
-{
-    hm_cb_info_t info = {.ret = handle->h_ret, .handle = handle, .arg = handle->h_cb_arg};
-    hm_cb_t cb = handle->h_cb;
-    handle->h_comp = HMI_COMP_NONE;
-    atomic_store_explicit(&handle->h_busy, false, memory_order_release);
-    cb(&info);
-    hm_handle_destroy(handle); /* the in-flight reference */
-}
-
 hm_return_t hm_cancel(hm_handle_t *handle)
 {
     if (handle == NULL || handle->h_server)

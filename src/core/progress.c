@@ -1,8 +1,8 @@
 /*
  * Progress and trigger. hm_progress moves data, runs what other threads
  * submitted, expires deadlines, sends what waited for credits and queues
- * completions; hm_trigger runs the queued callbacks. Both drive the context
- * (drive.c). Waiting is busy (spin), blocking (poll on the transport's fd
+ * completions (hm_trigger, in trigger.c, runs their callbacks). It drives
+ * the context (drive.c). Waiting is busy (spin), blocking (poll on the transport's fd
  * and the wake fd), or spin-then-block.
  */
 #include <sched.h>
@@ -89,44 +89,4 @@ hm_return_t hm_progress(hm_context_t *ctx, unsigned int timeout_ms)
         hmi_waitfd_arm(ctx, hmi_ctx_token());
     hmi_ctx_leave(ctx, took);
     return ret;
-}
-
-static void trigger_one(hm_handle_t *handle)
-{
-    switch (handle->h_comp) {
-    case HMI_COMP_FORWARD:
-        hmi_forward_trigger(handle);
-        break;
-    case HMI_COMP_REQUEST:
-        hmi_respond_trigger_request(handle);
-        break;
-    case HMI_COMP_RESPOND:
-        hmi_respond_trigger_done(handle);
-        break;
-    case HMI_COMP_NONE:
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "handle queued with nothing to do");
-        break;
-    }
-}
-
-hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max, unsigned int *count_out)
-{
-    if (ctx == NULL)
-        return HM_INVALID_ARG;
-    bool took = hmi_ctx_enter(ctx);
-    unsigned int count = 0;
-    struct hmi_list *link;
-    /* Handles, bulk transfers, then timers: no order is promised between them. */
-    while (count < max && (link = hmi_list_pop_front(&ctx->c_comp)) != NULL) {
-        trigger_one(hmi_container_of(link, hm_handle_t, h_link));
-        count++;
-    }
-    while (count < max && hmi_bulk_trigger_one(ctx))
-        count++;
-    while (count < max && hmi_utimer_trigger_one(ctx))
-        count++;
-    hmi_ctx_leave(ctx, took);
-    if (count_out)
-        *count_out = count;
-    return count ? HM_SUCCESS : HM_TIMEOUT;
 }

@@ -114,10 +114,9 @@ void hmi_respond_unchecked(hm_context_t *ctx, hm_na_addr_t *source,
     hmi_admit_reply(ctx, peer, hdr, HM_CHECKSUM_MISMATCH);
 }
 
-void hmi_respond_trigger_request(hm_handle_t *handle)
+bool hmi_respond_request_take(hm_handle_t *handle)
 {
     hm_context_t *ctx = handle->h_ctx;
-    handle->h_comp = HMI_COMP_NONE;
     if (handle->h_deadline_ns && hmi_time_ns() >= handle->h_deadline_ns) {
         ctx->c_stats.dropped_expired++;
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_INFO,
@@ -128,17 +127,32 @@ void hmi_respond_trigger_request(hm_handle_t *handle)
         if (!handle->h_no_response)
             hm_respond_error(handle, HM_TIMEOUT, NULL, NULL);
         hm_handle_destroy(handle);
-        return;
+        return false;
     }
     hm_handle_ref(handle); /* our guard: the handler may destroy its reference */
-    hm_return_t ret = handle->h_rpc->r_handler(handle);
-    if (ret != HM_SUCCESS && handle->h_state == HMI_H_RECEIVED) {
+    return true;
+}
+
+/* The handler failed: answer with its error unless it responded (any thread). */
+static void respond_handler_failed(hm_handle_t *handle, hm_return_t ret)
+{
+    hm_context_t *ctx = handle->h_ctx;
+    bool took = hmi_ctx_enter(ctx);
+    if (handle->h_state == HMI_H_RECEIVED) {
         ctx->c_stats.handler_errors++;
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "handler of RPC \"%s\" failed: %s",
                 handle->h_rpc->r_name, hm_strerror(ret));
         hm_respond_error(handle, ret, NULL, NULL);
     }
-    hm_handle_destroy(handle);
+    hmi_ctx_leave(ctx, took);
+}
+
+void hmi_respond_request_run(hm_handle_t *handle)
+{
+    hm_return_t ret = handle->h_rpc->r_handler(handle);
+    if (ret != HM_SUCCESS)
+        respond_handler_failed(handle, ret);
+    hm_handle_destroy(handle); /* the guard */
 }
 
 /* Queue the respond callback (if any) or drop the reference the response held. */
@@ -160,15 +174,6 @@ void hmi_respond_send_done(hm_handle_t *handle, hm_return_t status)
         hmi_overflow_release(handle); /* nobody will pull it */
     }
     respond_finish(handle, status);
-}
-
-void hmi_respond_trigger_done(hm_handle_t *handle)
-{
-    hm_cb_info_t info = {
-        .ret = handle->h_resp_ret, .handle = handle, .arg = handle->h_resp_arg};
-    handle->h_comp = HMI_COMP_NONE;
-    handle->h_resp_cb(&info);
-    hm_handle_destroy(handle);
 }
 
 static hm_return_t respond_check(hm_handle_t *handle)

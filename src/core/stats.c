@@ -3,7 +3,13 @@
 
 #include "core/core_internal.h"
 #include "core/stats.h"
+#include "util/outstruct.h"
 
+/*
+ * The one list of hm_stats_t's counters: printing walks it, and
+ * test_stats_print checks that it names every counter. The assertion below
+ * fails the build when a counter is added to the struct and not here.
+ */
 struct stat_field {
     const char *name;
     size_t offset;
@@ -11,20 +17,50 @@ struct stat_field {
 
 #define STAT(name) {#name, offsetof(hm_stats_t, name)}
 static const struct stat_field stat_fields[] = {
-    STAT(requests_sent),     STAT(requests_received), STAT(responses_sent),
-    STAT(responses_received), STAT(bytes_sent),       STAT(bytes_received),
-    STAT(timeouts),          STAT(cancels),           STAT(peer_failures),
-    STAT(handler_errors),    STAT(noentry_replies),   STAT(dropped_malformed),
-    STAT(dropped_checksum),  STAT(dropped_expired),   STAT(dropped_late),
-    STAT(dropped_decode),    STAT(overflows_sent),    STAT(overflows_received),
-    STAT(dropped_overflow),  STAT(pins_lingering),
-    STAT(listen_accepted),   STAT(listen_refused_frame), STAT(listen_refused_key),
-    STAT(listen_refused_slow), STAT(listen_refused_busy),
-    STAT(overload_replies),  STAT(overload_drops),    STAT(overload_retries),
-    STAT(pool_trimmed),      STAT(recv_copied),       STAT(incompatible_replies),
+    STAT(requests_sent),
+    STAT(requests_received),
+    STAT(responses_sent),
+    STAT(responses_received),
+    STAT(bytes_sent),
+    STAT(bytes_received),
+    STAT(timeouts),
+    STAT(cancels),
+    STAT(peer_failures),
+    STAT(handler_errors),
+    STAT(noentry_replies),
+    STAT(dropped_malformed),
+    STAT(dropped_checksum),
+    STAT(dropped_expired),
+    STAT(dropped_late),
+    STAT(dropped_decode),
+    STAT(overflows_sent),
+    STAT(overflows_received),
+    STAT(dropped_overflow),
+    STAT(pins_lingering),
+    STAT(credit_waits),
+    STAT(credit_queue_peak),
+    STAT(submissions_queued),
+    STAT(wakeups),
+    STAT(listen_accepted),
+    STAT(listen_refused_frame),
+    STAT(listen_refused_key),
+    STAT(listen_refused_slow),
+    STAT(listen_refused_busy),
+    STAT(overload_replies),
+    STAT(overload_drops),
+    STAT(overload_retries),
+    STAT(pool_trimmed),
+    STAT(recv_copied),
+    STAT(incompatible_replies),
     STAT(checksum_replies),
 };
 #undef STAT
+
+#define STAT_COUNT (sizeof(stat_fields) / sizeof(stat_fields[0]))
+/* Every counter is a uint64_t after the size field: as many as the table has. */
+_Static_assert(offsetof(hm_stats_t, requests_sent) + STAT_COUNT * sizeof(uint64_t) ==
+                   sizeof(hm_stats_t),
+               "hm_stats_t and stat_fields differ: add the new counter to stat_fields");
 
 void hmi_stats_read_na(const hm_na_context_t *na, hm_stats_t *stats)
 {
@@ -41,9 +77,12 @@ void hmi_stats_read_na(const hm_na_context_t *na, hm_stats_t *stats)
 
 void hm_stats_print(const hm_stats_t *stats, const char *prefix, FILE *out)
 {
-    if (stats == NULL || out == NULL)
+    if (stats == NULL || out == NULL || !hmi_out_size_ok(stats, HM_STATS_SIZE_V1))
         return;
-    for (size_t i = 0; i < sizeof(stat_fields) / sizeof(stat_fields[0]); i++) {
+    size_t size = hmi_out_size(stats); /* print only what the caller's struct holds */
+    for (size_t i = 0; i < STAT_COUNT; i++) {
+        if (stat_fields[i].offset + sizeof(uint64_t) > size)
+            break;
         uint64_t value;
         memcpy(&value, (const char *)stats + stat_fields[i].offset, sizeof(value));
         if (value)

@@ -63,13 +63,44 @@ hm_return_t hm_timer_arm(hm_timer_t *timer, unsigned int delay_ms)
     return ret;
 }
 
+/*
+ * Callbacks run without the context lock (trigger.c): from another thread,
+ * disarm and destroy first wait for the callbacks running (the callback
+ * lock), so that the timer's own callback is not running when they return.
+ * Not when this thread drives the context: the lock order is callback lock
+ * first, and the driver runs no user callback.
+ */
+struct utimer_cb_wait {
+    bool entered; /* hmi_cb_enter was called */
+    bool took;    /* what it returned */
+};
+
+static struct utimer_cb_wait utimer_wait_callbacks(hm_context_t *ctx)
+{
+    struct utimer_cb_wait wait = {.entered = false, .took = false};
+    if (!hmi_ctx_owned(ctx)) {
+        wait.entered = true;
+        wait.took = hmi_cb_enter(ctx);
+    }
+    return wait;
+}
+
+static void utimer_wait_done(hm_context_t *ctx, struct utimer_cb_wait wait)
+{
+    if (wait.entered)
+        hmi_cb_leave(ctx, wait.took);
+}
+
 void hm_timer_disarm(hm_timer_t *timer)
 {
     if (timer == NULL)
         return;
-    bool took = hmi_ctx_enter(timer->ut_ctx);
+    hm_context_t *ctx = timer->ut_ctx;
+    struct utimer_cb_wait cb_wait = utimer_wait_callbacks(ctx);
+    bool took = hmi_ctx_enter(ctx);
     utimer_stop_locked(timer);
-    hmi_ctx_leave(timer->ut_ctx, took);
+    hmi_ctx_leave(ctx, took);
+    utimer_wait_done(ctx, cb_wait);
 }
 
 void hm_timer_destroy(hm_timer_t *timer)
@@ -77,10 +108,12 @@ void hm_timer_destroy(hm_timer_t *timer)
     if (timer == NULL)
         return;
     hm_context_t *ctx = timer->ut_ctx;
+    struct utimer_cb_wait cb_wait = utimer_wait_callbacks(ctx);
     bool took = hmi_ctx_enter(ctx);
     utimer_stop_locked(timer);
     ctx->c_utimers_alive--;
     hmi_ctx_leave(ctx, took);
+    utimer_wait_done(ctx, cb_wait);
     free(timer);
 }
 
@@ -94,12 +127,13 @@ void hmi_utimer_expire(hm_context_t *ctx, uint64_t now_ns)
     }
 }
 
-bool hmi_utimer_trigger_one(hm_context_t *ctx)
+hm_timer_t *hmi_utimer_trigger_take(hm_context_t *ctx)
 {
     struct hmi_list *link = hmi_list_pop_front(&ctx->c_comp_timers);
-    if (link == NULL)
-        return false;
-    hm_timer_t *timer = hmi_container_of(link, hm_timer_t, ut_link);
+    return link ? hmi_container_of(link, hm_timer_t, ut_link) : NULL;
+}
+
+void hmi_utimer_trigger_run(hm_timer_t *timer)
+{
     timer->ut_cb(timer, timer->ut_arg); /* may re-arm or destroy it */
-    return true;
 }

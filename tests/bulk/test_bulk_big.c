@@ -33,6 +33,7 @@
 
 static void cache_stats(hm_class_t *cls, hm_bulk_cache_stats_t *stats)
 {
+    stats->size = sizeof(*stats);
     assert_int_equal(hm_bulk_cache_stats(cls, stats), HM_SUCCESS);
 }
 
@@ -87,7 +88,7 @@ static void rcache_round(struct bulk_client *c)
     assert_non_null(b.data);
     const uint64_t n = b.n;
     const size_t off = 1000, size = 2 * MIB + 77;
-    hm_bulk_cache_stats_t s0, s1, s2, s3;
+    hm_bulk_cache_stats_t s0, s1, s2, s3; /* cache_stats sets their size */
 
     bulk_pattern_fill(b.data, b.total, 21, 0);
     hm_bulk_t *bulk = create_counted(c, &b, b.sizes, HM_BULK_READ_WRITE, &s0, &s1);
@@ -153,7 +154,7 @@ static void open_uncached(struct bulk_client *c)
 static void test_rcache_reuse(void **state)
 {
     (void)state;
-    hm_bulk_cache_stats_t stats;
+    hm_bulk_cache_stats_t stats = {.size = sizeof(stats)};
     cache_stats(bulk_cli.cls, &stats);
     /* Documented: never on where the owner checks RMA (every tcp and shm
      * protocol), whatever HM_BULK_RCACHE says: a freed handle's key must die

@@ -142,7 +142,8 @@ static struct bg_result bg_transfer(struct bg_env *e, hm_bulk_op_t dir, hm_bulk_
         hm_na_progress(e->srv);
     }
     assert_true(r.finished);
-    hmi_bulk_transfer_finish(r.op);
+    hmi_bulk_transfer_callback(r.op);
+    hmi_bulk_transfer_release(r.op);
     assert_int_equal(r.status, HM_SUCCESS);
     return r;
 }

@@ -46,7 +46,7 @@ static void test_sizes(void **state)
 {
     size_t limit = hm_class_eager_limit(core_client.cls);
     const size_t sizes[] = {10, limit - 6, limit - 5, limit, limit + 1, 1u << 20, 64u << 20};
-    hm_stats_t before, after;
+    hm_stats_t before = {.size = sizeof(before)}, after = {.size = sizeof(after)};
     struct core_server_stats sbefore, safter;
     assert_int_equal(hm_context_stats(core_client.ctx, &before), HM_SUCCESS);
     assert_int_equal(core_server_stats(&core_client, &sbefore), HM_SUCCESS);

@@ -152,7 +152,7 @@ static hm_return_t on_marked(hm_handle_t *handle)
 
 static hm_return_t on_stats(hm_handle_t *handle)
 {
-    hm_stats_t st;
+    hm_stats_t st = {.size = sizeof(st)};
     hm_context_stats(srv.ctx, &st);
     struct rusage ru;
     memset(&ru, 0, sizeof(ru));

@@ -76,7 +76,7 @@ static void test_refused_destroy_keeps_overflow(void **state)
         drive(srv);
     }
     assert_int_equal(responded, 1);
-    hm_stats_t st;
+    hm_stats_t st = {.size = sizeof(st)};
     assert_int_equal(hm_context_stats(srv, &st), HM_SUCCESS);
     assert_int_equal(st.overflows_sent, 1);
 

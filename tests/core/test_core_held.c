@@ -234,7 +234,7 @@ static void expect_answers(hm_handle_t **calls, struct done *d)
 
 static void expect_copies(uint64_t before)
 {
-    hm_stats_t st;
+    hm_stats_t st = {.size = sizeof(st)};
     assert_int_equal(hm_context_stats(srv, &st), HM_SUCCESS);
     printf("# %s: %llu requests copied out of their receive buffers\n", uri,
            (unsigned long long)(st.recv_copied - before));
@@ -244,7 +244,7 @@ static void expect_copies(uint64_t before)
 
 static uint64_t srv_copied(void)
 {
-    hm_stats_t st;
+    hm_stats_t st = {.size = sizeof(st)};
     assert_int_equal(hm_context_stats(srv, &st), HM_SUCCESS);
     return st.recv_copied;
 }

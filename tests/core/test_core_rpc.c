@@ -50,7 +50,7 @@ static void test_echo_up_to_eager_limit(void **state)
         assert_int_equal(echo_len(handle, str, sizes[i]), HM_SUCCESS);
     }
     /* One byte more does not fit the message: it goes by overflow, both ways. */
-    hm_stats_t before, after;
+    hm_stats_t before = {.size = sizeof(before)}, after = {.size = sizeof(after)};
     assert_int_equal(hm_context_stats(core_client.ctx, &before), HM_SUCCESS);
     assert_int_equal(echo_len(handle, str, max_len + 1), HM_SUCCESS);
     assert_int_equal(hm_context_stats(core_client.ctx, &after), HM_SUCCESS);

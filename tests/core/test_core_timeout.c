@@ -45,7 +45,7 @@ static void test_timeout_on_silent_handler(void **state)
     assert_int_equal(core_call(&core_client, core_client.ids.hang, NULL, NULL, 300), HM_TIMEOUT);
     double elapsed = core_now_ms() - start;
     assert_true(elapsed >= 299.0);
-    hm_stats_t st;
+    hm_stats_t st = {.size = sizeof(st)};
     hm_context_stats(core_client.ctx, &st);
     assert_true(st.timeouts >= 1);
     /* The context still works. */
@@ -81,12 +81,12 @@ static void test_cancel_before_response(void **state)
     assert_int_equal(hm_forward(handle, &delay, outcome_cb, &o, NULL), HM_SUCCESS);
     assert_int_equal(hm_cancel(handle), HM_SUCCESS);
     assert_int_equal(hm_cancel(handle), HM_SUCCESS); /* twice is harmless */
-    hm_stats_t before;
+    hm_stats_t before = {.size = sizeof(before)};
     hm_context_stats(core_client.ctx, &before);
     spin_for(core_client.ctx, 800); /* the late response arrives meanwhile */
     assert_int_equal(o.calls, 1);
     assert_int_equal(o.ret, HM_CANCELED);
-    hm_stats_t after;
+    hm_stats_t after = {.size = sizeof(after)};
     hm_context_stats(core_client.ctx, &after);
     assert_int_equal(after.dropped_late - before.dropped_late, 1);
     /* The handle is reusable at once. */

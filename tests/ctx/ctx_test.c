@@ -164,7 +164,7 @@ static void work_stop(void)
 /* The order and count of a client's "tagged" requests. */
 static void srv_account(struct ctx_client_state *c, struct ctx_tag *tag, hm_handle_t *h)
 {
-    hm_context_info_t info;
+    hm_context_info_t info = {.size = sizeof(info)};
     hm_context_get_info(hm_handle_get_context(h), &info);
     tag->served_by = info.index;
     if (tag->seq != c->next_seq)

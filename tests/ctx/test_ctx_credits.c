@@ -148,7 +148,7 @@ static void test_credits_per_peer(void **state)
         assert_int_equal(rep.order_errors, 0);
         assert_true(rep.max_outstanding <= PEER_LIMIT);
         assert_int_equal(rep.max_outstanding, PEER_LIMIT); /* the limit was reached */
-        hm_stats_t st;
+        hm_stats_t st = {.size = sizeof(st)};
         assert_int_equal(hm_context_stats(c->ctx, &st), HM_SUCCESS);
         assert_true(st.credit_waits >= POSTED - PEER_LIMIT);
         assert_true(st.credit_queue_peak >= POSTED - PEER_LIMIT);
@@ -266,7 +266,7 @@ static void test_credits_timeout_cancel(void **state)
     assert_int_equal(rb.ret, HM_TIMEOUT);
     assert_false(ra.done);
     assert_false(rd.done);
-    hm_stats_t st;
+    hm_stats_t st = {.size = sizeof(st)};
     assert_int_equal(hm_context_stats(ctx, &st), HM_SUCCESS);
     assert_int_equal(st.credit_waits, 3);
     assert_int_equal(st.timeouts, 1);
@@ -314,7 +314,7 @@ static void test_no_credits_flood(void **state)
     assert_int_equal(c.last_error, HM_SUCCESS);
     assert_int_equal(c.bad_echo, 0);
     assert_int_equal(c.ok, POSTED);
-    hm_stats_t st;
+    hm_stats_t st = {.size = sizeof(st)};
     assert_int_equal(hm_context_stats(c.ctx, &st), HM_SUCCESS);
     assert_int_equal(st.credit_waits, 0);
     client_free(&c);

@@ -85,7 +85,7 @@ static void test_memory_node0(void **state)
     hm_context_t *ctx = create_on_node0(cls);
     const size_t size = 256u << 10;
     unsigned char *buf = malloc(size);
-    hm_context_info_t info;
+    hm_context_info_t info = {.size = sizeof(info)};
 
     assert_non_null(buf);
     memset(buf, 0x77, size);
@@ -134,7 +134,7 @@ static void test_thread_node0(void **state)
 {
     hm_class_t *cls = class_or_skip(state);
     struct thread_arg t = {.ctx = create_on_node0(cls)};
-    hm_context_info_t info;
+    hm_context_info_t info = {.size = sizeof(info)};
     pthread_t th;
 
     assert_int_equal(hm_context_get_info(t.ctx, &info), HM_SUCCESS);
@@ -156,7 +156,7 @@ static void test_per_node(void **state)
     hm_class_t *cls = class_or_skip(state);
     unsigned int nodes = hm_class_node_count(cls);
     hm_context_t **ctx = calloc(nodes, sizeof(*ctx));
-    hm_context_info_t info;
+    hm_context_info_t info = {.size = sizeof(info)};
     unsigned int n = 0;
 
     assert_non_null(ctx);

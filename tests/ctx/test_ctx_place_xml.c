@@ -65,7 +65,7 @@ static hm_return_t create_on(hm_class_t *cls, int node, hm_context_t **ctx)
 /* What every context of this class placed on the XML's `node` reports. */
 static void check_placed(hm_context_t *ctx, int node)
 {
-    hm_context_info_t info;
+    hm_context_info_t info = {.size = sizeof(info)};
 
     assert_int_equal(hm_context_get_info(ctx, &info), HM_SUCCESS);
     print_message("context %u: node %d, device \"%s\": %s\n", info.index, info.numa_node,
@@ -105,7 +105,7 @@ static void test_nothing_bound(void **state)
 {
     hm_class_t *cls = class_or_skip(state);
     hm_context_t *ctx;
-    hm_context_info_t info;
+    hm_context_info_t info = {.size = sizeof(info)};
     char buf[256];
 
     assert_int_equal(create_on(cls, 1, &ctx), HM_SUCCESS);
@@ -125,7 +125,7 @@ static void test_bad_nodes(void **state)
 {
     hm_class_t *cls = class_or_skip(state);
     hm_context_t *ctx = NULL;
-    hm_context_info_t info;
+    hm_context_info_t info = {.size = sizeof(info)};
 
     assert_int_equal(create_on(cls, 2, &ctx), HM_INVALID_ARG);
     assert_non_null(strstr(hm_error_detail(), "no NUMA node 2 (nodes 0..1)"));

@@ -195,7 +195,7 @@ static void test_threads(void **state)
     run_workers(workers, THREADS, &all_done);
     for (uint32_t i = 0; i < THREADS; i++)
         worker_check(&workers[i], shared, srv);
-    hm_stats_t st;
+    hm_stats_t st = {.size = sizeof(st)};
     assert_int_equal(hm_context_stats(shared, &st), HM_SUCCESS);
     print_message("one context, %u driving threads: %llu posts queued, %llu wake-ups\n",
                   THREADS, (unsigned long long)st.submissions_queued,
@@ -207,7 +207,7 @@ static void test_threads(void **state)
     for (unsigned k = 0; k < 2; k++) {
         ctxs[k] = ctx_threaded_context(cls);
         assert_non_null(ctxs[k]);
-        hm_context_info_t info;
+        hm_context_info_t info = {.size = sizeof(info)};
         assert_int_equal(hm_context_get_info(ctxs[k], &info), HM_SUCCESS);
         assert_true(info.progress_thread);
         assert_int_equal(hm_addr_lookup(ctxs[k], k ? uri1 : uri, &srvs[k]), HM_SUCCESS);

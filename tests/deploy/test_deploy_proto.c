@@ -113,7 +113,7 @@ static int server_loop(hm_context_t *ctx)
         while (hm_trigger(ctx, 64, NULL) == HM_SUCCESS)
             ;
     }
-    hm_stats_t st;
+    hm_stats_t st = {.size = sizeof(st)};
     if (hm_context_stats(ctx, &st) != HM_SUCCESS)
         return 20;
     snprintf(line, sizeof(line), "%llu %llu", (unsigned long long)st.incompatible_replies,

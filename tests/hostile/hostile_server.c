@@ -104,7 +104,7 @@ static hm_return_t srv_echo(hm_handle_t *h)
 static hm_return_t srv_stats(hm_handle_t *h)
 {
     hm_context_t *ctx = hm_handle_get_context(h);
-    hm_stats_t st;
+    hm_stats_t st = {.size = sizeof(st)};
     hm_context_stats(ctx, &st);
     struct hostile_report rep = {
         .overload_replies = st.overload_replies,

@@ -290,7 +290,7 @@ static void test_class_destroy(void **state)
     hm_context_t *ctx;
     hm_context_t *ctxs[4];
     unsigned int count;
-    hm_class_info_t info;
+    hm_class_info_t info = {.size = sizeof(info)};
     assert_int_equal(hm_class_destroy(NULL), HM_INVALID_ARG);
     assert_int_equal(hm_class_destroy(fx.cls), HM_BUSY); /* contexts alive */
     assert_int_equal(hm_class_create(uri, NULL, &cls), HM_SUCCESS);
@@ -312,12 +312,16 @@ static void test_class_getters(void **state)
 {
     (void)state;
     need_fixture();
-    hm_class_info_t info;
+    hm_class_info_t info = {.size = sizeof(info)};
     assert_null(hm_class_protocol(NULL));
     assert_int_equal(hm_class_eager_limit(NULL), 0);
     assert_int_equal(hm_class_get_info(NULL, &info), HM_INVALID_ARG);
     assert_int_equal(hm_class_get_info(fx.cls, NULL), HM_INVALID_ARG);
     assert_int_equal(hm_class_get_info(fx.cls, &info), HM_SUCCESS);
+    info.size = HM_CLASS_INFO_SIZE_V1 - 1; /* below the first version, or not set */
+    assert_int_equal(hm_class_get_info(fx.cls, &info), HM_INVALID_ARG);
+    info.size = 0;
+    assert_int_equal(hm_class_get_info(fx.cls, &info), HM_INVALID_ARG);
     const char *const *list = hm_protocol_list();
     bool found = false;
     for (size_t i = 0; list[i] != NULL; i++)
@@ -387,8 +391,8 @@ static void test_context_destroy(void **state)
     (void)state;
     need_fixture();
     hm_context_t *ctx;
-    hm_context_info_t info;
-    hm_stats_t stats;
+    hm_context_info_t info = {.size = sizeof(info)};
+    hm_stats_t stats = {.size = sizeof(stats)};
     hm_addr_t *addr;
     hm_handle_t *h;
     assert_int_equal(hm_context_destroy(NULL), HM_INVALID_ARG);
@@ -412,12 +416,41 @@ static void test_context_destroy(void **state)
     assert_int_equal(hm_context_destroy((hm_context_t *)fx.cls), HM_NOENTRY);
 }
 
+/*
+ * A caller's struct from newer headers (larger) gets the library's fields
+ * and no byte past them; one from older headers (the first version) gets
+ * no byte past its size.
+ */
+static void output_struct_bounds(void)
+{
+    unsigned char big[sizeof(hm_stats_t) + 16];
+    memset(big, 0xa5, sizeof(big));
+    size_t size = sizeof(big);
+    memcpy(big, &size, sizeof(size));
+    assert_int_equal(hm_context_stats(fx.cli, (hm_stats_t *)(void *)big), HM_SUCCESS);
+    for (size_t i = sizeof(hm_stats_t); i < sizeof(big); i++)
+        assert_int_equal(big[i], 0xa5);
+    memcpy(&size, big, sizeof(size));
+    assert_int_equal(size, sizeof(big)); /* the size field is the caller's */
+    unsigned char v1[sizeof(hm_context_info_t) + 8];
+    memset(v1, 0xa5, sizeof(v1));
+    size = HM_CONTEXT_INFO_SIZE_V1 - 8;  /* one field less than the first version */
+    memcpy(v1, &size, sizeof(size));
+    assert_int_equal(hm_context_get_info(fx.cli, (hm_context_info_t *)(void *)v1),
+                     HM_INVALID_ARG);
+    size = HM_CONTEXT_INFO_SIZE_V1;
+    memcpy(v1, &size, sizeof(size));
+    assert_int_equal(hm_context_get_info(fx.cli, (hm_context_info_t *)(void *)v1), HM_SUCCESS);
+    for (size_t i = HM_CONTEXT_INFO_SIZE_V1; i < sizeof(v1); i++)
+        assert_int_equal(v1[i], 0xa5);
+}
+
 static void test_context_calls(void **state)
 {
     (void)state;
     need_fixture();
-    hm_context_info_t info;
-    hm_stats_t stats;
+    hm_context_info_t info = {.size = sizeof(info)};
+    hm_stats_t stats = {.size = sizeof(stats)};
     unsigned int count = 5;
     assert_null(hm_context_class(NULL));
     assert_ptr_equal(hm_context_class(fx.cli), fx.cls);
@@ -429,7 +462,16 @@ static void test_context_calls(void **state)
     assert_int_equal(count, 0);
     assert_int_equal(hm_context_stats(NULL, &stats), HM_INVALID_ARG);
     assert_int_equal(hm_context_stats(fx.cli, NULL), HM_INVALID_ARG);
+    /* Output structs: a size below the first version is refused. */
+    info.size = HM_CONTEXT_INFO_SIZE_V1 - 1;
+    assert_int_equal(hm_context_get_info(fx.cli, &info), HM_INVALID_ARG);
+    stats.size = 0;
+    assert_int_equal(hm_context_stats(fx.cli, &stats), HM_INVALID_ARG);
+    stats.size = HM_STATS_SIZE_V1 - 1;
+    assert_int_equal(hm_context_stats(fx.cli, &stats), HM_INVALID_ARG);
+    output_struct_bounds();
     memset(&stats, 0, sizeof(stats));
+    stats.size = sizeof(stats);
     stats.timeouts = 1;
     hm_stats_print(NULL, "x ", stdout);
     hm_stats_print(&stats, "x ", NULL);
@@ -762,7 +804,7 @@ static void test_bulk_create(void **state)
     void *null_bufs[1] = {NULL};
     size_t zero[1] = {0};
     hm_bulk_t *b = (hm_bulk_t *)&b;
-    hm_bulk_cache_stats_t cs;
+    hm_bulk_cache_stats_t cs = {.size = sizeof(cs)};
     assert_int_equal(hm_bulk_create(NULL, 2, bufs, sizes, HM_BULK_READ_WRITE, &b), HM_INVALID_ARG);
     assert_int_equal(hm_bulk_create(fx.cls, 0, bufs, sizes, HM_BULK_READ_WRITE, &b), HM_INVALID_ARG);
     assert_int_equal(hm_bulk_create(fx.cls, HM_BULK_MAX_SEGMENTS + 1, bufs, sizes,
@@ -786,6 +828,10 @@ static void test_bulk_create(void **state)
     hm_bulk_free(NULL);
     assert_int_equal(hm_bulk_cache_stats(NULL, &cs), HM_INVALID_ARG);
     assert_int_equal(hm_bulk_cache_stats(fx.cls, NULL), HM_INVALID_ARG);
+    cs.size = HM_BULK_CACHE_STATS_SIZE_V1 - 1;
+    assert_int_equal(hm_bulk_cache_stats(fx.cls, &cs), HM_INVALID_ARG);
+    cs.size = sizeof(cs);
+    assert_int_equal(hm_bulk_cache_stats(fx.cls, &cs), HM_SUCCESS);
 }
 
 struct bulk_done {

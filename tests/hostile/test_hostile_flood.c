@@ -119,7 +119,7 @@ static void good_client(const char *uri)
         assert_int_equal(hm_forward(rpcs[k].handle, &rpcs[k].in, good_done, &rpcs[k], &fopts),
                          HM_SUCCESS);
     }
-    hm_stats_t st = {0};
+    hm_stats_t st = {.size = sizeof(st)};
     for (int i = 0; i < 6000 && st.overload_retries == 0; i++) {
         hm_progress(ctx, 10);
         hm_trigger(ctx, 1u << 20, NULL);

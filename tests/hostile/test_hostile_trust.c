@@ -32,7 +32,7 @@ static const hm_class_opts_t not_trusted = {.field_mask = HM_CLASS_OPT_TRUSTED_P
 static bool trusted_only(void)
 {
     hm_class_t *cls;
-    hm_class_info_t info;
+    hm_class_info_t info = {.size = sizeof(info)};
     assert_int_equal(hm_class_create(uri, &trusted, &cls), HM_SUCCESS);
     assert_int_equal(hm_class_get_info(cls, &info), HM_SUCCESS);
     assert_non_null(info.peers);
