@@ -16,8 +16,9 @@
  *    HM_BUSY meanwhile, and from a callback (hmi_cb_owned).
  *  - hm_cancel of an RPC whose callback is due or running finds it done
  *    (state set under the lock before it was queued) and changes nothing.
- *  - Timers are taken one per batch, right before they run: a callback that
- *    disarms or destroys a timer due later still stops it. Another thread's
+ *  - Timers are taken one per batch, at its head, and run first: nothing
+ *    runs between a timer's take and its callback, and a callback that
+ *    disarms or destroys a timer due in a later batch still stops it. Another thread's
  *    hm_timer_disarm/destroy waits for the running callbacks (utimer.c).
  */
 #include "core/core_internal.h"
@@ -72,9 +73,21 @@ static void trigger_take_handle(hm_handle_t *handle, struct trigger_item *item)
     }
 }
 
-/* Under the lock: up to `max` completions, handles, then bulk, then one timer. */
+/*
+ * Under the lock: up to `max` completions: one due timer first, then
+ * handles, then bulk. The timer leads its batch because nothing else may
+ * run between its take and its callback: a callback's own
+ * hm_timer_destroy does not wait for the batch it runs in, so a timer
+ * taken behind a handle could be freed by that handle's callback before
+ * it ran (a use after free seen in group_stall_ucx+shm, where an RPC
+ * callback tears down the keepalive timer).
+ */
 static void trigger_take(hm_context_t *ctx, struct trigger_batch *batch, unsigned int max)
 {
+    hm_timer_t *timer;
+    if (batch->count < max && (timer = hmi_utimer_trigger_take(ctx)) != NULL)
+        batch->items[batch->count++] =
+            (struct trigger_item){.kind = TRIGGER_TIMER, .timer = timer};
     struct hmi_list *link;
     while (batch->count < max && (link = hmi_list_pop_front(&ctx->c_comp)) != NULL)
         trigger_take_handle(hmi_container_of(link, hm_handle_t, h_link),
@@ -84,10 +97,6 @@ static void trigger_take(hm_context_t *ctx, struct trigger_batch *batch, unsigne
         batch->items[batch->count++] = (struct trigger_item){.kind = TRIGGER_BULK, .op = op};
         batch->has_bulk = true;
     }
-    hm_timer_t *timer;
-    if (batch->count < max && (timer = hmi_utimer_trigger_take(ctx)) != NULL)
-        batch->items[batch->count++] =
-            (struct trigger_item){.kind = TRIGGER_TIMER, .timer = timer};
 }
 
 /* Without the lock: one callback, then the reference it held. */
