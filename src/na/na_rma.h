@@ -144,7 +144,7 @@ hm_return_t hmi_swrma_cancel(hm_na_context_t *ctx, hm_na_op_t *op);
  * either side:
  *   ss_share_waits times a peer's work waited because it held its share of
  *                 the send buffers (8 of 32) in flight (once per episode)
- * and gauges: ss_bufs (send buffers made, <= 32), ss_jobs (jobs queued),
+ * and gauges: ss_bufs (send buffers made, <= 256), ss_jobs (jobs queued),
  * ss_peers (per-peer records in use).
  */
 struct hmi_swrma_stats {

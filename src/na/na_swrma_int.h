@@ -40,9 +40,17 @@
  * over that cap (each outstanding request is at most one job there; the
  * margin covers pieces given up whose CANCEL is still on its way).
  */
-#define SWRMA_BUFS 32u
-#define SWRMA_REQ_BUFS 24u
-#define SWRMA_JOBS 1024u
+/*
+ * Context-wide bounds, sized so that a coalition of peers that stop
+ * reading must be large to starve the others: each holds at most
+ * SWRMA_SHARE buffers and SWRMA_JOBS_PEER jobs, so it takes 32 such peers
+ * to hold every buffer and 16 to hold every job record. Buffers are made
+ * on need (at most 256 x the eager limit, 16 MiB at 64 KiB), job records
+ * at the first transfer (about 460 KB).
+ */
+#define SWRMA_BUFS 256u
+#define SWRMA_REQ_BUFS 192u      /* the requester's part: the owner's replies always find one */
+#define SWRMA_JOBS 4096u
 #define SWRMA_JOBS_PEER 256u     /* default per-peer cap */
 #define SWRMA_CANCELS 64u
 #define SWRMA_SHARE 8u           /* send buffers in flight to one peer */

@@ -23,13 +23,14 @@
  *    owner is held in a handler, so they all arrive at once; past the
  *    per-peer cap (256) they are refused with HM_OVERLOADED, and a good
  *    client's pulls all succeed meanwhile, none refused;
- *  - a peer that asks and stops reading: an attacker process sends 64
- *    GET_REQs for the whole 8 MiB region, then never progresses again and
- *    is SIGSTOPped; the owner's sends to it can never complete. A good
+ *  - peers that ask and stop reading: 4 attacker processes each send 64
+ *    GET_REQs for the whole 8 MiB region, then never progress again and
+ *    are SIGSTOPped; the owner's sends to them can never complete. A good
  *    client's pulls from the same owner must all complete meanwhile (before
- *    the per-peer share of the send buffers, the attacker's replies held all
- *    32 and the good client's first pull never completed), the attacker's
- *    work counted as held back. This process kills the attacker by its pid;
+ *    the per-peer share of the send buffers, one attacker's replies held
+ *    all 32 and the good client's first pull never completed; with the
+ *    share but the old pool of 32, 4 attackers still held them all), the
+ *    attackers' work counted as held back. This process kills them by pid;
  *  - one honest peer's many gets: 512 pulls started at once while the owner
  *    is held, twice the owner's per-peer job cap; the requester's window per
  *    peer keeps its requests below that cap, so every pull succeeds and the
@@ -65,6 +66,9 @@
 #define PEER_CAP 256u         /* the default per-peer job cap */
 #define STALL_REQS 64u        /* GET_REQs of the attacker that stops reading, */
 #define STALL_LEN BIG         /* each for the whole region: 512 MiB it never reads */
+/* Attackers that stop reading at once: each holds at most its share of 8
+ * of the owner's send buffers, so 4 held all 32 of the pool before it grew. */
+#define STALLERS 4u
 #define MANY 512u             /* concurrent pulls of one honest client, */
 #define MANY_LEN (BIG / MANY) /* 16 KiB each, together the whole region */
 
@@ -962,13 +966,15 @@ static void test_stalled_reader(void **state)
     struct s_stats st0, st;
     server_stats(&st0);
     struct flood_args fa = {.uri = g_uri};
-    struct hm_test_child attacker;
-    char line[64];
-    assert_int_equal(hm_test_spawn(&attacker, stall_main, &fa), 0);
-    int got = hm_test_recv(&attacker, line, sizeof(line), 30000);
-    bool sent = got == 0 && strcmp(line, "sent") == 0;
-    if (sent)
-        sent = kill(attacker.pid, SIGSTOP) == 0;
+    struct hm_test_child attackers[STALLERS];
+    bool sent = true;
+    for (unsigned int a = 0; a < STALLERS; a++) {
+        char line[64];
+        assert_int_equal(hm_test_spawn(&attackers[a], stall_main, &fa), 0);
+        int got = hm_test_recv(&attackers[a], line, sizeof(line), 30000);
+        sent = sent && got == 0 && strcmp(line, "sent") == 0 &&
+               kill(attackers[a].pid, SIGSTOP) == 0;
+    }
     unsigned int ok = 0;
     hm_return_t first_bad = HM_SUCCESS;
     for (unsigned int i = 0; sent && i < GOOD_PULLS; i++) {
@@ -986,10 +992,11 @@ static void test_stalled_reader(void **state)
     }
     if (sent)
         server_stats(&st);
-    assert_int_equal(hm_test_child_kill(&attacker), -SIGKILL); /* by its pid, stopped */
-    printf("stalled reader: %s; good client %u/%u (%s); owner jobs %llu, "
+    for (unsigned int a = 0; a < STALLERS; a++) /* by their pids, stopped */
+        assert_int_equal(hm_test_child_kill(&attackers[a]), -SIGKILL);
+    printf("stalled readers: %s; good client %u/%u (%s); owner jobs %llu, "
            "share waits %llu\n",
-           sent ? "asked 64 x 8 MiB and stopped" : "never sent", ok, GOOD_PULLS,
+           sent ? "4 asked 64 x 8 MiB each and stopped" : "never sent", ok, GOOD_PULLS,
            hm_strerror(first_bad), sent ? (unsigned long long)st.jobs : 0ull,
            sent ? (unsigned long long)(st.share_waits - st0.share_waits) : 0ull);
     assert_true(sent);
