@@ -93,16 +93,12 @@ const struct ofi_quirk *hmi_ofi_quirk_find(const char *protocol)
 
 /*
  * libfabric parameters set by default (setenv without overwrite), with why.
- * rxm's shared receive context: without it rxm reposts a fresh bounce
- * buffer for every unexpected message on every connection, so a peer that
- * sends faster than the server handles grows the server without bound
- * (hostile_flood_ofi+tcp on a slowed server: VmHWM 16 GB, one attacker
- * read far ahead of the others). With it, 256 buffers are shared by all
- * connections and the tcp provider leaves what does not fit in the
- * sockets, so TCP's own flow control throttles the sender: the same run
- * grew the server by 26 MB, the attackers were served evenly, and the
- * no-op round trip and rate were unchanged (ofi+tcp busy, 1 and 16 in
- * flight, back to back) with half the resident memory.
+ * rxm's shared receive context: 256 bounce buffers shared by all
+ * connections instead of 128 per connection. Each process's resident
+ * memory halved (45 MB against 95 MB under hm-perf rpc) with the same
+ * no-op round trip and rate (ofi+tcp busy, 1 and 16 in flight, back to
+ * back). It does not bound a flood on a slowed server (docs/ARCHITECTURE.md,
+ * Known limits): rxm still allocates bounce buffers without limit.
  */
 static const struct {
     const char *name, *value;
