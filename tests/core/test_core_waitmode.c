@@ -64,20 +64,8 @@ static void self_usage(struct rusage *ru)
     assert_int_equal(getrusage(RUSAGE_SELF, ru), 0);
 }
 
-struct outcome {
-    int calls;
-    hm_return_t ret;
-};
-
-static void outcome_cb(const hm_cb_info_t *info)
-{
-    struct outcome *o = info->arg;
-    o->calls++;
-    o->ret = info->ret;
-}
-
 /* Drive the client's context until `o`'s callback ran. */
-static void wait_for(struct outcome *o)
+static void wait_for(struct core_outcome *o)
 {
     while (o->calls == 0) {
         hm_progress(core_client.ctx, 1000);
@@ -88,8 +76,8 @@ static void wait_for(struct outcome *o)
 
 static void forward_and_wait(hm_handle_t *handle, const void *in)
 {
-    struct outcome o = {0};
-    assert_int_equal(hm_forward(handle, in, outcome_cb, &o, NULL), HM_SUCCESS);
+    struct core_outcome o = {0};
+    assert_int_equal(hm_forward(handle, in, core_outcome_cb, &o, NULL), HM_SUCCESS);
     wait_for(&o);
 }
 
@@ -147,8 +135,8 @@ static void test_waiting_client_uses_no_cpu(void **state)
      * once): not what this case measures. */
     forward_and_wait(handle, &delay);
     delay.ms = 1000;
-    struct outcome o = {0};
-    assert_int_equal(hm_forward(handle, &delay, outcome_cb, &o, NULL), HM_SUCCESS);
+    struct core_outcome o = {0};
+    assert_int_equal(hm_forward(handle, &delay, core_outcome_cb, &o, NULL), HM_SUCCESS);
     struct rusage before, after;
     self_usage(&before);
     wait_for(&o); /* the server answers after 1 s */
