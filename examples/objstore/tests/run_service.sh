@@ -34,7 +34,19 @@ cleanup() {
     kill -9 "$job" 2>/dev/null
   fi
   wait 2>/dev/null
+  kill_ranks_left
   rm -rf "$work"
+}
+# Ranks that outlived the job (mpirun killed before it stopped them; seen in
+# a CI dry run: three ofi+tcp servers left running): each by the pid it
+# printed, and only if that pid is still a server of ours.
+kill_ranks_left() {
+  local pid
+  for pid in $(sed -n "s/^hm-objstore-server: rank .* pid \([0-9]*\) .*/\1/p" "$work/job" 2>/dev/null); do
+    if [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$(readlink -f "$server")" ]; then
+      kill -9 "$pid" 2>/dev/null && echo "cleanup: rank pid $pid outlived its job, killed" >&2
+    fi
+  done
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; echo "--- servers:" >&2; cat "$work/job" >&2; exit 1; }
