@@ -12,7 +12,7 @@
 hm_bulk_t *hmi_bulk_alloc(uint32_t count, size_t key_bytes)
 {
     size_t head = sizeof(hm_bulk_t);
-    size_t arrays = (size_t)count * (sizeof(size_t) + sizeof(hm_na_mem_t *) +
+    size_t arrays = (size_t)count * (sizeof(size_t) + sizeof(hmi_na_mem_t *) +
                                      sizeof(uint8_t *) + sizeof(uint32_t));
     hm_bulk_t *bulk = calloc(1, head + arrays + key_bytes);
     if (bulk == NULL)
@@ -20,8 +20,8 @@ hm_bulk_t *hmi_bulk_alloc(uint32_t count, size_t key_bytes)
     char *p = (char *)bulk + head;
     bulk->b_lens = (size_t *)(void *)p;
     p += count * sizeof(size_t);
-    bulk->b_mems = (hm_na_mem_t **)(void *)p;
-    p += count * sizeof(hm_na_mem_t *);
+    bulk->b_mems = (hmi_na_mem_t **)(void *)p;
+    p += count * sizeof(hmi_na_mem_t *);
     bulk->b_keys = (uint8_t **)(void *)p;
     p += count * sizeof(uint8_t *);
     bulk->b_key_lens = (uint32_t *)(void *)p;
@@ -56,7 +56,7 @@ static hm_return_t bulk_check_args(uint32_t count, void *const *bufs, const size
 }
 
 /* Give registrations back: to the cache when they came from it (`rc`), else to the NA. */
-static void bulk_deregister(struct hmi_bulk_rcache *rc, hm_na_mem_t **mems, uint32_t count)
+static void bulk_deregister(struct hmi_bulk_rcache *rc, hmi_na_mem_t **mems, uint32_t count)
 {
     for (uint32_t i = 0; i < count; i++) {
         if (mems[i] == NULL)
@@ -64,19 +64,19 @@ static void bulk_deregister(struct hmi_bulk_rcache *rc, hm_na_mem_t **mems, uint
         if (rc != NULL)
             hmi_bulk_rcache_put(rc, mems[i]);
         else
-            hm_na_mem_deregister(mems[i]);
+            hmi_na_mem_deregister(mems[i]);
     }
 }
 
 /* Register every segment (through the cache when `rc`); on error none stays registered. */
-static hm_return_t bulk_register(hm_na_class_t *na, struct hmi_bulk_rcache *rc, uint32_t count,
+static hm_return_t bulk_register(hmi_na_class_t *na, struct hmi_bulk_rcache *rc, uint32_t count,
                                  void *const *bufs, const size_t *sizes, unsigned int access,
-                                 hm_na_mem_t **mems)
+                                 hmi_na_mem_t **mems)
 {
     for (uint32_t i = 0; i < count; i++) {
         hm_return_t ret = rc != NULL
                               ? hmi_bulk_rcache_get(rc, bufs[i], sizes[i], access, &mems[i])
-                              : hm_na_mem_register(na, bufs[i], sizes[i], access, &mems[i]);
+                              : hmi_na_mem_register(na, bufs[i], sizes[i], access, &mems[i]);
         if (ret != HM_SUCCESS) {
             hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR,
                     "cannot register segment %u (%zu bytes) on %s: %s", i, sizes[i],
@@ -90,13 +90,13 @@ static hm_return_t bulk_register(hm_na_class_t *na, struct hmi_bulk_rcache *rc, 
 }
 
 /* Total packed-key bytes of `mems`; key lengths into `lens`. */
-static hm_return_t bulk_key_sizes(hm_na_class_t *na, hm_na_mem_t **mems, uint32_t count,
+static hm_return_t bulk_key_sizes(hmi_na_class_t *na, hmi_na_mem_t **mems, uint32_t count,
                                   uint32_t *lens, size_t *total_out)
 {
     size_t total = 0;
     for (uint32_t i = 0; i < count; i++) {
         size_t size = 0;
-        hm_return_t ret = hm_na_mem_key_pack(mems[i], NULL, &size);
+        hm_return_t ret = hmi_na_mem_key_pack(mems[i], NULL, &size);
         if (ret != HM_MSGSIZE && ret != HM_SUCCESS)
             return ret;
         if (size == 0 || size > HMI_BULK_MAX_KEY)
@@ -113,7 +113,7 @@ static hm_return_t bulk_pack_keys(hm_bulk_t *bulk, const uint32_t *lens)
     uint8_t *p = bulk->b_key_store;
     for (uint32_t i = 0; i < bulk->b_count; i++) {
         size_t size = lens[i];
-        hm_return_t ret = hm_na_mem_key_pack(bulk->b_mems[i], p, &size);
+        hm_return_t ret = hmi_na_mem_key_pack(bulk->b_mems[i], p, &size);
         if (ret != HM_SUCCESS || size != lens[i])
             return ret != HM_SUCCESS ? ret : HM_FAULT;
         bulk->b_keys[i] = p;
@@ -124,11 +124,11 @@ static hm_return_t bulk_pack_keys(hm_bulk_t *bulk, const uint32_t *lens)
 }
 
 /* Register, size and pack the keys of a new local handle; `rc` NULL: uncached. */
-static hm_return_t bulk_create_local(hm_na_class_t *na, struct hmi_bulk_rcache *rc,
+static hm_return_t bulk_create_local(hmi_na_class_t *na, struct hmi_bulk_rcache *rc,
                                      uint32_t count, void *const *bufs, const size_t *sizes,
                                      hm_bulk_perm_t perm, hm_bulk_t **bulk_out)
 {
-    hm_na_mem_t **mems = calloc(count, sizeof(*mems));
+    hmi_na_mem_t **mems = calloc(count, sizeof(*mems));
     uint32_t *key_lens = calloc(count, sizeof(*key_lens));
     size_t key_bytes = 0;
     hm_bulk_t *bulk = NULL;
@@ -218,10 +218,10 @@ static void bulk_rkeys_release(hm_bulk_t *bulk)
     struct hmi_bulk_rkeys *entry = atomic_load(&bulk->b_rkeys);
     while (entry != NULL) {
         struct hmi_bulk_rkeys *next = entry->r_next;
-        hm_na_class_t *na = entry->r_ctx->x_class;
+        hmi_na_class_t *na = entry->r_ctx->x_class;
         for (uint32_t i = 0; i < bulk->b_count; i++)
-            hm_na_rkey_release(entry->r_ctx, entry->r_keys[i]);
-        hm_na_addr_unref(na, entry->r_peer);
+            hmi_na_rkey_release(entry->r_ctx, entry->r_keys[i]);
+        hmi_na_addr_unref(na, entry->r_peer);
         free(entry);
         entry = next;
     }
@@ -240,35 +240,35 @@ void hm_bulk_free(hm_bulk_t *bulk)
 }
 
 /* Unpack every segment's key for (ctx, peer); on error nothing is kept. */
-static hm_return_t bulk_rkeys_unpack(hm_bulk_t *bulk, hm_na_context_t *ctx, hm_na_addr_t *peer,
+static hm_return_t bulk_rkeys_unpack(hm_bulk_t *bulk, hmi_na_context_t *ctx, hmi_na_addr_t *peer,
                                      struct hmi_bulk_rkeys **entry_out)
 {
-    hm_na_class_t *na = ctx->x_class;
+    hmi_na_class_t *na = ctx->x_class;
     struct hmi_bulk_rkeys *entry =
         calloc(1, sizeof(*entry) + (size_t)bulk->b_count * sizeof(void *));
     if (entry == NULL)
         return HM_NOMEM;
     for (uint32_t i = 0; i < bulk->b_count; i++) {
         hm_return_t ret =
-            hm_na_rkey_unpack(ctx, peer, bulk->b_keys[i], bulk->b_key_lens[i],
+            hmi_na_rkey_unpack(ctx, peer, bulk->b_keys[i], bulk->b_key_lens[i],
                               &entry->r_keys[i]);
         if (ret != HM_SUCCESS) {
             hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR, "key of segment %u does not unpack: %s",
                     i, hm_strerror(ret));
             while (i-- > 0)
-                hm_na_rkey_release(ctx, entry->r_keys[i]);
+                hmi_na_rkey_release(ctx, entry->r_keys[i]);
             free(entry);
             return ret;
         }
     }
     entry->r_ctx = ctx;
     entry->r_peer = peer;
-    hm_na_addr_ref(na, peer);
+    hmi_na_addr_ref(na, peer);
     *entry_out = entry;
     return HM_SUCCESS;
 }
 
-hm_return_t hmi_bulk_rkeys_get(hm_bulk_t *bulk, hm_na_context_t *ctx, hm_na_addr_t *peer,
+hm_return_t hmi_bulk_rkeys_get(hm_bulk_t *bulk, hmi_na_context_t *ctx, hmi_na_addr_t *peer,
                                void ***keys_out)
 {
     /* Transfers on several contexts (several threads) may use one handle at

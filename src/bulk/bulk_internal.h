@@ -24,7 +24,7 @@
 
 /* The registration cache of one NA class (bulk_rcache.c). */
 struct hmi_bulk_rcache {
-    hm_na_class_t *rc_na;
+    hmi_na_class_t *rc_na;
     pthread_mutex_t rc_lock;   /* handles are made and freed on any thread */
     struct hmi_hmap rc_map;    /* hash of (base, len, access) -> entry */
     struct hmi_list rc_idle;   /* entries no handle uses, least recent first */
@@ -38,8 +38,8 @@ struct hmi_bulk_rcache {
 /* Keys of a remote handle unpacked for one (NA context, peer). */
 struct hmi_bulk_rkeys {
     struct hmi_bulk_rkeys *r_next;
-    hm_na_context_t *r_ctx;
-    hm_na_addr_t *r_peer;   /* one reference */
+    hmi_na_context_t *r_ctx;
+    hmi_na_addr_t *r_peer;   /* one reference */
     void *r_keys[];         /* one per segment */
 };
 
@@ -48,11 +48,11 @@ struct hm_bulk {
     uint32_t b_count;          /* segments */
     size_t b_size;             /* total bytes */
     hm_bulk_perm_t b_perm;
-    hm_na_class_t *b_class;    /* local handles: the class registered with; remote: NULL */
+    hmi_na_class_t *b_class;    /* local handles: the class registered with; remote: NULL */
     struct hmi_bulk_rcache *b_rcache; /* local: where b_mems came from */
     void *b_owned;             /* memory freed with the handle (overflow buffers), or NULL */
     size_t *b_lens;            /* [b_count] segment lengths */
-    hm_na_mem_t **b_mems;      /* local: [b_count] registrations; remote: NULL */
+    hmi_na_mem_t **b_mems;      /* local: [b_count] registrations; remote: NULL */
     uint8_t **b_keys;          /* [b_count] packed keys (into b_key_store) */
     uint32_t *b_key_lens;      /* [b_count] */
     uint8_t *b_key_store;      /* all packed keys, back to back */
@@ -63,14 +63,14 @@ struct hm_bulk {
 #define HMI_BULK_MAX_KEY 4096u
 
 /* bulk_rcache.c */
-hm_return_t hmi_bulk_rcache_create(hm_na_class_t *na, struct hmi_bulk_rcache **out);
+hm_return_t hmi_bulk_rcache_create(hmi_na_class_t *na, struct hmi_bulk_rcache **out);
 /* Deregisters idle entries; entries still used by handles are reported. */
 void hmi_bulk_rcache_destroy(struct hmi_bulk_rcache *rc);
 /* A registration of exactly (base, len, access): cached, or made now. */
 hm_return_t hmi_bulk_rcache_get(struct hmi_bulk_rcache *rc, void *base, size_t len,
-                                unsigned int access, hm_na_mem_t **mem_out);
+                                unsigned int access, hmi_na_mem_t **mem_out);
 /* Give back what hmi_bulk_rcache_get returned. */
-void hmi_bulk_rcache_put(struct hmi_bulk_rcache *rc, hm_na_mem_t *mem);
+void hmi_bulk_rcache_put(struct hmi_bulk_rcache *rc, hmi_na_mem_t *mem);
 void hmi_bulk_rcache_stats(struct hmi_bulk_rcache *rc, hm_bulk_cache_stats_t *stats);
 
 /* bulk_handle.c */
@@ -90,13 +90,13 @@ hm_bulk_t *hmi_bulk_alloc(uint32_t count, size_t key_bytes);
  * hmi_bulk_rkeys_get: the keys of `bulk` unpacked for (`ctx`, `peer`), from
  * the cache or unpacked now (once). HM_PROTOCOL_ERROR for a bad key.
  */
-hm_return_t hmi_bulk_rkeys_get(hm_bulk_t *bulk, hm_na_context_t *ctx, hm_na_addr_t *peer,
+hm_return_t hmi_bulk_rkeys_get(hm_bulk_t *bulk, hmi_na_context_t *ctx, hmi_na_addr_t *peer,
                                void ***keys_out);
 
 /* bulk_transfer.c */
 struct hm_bulk_op_id {
-    hm_na_context_t *t_ctx;
-    hm_na_addr_t *t_peer;        /* borrowed: the origin handle's rkey cache holds a ref */
+    hmi_na_context_t *t_ctx;
+    hmi_na_addr_t *t_peer;        /* borrowed: the origin handle's rkey cache holds a ref */
     hm_bulk_t *t_local;          /* one reference */
     hm_bulk_t *t_origin;         /* one reference */
     void **t_rkeys;              /* origin's keys for (t_ctx, t_peer) */
@@ -117,8 +117,8 @@ struct hm_bulk_op_id {
     void (*t_done)(hm_bulk_op_id_t *op, void *arg);
     void *t_done_arg;
     struct hmi_list t_link;      /* the core's completion queue */
-    hm_na_op_t **t_ops;          /* [t_depth] all NA ops */
-    hm_na_op_t **t_idle;         /* [t_depth] stack of idle NA ops */
+    hmi_na_op_t **t_ops;          /* [t_depth] all NA ops */
+    hmi_na_op_t **t_idle;         /* [t_depth] stack of idle NA ops */
 };
 
 /*
@@ -128,7 +128,7 @@ struct hm_bulk_op_id {
  * call itself (nothing to move, or the first post failed); the core then
  * queues the op and later runs hmi_bulk_transfer_callback and _release from hm_trigger.
  */
-hm_return_t hmi_bulk_transfer_start(hm_na_context_t *ctx, hm_na_addr_t *peer,
+hm_return_t hmi_bulk_transfer_start(hmi_na_context_t *ctx, hmi_na_addr_t *peer,
                                     const hm_bulk_xfer_t *xfer, const hm_bulk_opts_t *opts,
                                     hm_bulk_cb_t cb, void *arg,
                                     void (*done)(hm_bulk_op_id_t *, void *), void *done_arg,

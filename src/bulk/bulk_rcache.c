@@ -27,7 +27,7 @@
 #define RCACHE_DEFAULT_IDLE 256u
 
 struct rcache_entry {
-    hm_na_mem_t *e_mem;
+    hmi_na_mem_t *e_mem;
     uint64_t e_key;
     uint32_t e_refs;
     struct hmi_list e_idle; /* on the idle list while e_refs == 0 */
@@ -49,7 +49,7 @@ static uint64_t rcache_key(const void *base, size_t len, unsigned int access)
  * still write into memory the user has freed. Registering there is one
  * key-table insert, cheaper than a cache lookup, so nothing is lost.
  */
-static uint32_t rcache_max_idle(const hm_na_class_t *na)
+static uint32_t rcache_max_idle(const hmi_na_class_t *na)
 {
     if (na->c_rma_kind == HM_NA_RMA_OWNER_CHECKED)
         return 0;
@@ -65,7 +65,7 @@ static uint32_t rcache_max_idle(const hm_na_class_t *na)
     return na->c_mem_pins ? 0 : RCACHE_DEFAULT_IDLE;
 }
 
-hm_return_t hmi_bulk_rcache_create(hm_na_class_t *na, struct hmi_bulk_rcache **out)
+hm_return_t hmi_bulk_rcache_create(hmi_na_class_t *na, struct hmi_bulk_rcache **out)
 {
     struct hmi_bulk_rcache *rc = calloc(1, sizeof(*rc));
     if (rc == NULL)
@@ -85,7 +85,7 @@ hm_return_t hmi_bulk_rcache_create(hm_na_class_t *na, struct hmi_bulk_rcache **o
 static void rcache_entry_drop(struct hmi_bulk_rcache *rc, struct rcache_entry *entry)
 {
     hmi_hmap_remove(&rc->rc_map, entry->e_key);
-    hm_na_mem_deregister(entry->e_mem);
+    hmi_na_mem_deregister(entry->e_mem);
     free(entry);
 }
 
@@ -120,9 +120,9 @@ static void rcache_trim(struct hmi_bulk_rcache *rc, uint32_t keep)
 
 /* Register anew and remember it, unless another registration holds the slot. */
 static hm_return_t rcache_insert(struct hmi_bulk_rcache *rc, uint64_t key, void *base,
-                                 size_t len, unsigned int access, hm_na_mem_t **mem_out)
+                                 size_t len, unsigned int access, hmi_na_mem_t **mem_out)
 {
-    hm_return_t ret = hm_na_mem_register(rc->rc_na, base, len, access, mem_out);
+    hm_return_t ret = hmi_na_mem_register(rc->rc_na, base, len, access, mem_out);
     if (ret != HM_SUCCESS || hmi_hmap_get(&rc->rc_map, key) != NULL)
         return ret; /* a hash collision: this registration stays uncached */
     struct rcache_entry *entry = calloc(1, sizeof(*entry));
@@ -140,16 +140,16 @@ static hm_return_t rcache_insert(struct hmi_bulk_rcache *rc, uint64_t key, void 
 static bool rcache_entry_matches(const struct rcache_entry *entry, const void *base,
                                  size_t len, unsigned int access)
 {
-    const hm_na_mem_t *mem = entry->e_mem;
+    const hmi_na_mem_t *mem = entry->e_mem;
     return mem->m_base == base && mem->m_len == len && mem->m_access == access;
 }
 
 static hm_return_t rcache_get_locked(struct hmi_bulk_rcache *rc, void *base, size_t len,
-                                unsigned int access, hm_na_mem_t **mem_out)
+                                unsigned int access, hmi_na_mem_t **mem_out)
 {
     if (rc->rc_max_idle == 0) {
         rc->rc_misses++; /* off: every segment is registered anew */
-        return hm_na_mem_register(rc->rc_na, base, len, access, mem_out);
+        return hmi_na_mem_register(rc->rc_na, base, len, access, mem_out);
     }
     uint64_t key = rcache_key(base, len, access);
     struct rcache_entry *entry = hmi_hmap_get(&rc->rc_map, key);
@@ -166,13 +166,13 @@ static hm_return_t rcache_get_locked(struct hmi_bulk_rcache *rc, void *base, siz
     return HM_SUCCESS;
 }
 
-static void rcache_put_locked(struct hmi_bulk_rcache *rc, hm_na_mem_t *mem)
+static void rcache_put_locked(struct hmi_bulk_rcache *rc, hmi_na_mem_t *mem)
 {
     struct rcache_entry *entry = NULL;
     if (rc->rc_max_idle != 0)
         entry = hmi_hmap_get(&rc->rc_map, rcache_key(mem->m_base, mem->m_len, mem->m_access));
     if (entry == NULL || entry->e_mem != mem) {
-        hm_na_mem_deregister(mem); /* never cached */
+        hmi_na_mem_deregister(mem); /* never cached */
         return;
     }
     if (--entry->e_refs > 0)
@@ -195,7 +195,7 @@ void hmi_bulk_rcache_stats(struct hmi_bulk_rcache *rc, hm_bulk_cache_stats_t *st
 
 /* Handles are created and freed on any thread: the cache has one lock. */
 hm_return_t hmi_bulk_rcache_get(struct hmi_bulk_rcache *rc, void *base, size_t len,
-                                unsigned int access, hm_na_mem_t **mem_out)
+                                unsigned int access, hmi_na_mem_t **mem_out)
 {
     pthread_mutex_lock(&rc->rc_lock);
     hm_return_t ret = rcache_get_locked(rc, base, len, access, mem_out);
@@ -203,7 +203,7 @@ hm_return_t hmi_bulk_rcache_get(struct hmi_bulk_rcache *rc, void *base, size_t l
     return ret;
 }
 
-void hmi_bulk_rcache_put(struct hmi_bulk_rcache *rc, hm_na_mem_t *mem)
+void hmi_bulk_rcache_put(struct hmi_bulk_rcache *rc, hmi_na_mem_t *mem)
 {
     pthread_mutex_lock(&rc->rc_lock);
     rcache_put_locked(rc, mem);

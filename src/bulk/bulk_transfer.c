@@ -21,7 +21,7 @@
 #define BULK_DEFAULT_DEPTH 4u
 #define BULK_MAX_DEPTH 256u
 
-static void xfer_piece_done(hm_na_op_t *nop, hm_return_t status);
+static void xfer_piece_done(hmi_na_op_t *nop, hm_return_t status);
 
 /* ---- checks ------------------------------------------------------------------ */
 
@@ -69,20 +69,20 @@ static void xfer_destroy(hm_bulk_op_id_t *op)
 {
     for (uint32_t i = 0; i < op->t_depth; i++)
         if (op->t_ops[i] != NULL)
-            hm_na_op_destroy(op->t_ops[i]);
+            hmi_na_op_destroy(op->t_ops[i]);
     free(op);
 }
 
-static hm_bulk_op_id_t *xfer_create(hm_na_class_t *na, uint32_t depth)
+static hm_bulk_op_id_t *xfer_create(hmi_na_class_t *na, uint32_t depth)
 {
-    hm_bulk_op_id_t *op = calloc(1, sizeof(*op) + 2 * (size_t)depth * sizeof(hm_na_op_t *));
+    hm_bulk_op_id_t *op = calloc(1, sizeof(*op) + 2 * (size_t)depth * sizeof(hmi_na_op_t *));
     if (op == NULL)
         return NULL;
-    op->t_ops = (hm_na_op_t **)(op + 1);
+    op->t_ops = (hmi_na_op_t **)(op + 1);
     op->t_idle = op->t_ops + depth;
     op->t_depth = depth;
     for (uint32_t i = 0; i < depth; i++) {
-        op->t_ops[i] = hm_na_op_create(na);
+        op->t_ops[i] = hmi_na_op_create(na);
         if (op->t_ops[i] == NULL) {
             xfer_destroy(op);
             return NULL;
@@ -128,10 +128,10 @@ static void xfer_maybe_finish(hm_bulk_op_id_t *op)
 }
 
 /* Post `count` walk pieces as one NA rma op. */
-static hm_return_t xfer_post_group(hm_bulk_op_id_t *op, hm_na_op_t *nop,
+static hm_return_t xfer_post_group(hm_bulk_op_id_t *op, hmi_na_op_t *nop,
                                    const struct hmi_bulk_piece *group, uint32_t count)
 {
-    struct hm_na_rma_piece pieces[HM_NA_RMA_IOV_MAX];
+    struct hmi_na_rma_piece pieces[HM_NA_RMA_IOV_MAX];
     for (uint32_t i = 0; i < count; i++) {
         pieces[i].rp_local = op->t_local->b_mems[group[i].p_local_seg];
         pieces[i].rp_local_off = group[i].p_local_off;
@@ -139,7 +139,7 @@ static hm_return_t xfer_post_group(hm_bulk_op_id_t *op, hm_na_op_t *nop,
         pieces[i].rp_remote_off = group[i].p_remote_off;
         pieces[i].rp_len = group[i].p_len;
     }
-    return hm_na_rma(op->t_ctx, nop, op->t_pull ? HM_NA_RMA_GET : HM_NA_RMA_PUT, op->t_peer,
+    return hmi_na_rma(op->t_ctx, nop, op->t_pull ? HM_NA_RMA_GET : HM_NA_RMA_PUT, op->t_peer,
                      pieces, count);
 }
 
@@ -157,7 +157,7 @@ static void xfer_post_more(hm_bulk_op_id_t *op)
     struct hmi_bulk_piece group[HM_NA_RMA_IOV_MAX];
     while (op->t_nidle > 0 && !xfer_stopped(op)) {
         uint32_t count = hmi_bulk_walk_group(&op->t_walk, group, op->t_group_max);
-        hm_na_op_t *nop = op->t_idle[--op->t_nidle];
+        hmi_na_op_t *nop = op->t_idle[--op->t_nidle];
         hm_return_t ret = xfer_post_group(op, nop, group, count);
         if (ret != HM_SUCCESS) {
             hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR,
@@ -175,7 +175,7 @@ static void xfer_post_more(hm_bulk_op_id_t *op)
     xfer_maybe_finish(op);
 }
 
-static void xfer_piece_done(hm_na_op_t *nop, hm_return_t status)
+static void xfer_piece_done(hmi_na_op_t *nop, hm_return_t status)
 {
     hm_bulk_op_id_t *op = nop->o_arg;
     op->t_inflight--;
@@ -189,7 +189,7 @@ static void xfer_piece_done(hm_na_op_t *nop, hm_return_t status)
     xfer_post_more(op);
 }
 
-hm_return_t hmi_bulk_transfer_start(hm_na_context_t *ctx, hm_na_addr_t *peer,
+hm_return_t hmi_bulk_transfer_start(hmi_na_context_t *ctx, hmi_na_addr_t *peer,
                                     const hm_bulk_xfer_t *xfer, const hm_bulk_opts_t *opts,
                                     hm_bulk_cb_t cb, void *arg,
                                     void (*done)(hm_bulk_op_id_t *, void *), void *done_arg,
@@ -226,7 +226,7 @@ hm_return_t hmi_bulk_transfer_start(hm_na_context_t *ctx, hm_na_addr_t *peer,
     }
     op->t_ctx = ctx;
     op->t_peer = peer;
-    /* hm_na_class_open keeps the limit in 1..HM_NA_RMA_IOV_MAX, the size of the
+    /* hmi_na_class_open keeps the limit in 1..HM_NA_RMA_IOV_MAX, the size of the
      * stack arrays xfer_post_more uses; the check guards them all the same. */
     op->t_group_max = ctx->x_class->c_rma_iov_limit;
     if (op->t_group_max == 0 || op->t_group_max > HM_NA_RMA_IOV_MAX)
@@ -274,7 +274,7 @@ hm_return_t hmi_bulk_cancel(hm_bulk_op_id_t *op)
     xfer_fail(op, HM_CANCELED);
     for (uint32_t i = 0; i < op->t_depth; i++)
         if (op->t_ops[i]->o_state == HM_NA_OP_POSTED)
-            (void)hm_na_cancel(op->t_ops[i]);
+            (void)hmi_na_cancel(op->t_ops[i]);
     xfer_maybe_finish(op);
     return HM_SUCCESS;
 }

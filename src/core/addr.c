@@ -11,7 +11,7 @@
 #include "util/compiler.h"
 #include "util/log.h"
 
-hm_addr_t *hmi_addr_create(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index)
+hm_addr_t *hmi_addr_create(hm_context_t *ctx, hmi_na_addr_t *na, uint16_t ctx_index)
 {
     hm_addr_t *addr = calloc(1, sizeof(*addr));
     if (addr == NULL)
@@ -25,23 +25,23 @@ hm_addr_t *hmi_addr_create(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_ind
 
 /* Cache key: NA addresses are canonical per peer, so the pointer names the
  * peer; user-space pointers fit in 48 bits on the platforms we build for. */
-static uint64_t addr_cache_key(hm_na_addr_t *na, uint16_t ctx_index)
+static uint64_t addr_cache_key(hmi_na_addr_t *na, uint16_t ctx_index)
 {
     return ((uint64_t)(uintptr_t)na << 16) | ctx_index;
 }
 
-hm_addr_t *hmi_addr_cache_find(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index)
+hm_addr_t *hmi_addr_cache_find(hm_context_t *ctx, hmi_na_addr_t *na, uint16_t ctx_index)
 {
     return hmi_hmap_get(&ctx->c_addr_cache, addr_cache_key(na, ctx_index));
 }
 
-hm_addr_t *hmi_addr_cached(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index)
+hm_addr_t *hmi_addr_cached(hm_context_t *ctx, hmi_na_addr_t *na, uint16_t ctx_index)
 {
     uint64_t key = addr_cache_key(na, ctx_index);
     hm_addr_t *addr = hmi_hmap_get(&ctx->c_addr_cache, key);
     if (addr != NULL)
         return addr;
-    hm_na_addr_ref(ctx->c_class->k_na, na);
+    hmi_na_addr_ref(ctx->c_class->k_na, na);
     addr = hmi_addr_create(ctx, na, ctx_index);
     if (addr == NULL)
         goto err_unref;
@@ -52,13 +52,13 @@ hm_addr_t *hmi_addr_cached(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_ind
 err_free:
     free(addr);
 err_unref:
-    hm_na_addr_unref(ctx->c_class->k_na, na);
+    hmi_na_addr_unref(ctx->c_class->k_na, na);
     hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "out of memory for a peer address");
     return NULL;
 }
 
 struct addr_match {
-    hm_na_addr_t *na;
+    hmi_na_addr_t *na;
     uint64_t keys[32];
     size_t count;
 };
@@ -72,7 +72,7 @@ static void addr_collect_peer(uint64_t key, void *value, void *arg)
 }
 
 /* Forget a dead peer: drop the cache's references (handles keep theirs). */
-void hmi_addr_cache_drop(hm_context_t *ctx, hm_na_addr_t *na)
+void hmi_addr_cache_drop(hm_context_t *ctx, hmi_na_addr_t *na)
 {
     struct addr_match match = {.na = na};
     do {
@@ -121,7 +121,7 @@ static hm_return_t addr_split_index(const char *uri, char *na_uri, size_t size,
 /* `first` names the class's address with context N: replace it by N's own. */
 static hm_return_t addr_locate(hm_context_t *ctx, hm_addr_t *first, hm_addr_t **addr_out)
 {
-    hm_na_addr_t *na;
+    hmi_na_addr_t *na;
     hm_return_t ret = hmi_locate(ctx, first->a_na, first->a_ctx_index, &na);
     uint16_t index = first->a_ctx_index;
     hm_addr_free(first);
@@ -130,7 +130,7 @@ static hm_return_t addr_locate(hm_context_t *ctx, hm_addr_t *first, hm_addr_t **
     hm_addr_t *addr = hmi_addr_create(ctx, na, index);
     if (addr == NULL) {
         bool took = hmi_ctx_enter(ctx);
-        hm_na_addr_unref(ctx->c_class->k_na, na);
+        hmi_na_addr_unref(ctx->c_class->k_na, na);
         hmi_ctx_leave(ctx, took);
         return HM_NOMEM;
     }
@@ -142,14 +142,14 @@ static hm_return_t addr_locate(hm_context_t *ctx, hm_addr_t *first, hm_addr_t **
 static hm_return_t addr_lookup_na(hm_context_t *ctx, const char *na_uri, uint16_t index,
                                   hm_addr_t **addr_out)
 {
-    hm_na_addr_t *na;
+    hmi_na_addr_t *na;
     bool took = hmi_ctx_enter(ctx);
-    hm_return_t ret = hm_na_addr_lookup(ctx->c_na, na_uri, &na);
+    hm_return_t ret = hmi_na_addr_lookup(ctx->c_na, na_uri, &na);
     hm_addr_t *addr = NULL;
     if (ret == HM_SUCCESS) {
         addr = hmi_addr_create(ctx, na, index);
         if (addr == NULL) {
-            hm_na_addr_unref(ctx->c_class->k_na, na);
+            hmi_na_addr_unref(ctx->c_class->k_na, na);
             ret = HM_NOMEM;
         }
     }
@@ -203,14 +203,14 @@ hm_return_t hm_addr_self(hm_context_t *ctx, hm_addr_t **addr_out)
     hm_return_t ret = hmi_live_check(ctx, HMI_LIVE_CONTEXT);
     if (ret != HM_SUCCESS)
         return ret;
-    hm_na_addr_t *na;
+    hmi_na_addr_t *na;
     bool took = hmi_ctx_enter(ctx);
-    ret = hm_na_addr_self(ctx->c_na, &na);
+    ret = hmi_na_addr_self(ctx->c_na, &na);
     hm_addr_t *addr = NULL;
     if (ret == HM_SUCCESS) {
         addr = hmi_addr_create(ctx, na, ctx->c_index);
         if (addr == NULL) {
-            hm_na_addr_unref(ctx->c_class->k_na, na);
+            hmi_na_addr_unref(ctx->c_class->k_na, na);
             ret = HM_NOMEM;
         }
     }
@@ -235,7 +235,7 @@ void hm_addr_free(hm_addr_t *addr)
     hm_context_t *ctx = addr->a_ctx;
     hm_addr_t *acct = addr->a_adm_acct;
     bool took = hmi_ctx_enter(ctx); /* NA addresses belong to the driver */
-    hm_na_addr_unref(ctx->c_class->k_na, addr->a_na);
+    hmi_na_addr_unref(ctx->c_class->k_na, addr->a_na);
     hmi_ctx_leave(ctx, took);
     free(addr);
     hm_addr_free(acct); /* its sender's admission record (admit_peer.c), or NULL */
@@ -249,7 +249,7 @@ hm_return_t hm_addr_to_string(const hm_addr_t *addr, char *buf, size_t *size)
     char na_uri[1024];
     size_t na_size = sizeof(na_uri);
     bool took = hmi_ctx_enter(ctx);
-    hm_return_t ret = hm_na_addr_to_string(ctx->c_na, addr->a_na, na_uri,
+    hm_return_t ret = hmi_na_addr_to_string(ctx->c_na, addr->a_na, na_uri,
                                                                  &na_size);
     hmi_ctx_leave(ctx, took);
     if (ret != HM_SUCCESS)

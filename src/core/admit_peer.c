@@ -18,7 +18,7 @@
 #include "core/core_internal.h"
 #include "util/log.h"
 
-hm_return_t hmi_admit_source(hm_context_t *ctx, hm_na_addr_t *source, uint16_t claimed,
+hm_return_t hmi_admit_source(hm_context_t *ctx, hmi_na_addr_t *source, uint16_t claimed,
                              hm_addr_t **out)
 {
     hm_addr_t *acct = hmi_addr_cached(ctx, source, HMI_ADMIT_ACCT_INDEX);

@@ -83,7 +83,7 @@ hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
     }
     pthread_mutex_init(&cls->k_lock, NULL);
     hmi_locate_init(cls);
-    ret = hm_na_class_open(uri, &cls->k_na);
+    ret = hmi_na_class_open(uri, &cls->k_na);
     if (ret != HM_SUCCESS)
         goto err_registry;
     cls->k_msg_limit = cls->k_na->c_eager_limit;
@@ -112,7 +112,7 @@ hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
 err_rcache:
     hmi_bulk_rcache_destroy(cls->k_rcache);
 err_na:
-    hm_na_class_close(cls->k_na);
+    hmi_na_class_close(cls->k_na);
 err_registry:
     pthread_mutex_destroy(&cls->k_lock);
     hmi_hmap_destroy(&cls->k_rpcs);
@@ -139,7 +139,7 @@ hm_return_t hm_class_destroy(hm_class_t *cls)
     }
     hmi_bulk_rcache_destroy(cls->k_rcache);
     cls->k_rcache = NULL;
-    ret = hm_na_class_close(cls->k_na);
+    ret = hmi_na_class_close(cls->k_na);
     if (ret != HM_SUCCESS) {
         hmi_live_restore(cls, HMI_LIVE_CLASS);
         return ret;
@@ -214,7 +214,7 @@ static pthread_once_t protocol_once = PTHREAD_ONCE_INIT;
 static void protocol_list_build(void)
 {
     size_t n = 0;
-    for (const struct hm_na_ops *const *p = hm_na_plugins; *p; p++) {
+    for (const struct hmi_na_ops *const *p = hmi_na_plugins; *p; p++) {
         for (const char *const *proto = (*p)->protocols; *proto && n < 63; proto++) {
             snprintf(protocol_storage[n], sizeof(protocol_storage[n]), "%s+%s", (*p)->name,
                      *proto);

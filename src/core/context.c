@@ -137,20 +137,20 @@ void hmi_handle_put(hm_handle_t *handle)
 
 /* ---- send slots -------------------------------------------------------------- */
 
-static void ctx_send_done(hm_na_op_t *op, hm_return_t status);
+static void ctx_send_done(hmi_na_op_t *op, hm_return_t status);
 static struct hmi_send_slot *ctx_send_slot_new(hm_context_t *ctx);
 
 struct hmi_send_slot *hmi_send_slot_new(hm_context_t *ctx, size_t size)
 {
-    hm_na_class_t *na = ctx->c_class->k_na;
+    hmi_na_class_t *na = ctx->c_class->k_na;
     struct hmi_send_slot *slot = calloc(1, sizeof(*slot));
     if (slot == NULL)
         return NULL;
     slot->s_ctx = ctx;
-    slot->s_op = hm_na_op_create(na);
+    slot->s_op = hmi_na_op_create(na);
     if (slot->s_op == NULL)
         goto err_free_slot;
-    slot->s_buf = hm_na_msg_buf_alloc(na, size, &slot->s_desc);
+    slot->s_buf = hmi_na_msg_buf_alloc(na, size, &slot->s_desc);
     if (slot->s_buf == NULL)
         goto err_free_op;
     slot->s_op->o_cb = ctx_send_done;
@@ -159,7 +159,7 @@ struct hmi_send_slot *hmi_send_slot_new(hm_context_t *ctx, size_t size)
     return slot;
 
 err_free_op:
-    hm_na_op_destroy(slot->s_op);
+    hmi_na_op_destroy(slot->s_op);
 err_free_slot:
     free(slot);
     return NULL;
@@ -178,9 +178,9 @@ static struct hmi_send_slot *ctx_send_slot_new(hm_context_t *ctx)
 
 void hmi_send_slot_free(struct hmi_send_slot *slot)
 {
-    hm_na_class_t *na = slot->s_ctx->c_class->k_na;
-    hm_na_msg_buf_free(na, slot->s_buf, slot->s_desc);
-    hm_na_op_destroy(slot->s_op);
+    hmi_na_class_t *na = slot->s_ctx->c_class->k_na;
+    hmi_na_msg_buf_free(na, slot->s_buf, slot->s_desc);
+    hmi_na_op_destroy(slot->s_op);
     free(slot);
 }
 
@@ -220,7 +220,7 @@ void hmi_send_slot_put(struct hmi_send_slot *slot)
 }
 
 /* NA completion of a send: route it by what the slot carried. */
-static void ctx_send_done(hm_na_op_t *op, hm_return_t status)
+static void ctx_send_done(hmi_na_op_t *op, hm_return_t status)
 {
     struct hmi_send_slot *slot = op->o_arg;
     hm_context_t *ctx = slot->s_ctx;
@@ -440,7 +440,7 @@ static hm_return_t ctx_open(hm_context_t *ctx, const hm_context_opts_t *opts,
     if (ret != HM_SUCCESS)
         return ret;
     const char *device = ctx->c_place.cp_device[0] ? ctx->c_place.cp_device : NULL;
-    ret = hm_na_context_open_on(cls->k_na, ctx->c_index, device, hmi_recv_cb, ctx,
+    ret = hmi_na_context_open_on(cls->k_na, ctx->c_index, device, hmi_recv_cb, ctx,
                                 hmi_peer_fail_cb, ctx, &ctx->c_na);
     if (ret != HM_SUCCESS)
         return ret;
@@ -448,7 +448,7 @@ static hm_return_t ctx_open(hm_context_t *ctx, const hm_context_opts_t *opts,
     if (ret == HM_SUCCESS)
         ret = hmi_locate_self(ctx);
     if (ret != HM_SUCCESS) {
-        hm_na_context_close(ctx->c_na);
+        hmi_na_context_close(ctx->c_na);
         ctx_free_pools(ctx);
     }
     return ret;
@@ -456,7 +456,7 @@ static hm_return_t ctx_open(hm_context_t *ctx, const hm_context_opts_t *opts,
 
 static void ctx_close(hm_context_t *ctx)
 {
-    hm_na_context_close(ctx->c_na);
+    hmi_na_context_close(ctx->c_na);
     ctx_free_pools(ctx);
 }
 
@@ -571,7 +571,7 @@ static hm_return_t ctx_destroy_locked(hm_context_t *ctx)
     hmi_credit_fini(ctx); /* before the NA context: the records hold addresses */
     hmi_hmap_init(&ctx->c_peers, 0);
     /* Sends still in flight complete (canceled) here and return their slots. */
-    hm_na_context_close(ctx->c_na);
+    hmi_na_context_close(ctx->c_na);
     ctx_free_kept_bulks(kept, nkept);
     ctx_free_pools(ctx);
     return HM_SUCCESS;

@@ -86,7 +86,7 @@ hm_return_t hmi_ctx_place_decide(struct hmi_topo *topo, unsigned node,
 static size_t place_candidates(hm_context_t *ctx, const char **names, size_t max)
 {
     /* 0 when the transport offers no choice of device per context */
-    size_t n = hm_na_devices(ctx->c_class->k_na, names, max);
+    size_t n = hmi_na_devices(ctx->c_class->k_na, names, max);
     return n < max ? n : max;
 }
 

@@ -87,7 +87,7 @@ struct hmi_topo;
 #define HMI_LOCATE_NAME "hm.locate"
 
 struct hm_class {
-    hm_na_class_t *k_na;
+    hmi_na_class_t *k_na;
     pthread_mutex_t k_lock;   /* the fields below marked (k_lock) */
     struct hmi_topo *k_topo;  /* (k_lock) loaded by the first placed context */
     bool k_topo_failed;       /* (k_lock) hwloc could not load it: do not retry */
@@ -106,7 +106,7 @@ struct hm_class {
 
 struct hm_addr {
     hm_context_t *a_ctx;
-    hm_na_addr_t *a_na;      /* one reference */
+    hmi_na_addr_t *a_na;      /* one reference */
     uint16_t a_ctx_index;    /* context of the peer this address targets */
     _Atomic uint32_t a_refs;
     /* The largest message the peer takes (header included), as its last
@@ -170,7 +170,7 @@ enum hmi_send_kind {
 
 struct hmi_send_slot {
     hm_context_t *s_ctx;
-    hm_na_op_t *s_op;
+    hmi_na_op_t *s_op;
     void *s_buf;
     void *s_desc;
     struct hmi_list s_link;   /* free list while idle */
@@ -212,7 +212,7 @@ struct hmi_sub {
 
 /* One peer context this context sends requests to (credit.c). */
 struct hmi_peer {
-    hm_na_addr_t *p_na;          /* one reference */
+    hmi_na_addr_t *p_na;          /* one reference */
     uint16_t p_index;            /* the peer's context index */
     uint32_t p_inflight;         /* requests sent, not ended: credits in use */
     struct hmi_list p_queue;     /* handles waiting for a credit, oldest first */
@@ -306,7 +306,7 @@ struct hm_handle {
 
 struct hm_context {
     hm_class_t *c_class;
-    hm_na_context_t *c_na;
+    hmi_na_context_t *c_na;
     uint16_t c_index;
 
     /* Driving (drive.c). Whoever holds c_lock may touch everything below
@@ -466,7 +466,7 @@ bool hmi_credit_take(hm_context_t *ctx, hm_handle_t *handle);
 /* Queue the armed request on `handle` (staged) until a credit returns. */
 void hmi_credit_queue(hm_context_t *ctx, hm_handle_t *handle);
 /* A peer died: forget its record once nothing of ours refers to it. */
-void hmi_credit_drop_peer(hm_context_t *ctx, hm_na_addr_t *peer);
+void hmi_credit_drop_peer(hm_context_t *ctx, hmi_na_addr_t *peer);
 /* The request on `handle` ended: give back its credit or leave its queue. */
 void hmi_credit_end(hm_context_t *ctx, hm_handle_t *handle);
 /* Send what waits for credits while there are credits. */
@@ -484,7 +484,7 @@ void hmi_admit_init(hm_context_t *ctx, const hm_context_opts_t *opts);
 /* admit_peer.c: the cached source address of a request from `source` claiming
  * context `claimed`, tied to its sender's record. HM_OVERLOADED: the sender
  * claimed too many indexes (drop the request unanswered); HM_NOMEM. */
-hm_return_t hmi_admit_source(hm_context_t *ctx, hm_na_addr_t *source, uint16_t claimed,
+hm_return_t hmi_admit_source(hm_context_t *ctx, hmi_na_addr_t *source, uint16_t claimed,
                              hm_addr_t **out);
 /* The address holding `peer`'s admission counters: its sender's record. */
 static inline hm_addr_t *hmi_admit_acct(hm_addr_t *peer)
@@ -582,11 +582,11 @@ void hmi_bulk_trigger_run(hm_bulk_op_id_t *op);
 void hmi_bulk_trigger_release(hm_context_t *ctx, hm_bulk_op_id_t *op);
 
 /* addr.c */
-hm_addr_t *hmi_addr_create(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index);
-hm_addr_t *hmi_addr_cached(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index);
+hm_addr_t *hmi_addr_create(hm_context_t *ctx, hmi_na_addr_t *na, uint16_t ctx_index);
+hm_addr_t *hmi_addr_cached(hm_context_t *ctx, hmi_na_addr_t *na, uint16_t ctx_index);
 /* The cached address, or NULL (nothing is made). */
-hm_addr_t *hmi_addr_cache_find(hm_context_t *ctx, hm_na_addr_t *na, uint16_t ctx_index);
-void hmi_addr_cache_drop(hm_context_t *ctx, hm_na_addr_t *na);
+hm_addr_t *hmi_addr_cache_find(hm_context_t *ctx, hmi_na_addr_t *na, uint16_t ctx_index);
+void hmi_addr_cache_drop(hm_context_t *ctx, hmi_na_addr_t *na);
 void hmi_addr_cache_clear(hm_context_t *ctx);
 
 /* handle.c */
@@ -635,7 +635,7 @@ size_t hmi_send_limit(const hm_addr_t *dest);
 /* A message from `peer` said it takes messages up to `kib` KiB. */
 void hmi_send_learn_limit(hm_addr_t *peer, uint16_t kib);
 hm_return_t hmi_send_post(struct hmi_send_slot *slot, hm_addr_t *dest, size_t len);
-hm_return_t hmi_send_error_reply(hm_context_t *ctx, hm_na_addr_t *dest,
+hm_return_t hmi_send_error_reply(hm_context_t *ctx, hmi_na_addr_t *dest,
                                  const struct hmi_wire_header *req, hm_return_t error);
 
 /* forward.c (client side) */
@@ -644,7 +644,7 @@ void hmi_forward_response(hm_context_t *ctx, const struct hmi_wire_header *hdr, 
 void hmi_forward_send_done(hm_context_t *ctx, uint64_t cookie, hm_return_t status);
 void hmi_forward_complete(hm_handle_t *handle, hm_return_t ret);
 void hmi_forward_expire(hm_context_t *ctx, uint64_t now_ns);
-void hmi_forward_fail_peer(hm_context_t *ctx, hm_na_addr_t *peer);
+void hmi_forward_fail_peer(hm_context_t *ctx, hmi_na_addr_t *peer);
 /* The client handle waiting on `cookie`, or NULL (ended, stale or forged). */
 hm_handle_t *hmi_forward_waiting(hm_context_t *ctx, uint64_t cookie);
 /* A response without the CRC our class requires: its RPC fails with
@@ -652,7 +652,7 @@ hm_handle_t *hmi_forward_waiting(hm_context_t *ctx, uint64_t cookie);
 void hmi_forward_unchecked(hm_context_t *ctx, const struct hmi_wire_header *hdr);
 
 /* respond.c (server side) */
-void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
+void hmi_respond_request(hm_context_t *ctx, hmi_na_addr_t *source,
                          const struct hmi_wire_header *hdr, void *buf, size_t len,
                          uintptr_t token);
 /* A request is due (trigger.c). Under the lock: false when dropped (its
@@ -663,7 +663,7 @@ void hmi_respond_request_run(hm_handle_t *handle);
 void hmi_respond_send_done(hm_handle_t *handle, hm_return_t status);
 /* A request without the CRC our class requires: answer HM_CHECKSUM_MISMATCH
  * (bounded like every refusal), never run it. */
-void hmi_respond_unchecked(hm_context_t *ctx, hm_na_addr_t *source,
+void hmi_respond_unchecked(hm_context_t *ctx, hmi_na_addr_t *source,
                            const struct hmi_wire_header *hdr);
 
 /* overflow.c */
@@ -680,7 +680,7 @@ hm_return_t hmi_overflow_response(hm_handle_t *handle, const struct hmi_wire_hea
 void hmi_overflow_hold(hm_handle_t *handle, hm_bulk_t *bulk);
 void hmi_overflow_release(hm_handle_t *handle);
 void hmi_overflow_ack(hm_context_t *ctx, const struct hmi_wire_header *hdr);
-void hmi_overflow_release_peer(hm_context_t *ctx, hm_na_addr_t *peer);
+void hmi_overflow_release_peer(hm_context_t *ctx, hmi_na_addr_t *peer);
 void hmi_overflow_release_all(hm_context_t *ctx);
 /* Count the held response buffers; with `out`, also store one new reference to each. */
 uint32_t hmi_overflow_ref_all(hm_context_t *ctx, hm_bulk_t **out);
@@ -692,7 +692,7 @@ uint32_t hmi_overflow_releasable(const hm_context_t *ctx);
 void hmi_linger_pins(hm_handle_t *handle);
 /* A late response for `cookie`: release its lingering pins. True if there were some. */
 bool hmi_linger_response(hm_context_t *ctx, uint64_t cookie);
-void hmi_linger_peer(hm_context_t *ctx, hm_na_addr_t *peer);
+void hmi_linger_peer(hm_context_t *ctx, hmi_na_addr_t *peer);
 void hmi_linger_expire(hm_context_t *ctx, uint64_t now_ns);
 void hmi_linger_release_all(hm_context_t *ctx);
 /* Count the lingering pins; with `out`, also store one new reference to each. */
@@ -703,14 +703,14 @@ void hmi_locate_init(hm_class_t *cls);
 /* Remember the URI peers reach `ctx` at (after its NA context opened). */
 hm_return_t hmi_locate_self(hm_context_t *ctx);
 /* Answer a peer asking which URI serves our class's context hdr->target_ctx. */
-void hmi_locate_serve(hm_context_t *ctx, hm_na_addr_t *source, const struct hmi_wire_header *hdr);
+void hmi_locate_serve(hm_context_t *ctx, hmi_na_addr_t *source, const struct hmi_wire_header *hdr);
 /* Find the NA address of context `index` of the class listening at `na` (one reference). */
-hm_return_t hmi_locate(hm_context_t *ctx, hm_na_addr_t *na, uint16_t index,
-                       hm_na_addr_t **found);
+hm_return_t hmi_locate(hm_context_t *ctx, hmi_na_addr_t *na, uint16_t index,
+                       hmi_na_addr_t **found);
 
 /* recv.c */
-void hmi_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr_t token);
-void hmi_peer_fail_cb(void *arg, hm_na_addr_t *peer);
+void hmi_recv_cb(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token);
+void hmi_peer_fail_cb(void *arg, hmi_na_addr_t *peer);
 
 static inline uint64_t hmi_cookie(uint32_t gen, uint32_t slot)
 {

@@ -49,7 +49,7 @@ static void credit_peer_free(uint64_t key, void *value, void *arg)
     (void)key;
     hm_context_t *ctx = arg;
     struct hmi_peer *peer = value;
-    hm_na_addr_unref(ctx->c_class->k_na, peer->p_na);
+    hmi_na_addr_unref(ctx->c_class->k_na, peer->p_na);
     free(peer);
 }
 
@@ -59,7 +59,7 @@ void hmi_credit_fini(hm_context_t *ctx)
     hmi_hmap_destroy(&ctx->c_peers);
 }
 
-static uint64_t credit_key(hm_na_addr_t *na, uint16_t index)
+static uint64_t credit_key(hmi_na_addr_t *na, uint16_t index)
 {
     return ((uint64_t)(uintptr_t)na << 16) | index; /* as the address cache */
 }
@@ -81,7 +81,7 @@ static struct hmi_peer *credit_peer(hm_context_t *ctx, const hm_addr_t *addr)
         free(peer);
         return NULL;
     }
-    hm_na_addr_ref(ctx->c_class->k_na, peer->p_na); /* the key stays this peer's */
+    hmi_na_addr_ref(ctx->c_class->k_na, peer->p_na); /* the key stays this peer's */
     return peer;
 }
 
@@ -144,7 +144,7 @@ void hmi_credit_end(hm_context_t *ctx, hm_handle_t *handle)
         ctx->c_inflight--;
         handle->h_credit = false;
         if (handle->h_peer->p_inflight != 0) /* answers still due from it */
-            hm_na_peer_expect(ctx->c_na, handle->h_peer->p_na);
+            hmi_na_peer_expect(ctx->c_na, handle->h_peer->p_na);
     }
     handle->h_peer = NULL;
 }
@@ -183,7 +183,7 @@ void hmi_credit_pump(hm_context_t *ctx)
 }
 
 struct credit_match {
-    hm_na_addr_t *na;
+    hmi_na_addr_t *na;
     uint64_t keys[64];
     size_t count;
 };
@@ -197,7 +197,7 @@ static void credit_collect(uint64_t key, void *value, void *arg)
         match->keys[match->count++] = key;
 }
 
-void hmi_credit_drop_peer(hm_context_t *ctx, hm_na_addr_t *na)
+void hmi_credit_drop_peer(hm_context_t *ctx, hmi_na_addr_t *na)
 {
     /* Its requests have all ended (hmi_forward_fail_peer ran first). A peer
      * with more than 64 contexts keeps the rest until the context ends. */

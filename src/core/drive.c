@@ -184,12 +184,12 @@ static void drive_drain_wake_fd(hm_context_t *ctx)
 
 void hmi_ctx_block(hm_context_t *ctx, int ms)
 {
-    hm_na_context_t *na = ctx->c_na;
-    int fd = hm_na_poll_fd(na);
+    hmi_na_context_t *na = ctx->c_na;
+    int fd = hmi_na_poll_fd(na);
     atomic_fetch_add(&ctx->c_sleepers, 1);
     /* After counting ourselves: anything pushed from now on rings. */
     if (!hmi_mpsc_empty(&ctx->c_subq) ||
-        (fd >= 0 && hm_na_poll_arm(na) != HM_SUCCESS)) {
+        (fd >= 0 && hmi_na_poll_arm(na) != HM_SUCCESS)) {
         atomic_fetch_sub(&ctx->c_sleepers, 1);
         return;
     }

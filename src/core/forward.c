@@ -361,13 +361,13 @@ void hmi_forward_response(hm_context_t *ctx, const struct hmi_wire_header *hdr, 
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG,
                 "response to RPC 0x%08x cookie 0x%llx has no caller waiting, dropped",
                 hdr->rpc_id, (unsigned long long)hdr->cookie);
-        hm_na_msg_release(ctx->c_na, token);
+        hmi_na_msg_release(ctx->c_na, token);
         return;
     }
     ctx->c_stats.responses_received++;
     hmi_send_learn_limit(handle->h_addr, hdr->recv_kib);
     if (hdr->flags & HMI_WIRE_F_ERROR) {
-        hm_na_msg_release(ctx->c_na, token);
+        hmi_na_msg_release(ctx->c_na, token);
         if (hdr->ret == HM_OVERLOADED) {
             hmi_retry_overloaded(handle, hdr->budget_us);
             return;
@@ -382,7 +382,7 @@ void hmi_forward_response(hm_context_t *ctx, const struct hmi_wire_header *hdr, 
     }
     if (hdr->flags & HMI_WIRE_F_OVERFLOW) { /* completes once the output is pulled */
         hm_return_t ret = hmi_overflow_response(handle, hdr, buf);
-        hm_na_msg_release(ctx->c_na, token);
+        hmi_na_msg_release(ctx->c_na, token);
         if (ret != HM_SUCCESS)
             hmi_forward_complete(handle, ret);
         return;
@@ -427,7 +427,7 @@ void hmi_forward_expire(hm_context_t *ctx, uint64_t now_ns)
     }
 }
 
-void hmi_forward_fail_peer(hm_context_t *ctx, hm_na_addr_t *peer)
+void hmi_forward_fail_peer(hm_context_t *ctx, hmi_na_addr_t *peer)
 {
     for (uint32_t i = 0; i < ctx->c_table_size; i++) {
         hm_handle_t *handle = ctx->c_table[i];

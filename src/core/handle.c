@@ -106,7 +106,7 @@ void hmi_handle_set_msg(hm_handle_t *handle, void *buf, size_t len, uintptr_t to
     handle->h_msg.m_token = token;
     handle->h_msg.m_held = true;
     handle->h_decoded = false;
-    if (hmi_unlikely(hm_na_recv_pressed(handle->h_ctx->c_na)))
+    if (hmi_unlikely(hmi_na_recv_pressed(handle->h_ctx->c_na)))
         hmi_recv_copy_out(handle);
 }
 
@@ -136,7 +136,7 @@ void hmi_handle_release_msg(hm_handle_t *handle)
         handle->h_msg.m_copied = false;
         return;
     }
-    hm_na_msg_release(handle->h_ctx->c_na, handle->h_msg.m_token);
+    hmi_na_msg_release(handle->h_ctx->c_na, handle->h_msg.m_token);
 }
 
 void *hmi_handle_payload(const hm_handle_t *handle, size_t *len_out)

@@ -23,7 +23,7 @@
 struct hmi_linger {
     struct hmi_list l_link;
     uint64_t l_cookie;
-    hm_na_addr_t *l_peer;    /* one reference */
+    hmi_na_addr_t *l_peer;    /* one reference */
     uint64_t l_expiry_ns;
     uint32_t l_npins;
     hm_bulk_t *l_pins[HMI_HANDLE_PINS + 1]; /* + the overflow buffer */
@@ -47,7 +47,7 @@ void hmi_linger_pins(hm_handle_t *handle)
     handle->h_overflow = NULL;
     l->l_cookie = hmi_cookie(handle->h_gen, handle->h_slot);
     l->l_peer = handle->h_addr->a_na;
-    hm_na_addr_ref(ctx->c_class->k_na, l->l_peer);
+    hmi_na_addr_ref(ctx->c_class->k_na, l->l_peer);
     l->l_expiry_ns = hmi_time_ns() + (uint64_t)HMI_LINGER_MS * 1000000u;
     hmi_list_push_back(&ctx->c_linger, &l->l_link);
     ctx->c_stats.pins_lingering++;
@@ -58,7 +58,7 @@ static void linger_release(hm_context_t *ctx, struct hmi_linger *l)
     hmi_list_remove(&l->l_link);
     while (l->l_npins > 0)
         hm_bulk_free(l->l_pins[--l->l_npins]);
-    hm_na_addr_unref(ctx->c_class->k_na, l->l_peer);
+    hmi_na_addr_unref(ctx->c_class->k_na, l->l_peer);
     free(l);
 }
 
@@ -76,7 +76,7 @@ bool hmi_linger_response(hm_context_t *ctx, uint64_t cookie)
     return false;
 }
 
-void hmi_linger_peer(hm_context_t *ctx, hm_na_addr_t *peer)
+void hmi_linger_peer(hm_context_t *ctx, hmi_na_addr_t *peer)
 {
     struct hmi_list *link = ctx->c_linger.next;
     while (link != &ctx->c_linger) {

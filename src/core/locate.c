@@ -28,14 +28,14 @@ void hmi_locate_init(hm_class_t *cls)
 
 hm_return_t hmi_locate_self(hm_context_t *ctx)
 {
-    hm_na_class_t *na = ctx->c_class->k_na;
-    hm_na_addr_t *self;
-    hm_return_t ret = hm_na_addr_self(ctx->c_na, &self);
+    hmi_na_class_t *na = ctx->c_class->k_na;
+    hmi_na_addr_t *self;
+    hm_return_t ret = hmi_na_addr_self(ctx->c_na, &self);
     if (ret != HM_SUCCESS)
         return ret;
     size_t size = sizeof(ctx->c_self_uri);
-    ret = hm_na_addr_to_string(ctx->c_na, self, ctx->c_self_uri, &size);
-    hm_na_addr_unref(na, self);
+    ret = hmi_na_addr_to_string(ctx->c_na, self, ctx->c_self_uri, &size);
+    hmi_na_addr_unref(na, self);
     if (ret != HM_SUCCESS)
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "context %u: its address does not print: %s",
                 ctx->c_index, hm_strerror(ret));
@@ -55,7 +55,7 @@ static bool locate_find(hm_class_t *cls, uint16_t index, char *uri, size_t size)
     return found;
 }
 
-void hmi_locate_serve(hm_context_t *ctx, hm_na_addr_t *source, const struct hmi_wire_header *hdr)
+void hmi_locate_serve(hm_context_t *ctx, hmi_na_addr_t *source, const struct hmi_wire_header *hdr)
 {
     char uri[sizeof(ctx->c_self_uri)];
     if (!locate_find(ctx->c_class, hdr->target_ctx, uri, sizeof(uri))) {
@@ -81,7 +81,7 @@ void hmi_locate_serve(hm_context_t *ctx, hm_na_addr_t *source, const struct hmi_
     memcpy((char *)slot->s_buf + HMI_WIRE_HEADER_SIZE, uri, len);
     hmi_wire_encode(slot->s_buf, &reply, ctx->c_class->k_checksum);
     slot->s_kind = HMI_SEND_RAW;
-    hm_return_t ret = hm_na_msg_send(ctx->c_na, source, slot->s_buf,
+    hm_return_t ret = hmi_na_msg_send(ctx->c_na, source, slot->s_buf,
                                      HMI_WIRE_HEADER_SIZE + len, slot->s_desc, slot->s_op);
     if (ret != HM_SUCCESS) {
         hmi_send_slot_put(slot);
@@ -122,17 +122,17 @@ static hm_return_t locate_ask(hm_context_t *ctx, hm_addr_t *addr, char *uri, siz
     return ret;
 }
 
-hm_return_t hmi_locate(hm_context_t *ctx, hm_na_addr_t *na, uint16_t index,
-                       hm_na_addr_t **found)
+hm_return_t hmi_locate(hm_context_t *ctx, hmi_na_addr_t *na, uint16_t index,
+                       hmi_na_addr_t **found)
 {
-    hm_na_class_t *nacls = ctx->c_class->k_na;
+    hmi_na_class_t *nacls = ctx->c_class->k_na;
     bool took = hmi_ctx_enter(ctx);
-    hm_na_addr_ref(nacls, na);
+    hmi_na_addr_ref(nacls, na);
     hmi_ctx_leave(ctx, took);
     hm_addr_t *asked = hmi_addr_create(ctx, na, index);
     if (asked == NULL) {
         took = hmi_ctx_enter(ctx);
-        hm_na_addr_unref(nacls, na);
+        hmi_na_addr_unref(nacls, na);
         hmi_ctx_leave(ctx, took);
         return HM_NOMEM;
     }
@@ -145,7 +145,7 @@ hm_return_t hmi_locate(hm_context_t *ctx, hm_na_addr_t *na, uint16_t index,
         return ret;
     }
     took = hmi_ctx_enter(ctx);
-    ret = hm_na_addr_lookup(ctx->c_na, uri, found);
+    ret = hmi_na_addr_lookup(ctx->c_na, uri, found);
     hmi_ctx_leave(ctx, took);
     return ret;
 }

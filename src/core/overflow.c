@@ -418,7 +418,7 @@ void hmi_overflow_ack(hm_context_t *ctx, const struct hmi_wire_header *hdr)
     hmi_overflow_release(handle);
 }
 
-void hmi_overflow_release_peer(hm_context_t *ctx, hm_na_addr_t *peer)
+void hmi_overflow_release_peer(hm_context_t *ctx, hmi_na_addr_t *peer)
 {
     for (uint32_t i = 0; i < ctx->c_table_size; i++) {
         hm_handle_t *handle = ctx->c_table[i];

@@ -30,7 +30,7 @@ static int progress_pass(hm_context_t *ctx)
 {
     if (!hmi_mpsc_empty(&ctx->c_subq))
         hmi_submit_drain(ctx);
-    int events = hm_na_progress(ctx->c_na);
+    int events = hmi_na_progress(ctx->c_na);
     uint64_t now = hmi_time_ns();
     hmi_forward_expire(ctx, now);
     if (ctx->c_utimers.count != 0)

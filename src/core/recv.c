@@ -16,7 +16,7 @@ static void recv_drop(hm_context_t *ctx, hmi_wire_verdict_t verdict, size_t len,
         ctx->c_stats.dropped_malformed++;
     hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "context %u dropped a %zu-byte message: %s",
             ctx->c_index, len, hmi_wire_verdict_str(verdict));
-    hm_na_msg_release(ctx->c_na, token);
+    hmi_na_msg_release(ctx->c_na, token);
 }
 
 /*
@@ -26,7 +26,7 @@ static void recv_drop(hm_context_t *ctx, hmi_wire_verdict_t verdict, size_t len,
  * response fails its RPC with that code, so neither side waits for a
  * timeout; anything else is dropped.
  */
-static void recv_unchecked(hm_context_t *ctx, hm_na_addr_t *source,
+static void recv_unchecked(hm_context_t *ctx, hmi_na_addr_t *source,
                            const struct hmi_wire_header *hdr, size_t len, uintptr_t token)
 {
     recv_drop(ctx, HMI_WIRE_NO_CHECKSUM, len, token);
@@ -38,7 +38,7 @@ static void recv_unchecked(hm_context_t *ctx, hm_na_addr_t *source,
         hmi_forward_unchecked(ctx, hdr);
 }
 
-void hmi_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr_t token)
+void hmi_recv_cb(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token)
 {
     hm_context_t *ctx = arg;
     struct hmi_wire_header hdr;
@@ -55,7 +55,7 @@ void hmi_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr
                      (hdr.flags & HMI_WIRE_F_REQUEST))) { /* any context answers */
         ctx->c_stats.bytes_received += len;
         hmi_locate_serve(ctx, source, &hdr);
-        hm_na_msg_release(ctx->c_na, token);
+        hmi_na_msg_release(ctx->c_na, token);
         return;
     }
     if (hmi_unlikely(hdr.target_ctx != ctx->c_index)) {
@@ -64,7 +64,7 @@ void hmi_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr
     }
     ctx->c_stats.bytes_received += len;
     if (hdr.flags & HMI_WIRE_F_ACK) {
-        hm_na_msg_release(ctx->c_na, token);
+        hmi_na_msg_release(ctx->c_na, token);
         hmi_overflow_ack(ctx, &hdr);
     } else if (hdr.flags & HMI_WIRE_F_REQUEST)
         hmi_respond_request(ctx, source, &hdr, buf, len, token);
@@ -72,7 +72,7 @@ void hmi_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr
         hmi_forward_response(ctx, &hdr, buf, len, token);
 }
 
-void hmi_peer_fail_cb(void *arg, hm_na_addr_t *peer)
+void hmi_peer_fail_cb(void *arg, hmi_na_addr_t *peer)
 {
     hm_context_t *ctx = arg;
     hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,

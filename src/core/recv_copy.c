@@ -9,7 +9,7 @@
  * keeping as many messages as it posted buffers stopped receiving at all,
  * even the responses its handlers were waiting for.
  *
- * So once half of the buffers are pinned (hm_na_recv_pressed), a message
+ * So once half of the buffers are pinned (hmi_na_recv_pressed), a message
  * is copied, as it is delivered, into a buffer the handle owns, and its
  * transport buffer goes back at once. Messages kept in place are then never
  * more than half the buffers (a slab filled meanwhile aside), and the other
@@ -63,7 +63,7 @@ void hmi_recv_copy_out(hm_handle_t *handle)
         return;
     }
     memcpy(handle->h_copy, msg->m_buf, msg->m_len);
-    hm_na_msg_release(handle->h_ctx->c_na, msg->m_token);
+    hmi_na_msg_release(handle->h_ctx->c_na, msg->m_token);
     msg->m_buf = handle->h_copy;
     msg->m_copied = true;
     handle->h_ctx->c_stats.recv_copied++;

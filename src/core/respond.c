@@ -42,23 +42,23 @@ static void respond_refuse(hm_context_t *ctx, hm_addr_t *peer,
                            const struct hmi_wire_header *hdr, uintptr_t token,
                            hm_return_t error)
 {
-    hm_na_msg_release(ctx->c_na, token);
+    hmi_na_msg_release(ctx->c_na, token);
     hmi_admit_reply(ctx, peer, hdr, error);
 }
 
-void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
+void hmi_respond_request(hm_context_t *ctx, hmi_na_addr_t *source,
                          const struct hmi_wire_header *hdr, void *buf, size_t len,
                          uintptr_t token)
 {
     hm_addr_t *peer;
     hm_return_t known = hmi_admit_source(ctx, source, hdr->origin_ctx, &peer);
     if (known == HM_OVERLOADED) { /* a sender claiming ever more contexts: not answered */
-        hm_na_msg_release(ctx->c_na, token);
+        hmi_na_msg_release(ctx->c_na, token);
         ctx->c_stats.overload_drops++;
         return;
     }
     if (known != HM_SUCCESS) { /* no memory for a first request's address: best effort */
-        hm_na_msg_release(ctx->c_na, token);
+        hmi_na_msg_release(ctx->c_na, token);
         if ((hdr->flags & HMI_WIRE_F_NO_RESPONSE) == 0)
             hmi_send_error_reply(ctx, source, hdr, HM_NOMEM);
         return;
@@ -67,7 +67,7 @@ void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
     struct hmi_rpc_info *rpc = hmi_registry_find(ctx->c_class, hdr->rpc_id);
     hm_return_t served = hmi_protocol_admit(ctx, hdr, rpc);
     if (served != HM_SUCCESS) {
-        hm_na_msg_release(ctx->c_na, token);
+        hmi_na_msg_release(ctx->c_na, token);
         if (served == HM_NOENTRY)
             respond_noentry(ctx, peer, hdr);
         else
@@ -90,7 +90,7 @@ void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
     ctx->c_stats.requests_received++;
     if (hdr->flags & HMI_WIRE_F_OVERFLOW) { /* queued once its arguments are pulled */
         hm_return_t ret = hmi_overflow_request(handle, hdr, buf);
-        hm_na_msg_release(ctx->c_na, token);
+        hmi_na_msg_release(ctx->c_na, token);
         if (ret != HM_SUCCESS) {
             if (!handle->h_no_response)
                 hm_respond_error(handle, ret, NULL, NULL);
@@ -102,7 +102,7 @@ void hmi_respond_request(hm_context_t *ctx, hm_na_addr_t *source,
     hmi_comp_enqueue(handle, HMI_COMP_REQUEST);
 }
 
-void hmi_respond_unchecked(hm_context_t *ctx, hm_na_addr_t *source,
+void hmi_respond_unchecked(hm_context_t *ctx, hmi_na_addr_t *source,
                            const struct hmi_wire_header *hdr)
 {
     hm_addr_t *peer;

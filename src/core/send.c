@@ -64,7 +64,7 @@ hm_return_t hmi_send_encode(struct hmi_send_slot *slot, struct hmi_send_msg *msg
 hm_return_t hmi_send_post(struct hmi_send_slot *slot, hm_addr_t *dest, size_t len)
 {
     hm_context_t *ctx = slot->s_ctx;
-    hm_return_t ret = hm_na_msg_send(ctx->c_na, dest->a_na, slot->s_buf, len, slot->s_desc,
+    hm_return_t ret = hmi_na_msg_send(ctx->c_na, dest->a_na, slot->s_buf, len, slot->s_desc,
                                      slot->s_op);
     if (ret != HM_SUCCESS)
         return ret;
@@ -73,7 +73,7 @@ hm_return_t hmi_send_post(struct hmi_send_slot *slot, hm_addr_t *dest, size_t le
 }
 
 /* Reply to `req` with `error` and no payload. Best effort: failures are logged. */
-hm_return_t hmi_send_error_reply(hm_context_t *ctx, hm_na_addr_t *dest,
+hm_return_t hmi_send_error_reply(hm_context_t *ctx, hmi_na_addr_t *dest,
                                  const struct hmi_wire_header *req, hm_return_t error)
 {
     struct hmi_send_slot *slot = hmi_send_slot_get(ctx);
@@ -92,7 +92,7 @@ hm_return_t hmi_send_error_reply(hm_context_t *ctx, hm_na_addr_t *dest,
     hmi_protocol_reply_fields(ctx->c_class, req, &hdr);
     hmi_wire_encode(slot->s_buf, &hdr, ctx->c_class->k_checksum);
     slot->s_kind = HMI_SEND_RAW;
-    hm_return_t ret = hm_na_msg_send(ctx->c_na, dest, slot->s_buf, HMI_WIRE_HEADER_SIZE,
+    hm_return_t ret = hmi_na_msg_send(ctx->c_na, dest, slot->s_buf, HMI_WIRE_HEADER_SIZE,
                                      slot->s_desc, slot->s_op);
     if (ret != HM_SUCCESS) {
         hmi_send_slot_put(slot);

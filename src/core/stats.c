@@ -62,9 +62,9 @@ _Static_assert(offsetof(hm_stats_t, requests_sent) + STAT_COUNT * sizeof(uint64_
                    sizeof(hm_stats_t),
                "hm_stats_t and stat_fields differ: add the new counter to stat_fields");
 
-void hmi_stats_read_na(const hm_na_context_t *na, hm_stats_t *stats)
+void hmi_stats_read_na(const hmi_na_context_t *na, hm_stats_t *stats)
 {
-    const struct hm_na_listen_stats *ls = &na->x_listen;
+    const struct hmi_na_listen_stats *ls = &na->x_listen;
     stats->listen_accepted = atomic_load_explicit(&ls->ls_accepted, memory_order_relaxed);
     stats->listen_refused_frame =
         atomic_load_explicit(&ls->ls_refused_frame, memory_order_relaxed);

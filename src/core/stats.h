@@ -7,6 +7,6 @@
 #include "na/na.h"
 
 /* Copy the NA context's counters (its listener's) into `stats`. Any thread. */
-void hmi_stats_read_na(const hm_na_context_t *na, hm_stats_t *stats);
+void hmi_stats_read_na(const hmi_na_context_t *na, hm_stats_t *stats);
 
 #endif

@@ -30,7 +30,7 @@ static void submit_free_msg(hm_handle_t *handle)
     if (msg.m_bulk != NULL)
         hm_bulk_free(msg.m_bulk);
     else if (msg.m_held && !msg.m_copied)
-        hm_na_msg_release(handle->h_ctx->c_na, msg.m_token);
+        hmi_na_msg_release(handle->h_ctx->c_na, msg.m_token);
     hm_handle_destroy(handle); /* the reference the submission held */
 }
 

@@ -12,7 +12,7 @@
  * hm_progress armed the set on its way out (waitfd_arm): it counts the
  * application as a sleeper of the context (c_sleepers, the same protocol as a
  * progress call blocked in poll, drive.c), looks at the submission queue once
- * more, arms the transport (hm_na_poll_arm) and sets the timerfd. If the
+ * more, arms the transport (hmi_na_poll_arm) and sets the timerfd. If the
  * queue is not empty or the transport has work already, it rings the eventfd
  * itself, so the set is readable and the application comes straight back.
  * From then on every other thread that posts rings the eventfd (it sees a
@@ -104,7 +104,7 @@ hm_return_t hm_context_get_wait_fd(hm_context_t *ctx, int *fd_out)
         return HM_BUSY;
     }
     bool took = hmi_ctx_enter(ctx);
-    int na_fd = hm_na_poll_fd(ctx->c_na);
+    int na_fd = hmi_na_poll_fd(ctx->c_na);
     if (na_fd < 0) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
                 "context %u: %s has no fd to wait on", ctx->c_index,
@@ -165,7 +165,7 @@ void hmi_waitfd_arm(hm_context_t *ctx, const void *self)
     atomic_store(&ctx->c_wait_owner, self);
     atomic_fetch_add(&ctx->c_sleepers, 1);
     /* After counting ourselves: anything pushed from now on rings. */
-    if (!hmi_mpsc_empty(&ctx->c_subq) || hm_na_poll_arm(ctx->c_na) != HM_SUCCESS) {
+    if (!hmi_mpsc_empty(&ctx->c_subq) || hmi_na_poll_arm(ctx->c_na) != HM_SUCCESS) {
         waitfd_ring(ctx); /* work is there already: come straight back */
         return;
     }

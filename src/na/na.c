@@ -34,7 +34,7 @@ static void *na_alloc_with_priv(size_t pub, size_t priv, void **priv_out)
 }
 
 /* The slots every plugin must fill; checked once when a class opens. */
-static bool na_ops_complete(const struct hm_na_ops *ops)
+static bool na_ops_complete(const struct hmi_na_ops *ops)
 {
     return ops->name && ops->protocols && ops->class_open && ops->class_close &&
            ops->context_open && ops->context_close && ops->addr_lookup && ops->addr_self &&
@@ -44,14 +44,14 @@ static bool na_ops_complete(const struct hm_na_ops *ops)
 }
 
 /* The memory slots a class with native RMA needs. */
-static bool na_ops_native_rma(const struct hm_na_ops *ops)
+static bool na_ops_native_rma(const struct hmi_na_ops *ops)
 {
     return ops->mem_register && ops->mem_deregister && ops->mem_key_pack &&
            ops->rkey_unpack && ops->rkey_release && ops->rma;
 }
 
 /* After class_open: native RMA has its slots, owner-checked RMA its key table. */
-static hm_return_t na_class_rma_init(hm_na_class_t *cls)
+static hm_return_t na_class_rma_init(hmi_na_class_t *cls)
 {
     if (cls->c_rma_kind == HM_NA_RMA_NATIVE) {
         if (na_ops_native_rma(&cls->c_ops))
@@ -69,7 +69,7 @@ static hm_return_t na_class_rma_init(hm_na_class_t *cls)
     return hmi_keytab_acquire();
 }
 
-static bool na_has_protocol(const struct hm_na_ops *ops, const char *proto, size_t len)
+static bool na_has_protocol(const struct hmi_na_ops *ops, const char *proto, size_t len)
 {
     for (const char *const *p = ops->protocols; *p; p++)
         if (strlen(*p) == len && memcmp(*p, proto, len) == 0)
@@ -78,7 +78,7 @@ static bool na_has_protocol(const struct hm_na_ops *ops, const char *proto, size
 }
 
 /* Split "ucx+tcp://rest" into plugin, protocol and rest; find the plugin. */
-static hm_return_t na_parse_uri(const char *uri, const struct hm_na_ops **ops_out,
+static hm_return_t na_parse_uri(const char *uri, const struct hmi_na_ops **ops_out,
                                 const char **proto_out, size_t *proto_len_out,
                                 const char **rest_out)
 {
@@ -90,7 +90,7 @@ static hm_return_t na_parse_uri(const char *uri, const struct hm_na_ops **ops_ou
         return HM_INVALID_ARG;
     }
     size_t name_len = (size_t)(plus - uri);
-    for (const struct hm_na_ops *const *p = hm_na_plugins; *p; p++) {
+    for (const struct hmi_na_ops *const *p = hmi_na_plugins; *p; p++) {
         if (strlen((*p)->name) != name_len || memcmp((*p)->name, uri, name_len) != 0)
             continue;
         *ops_out = *p;
@@ -104,9 +104,9 @@ static hm_return_t na_parse_uri(const char *uri, const struct hm_na_ops **ops_ou
     return HM_NOT_SUPPORTED;
 }
 
-hm_return_t hm_na_class_open(const char *uri, hm_na_class_t **cls_out)
+hm_return_t hmi_na_class_open(const char *uri, hmi_na_class_t **cls_out)
 {
-    const struct hm_na_ops *ops;
+    const struct hmi_na_ops *ops;
     const char *proto, *rest;
     size_t proto_len;
     hm_return_t ret = na_parse_uri(uri, &ops, &proto, &proto_len, &rest);
@@ -122,7 +122,7 @@ hm_return_t hm_na_class_open(const char *uri, hm_na_class_t **cls_out)
         return HM_NOT_SUPPORTED;
     }
     void *priv;
-    hm_na_class_t *cls = na_alloc_with_priv(sizeof(*cls), ops->class_size, &priv);
+    hmi_na_class_t *cls = na_alloc_with_priv(sizeof(*cls), ops->class_size, &priv);
     if (cls == NULL)
         return HM_NOMEM;
     cls->c_ops = *ops;
@@ -150,7 +150,7 @@ hm_return_t hm_na_class_open(const char *uri, hm_na_class_t **cls_out)
     return HM_SUCCESS;
 }
 
-hm_return_t hm_na_class_close(hm_na_class_t *cls)
+hm_return_t hmi_na_class_close(hmi_na_class_t *cls)
 {
     if (cls->c_nctx != 0) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "%s: class closed with %u contexts open",
@@ -164,22 +164,22 @@ hm_return_t hm_na_class_close(hm_na_class_t *cls)
     return HM_SUCCESS;
 }
 
-hm_return_t hm_na_context_open(hm_na_class_t *cls, unsigned int index,
-                               hm_na_recv_cb_t recv_cb, void *recv_arg,
-                               hm_na_fail_cb_t fail_cb, void *fail_arg,
-                               hm_na_context_t **ctx_out)
+hm_return_t hmi_na_context_open(hmi_na_class_t *cls, unsigned int index,
+                               hmi_na_recv_cb_t recv_cb, void *recv_arg,
+                               hmi_na_fail_cb_t fail_cb, void *fail_arg,
+                               hmi_na_context_t **ctx_out)
 {
-    return hm_na_context_open_on(cls, index, NULL, recv_cb, recv_arg, fail_cb, fail_arg,
+    return hmi_na_context_open_on(cls, index, NULL, recv_cb, recv_arg, fail_cb, fail_arg,
                                  ctx_out);
 }
 
-hm_return_t hm_na_context_open_on(hm_na_class_t *cls, unsigned int index, const char *device,
-                                  hm_na_recv_cb_t recv_cb, void *recv_arg,
-                                  hm_na_fail_cb_t fail_cb, void *fail_arg,
-                                  hm_na_context_t **ctx_out)
+hm_return_t hmi_na_context_open_on(hmi_na_class_t *cls, unsigned int index, const char *device,
+                                  hmi_na_recv_cb_t recv_cb, void *recv_arg,
+                                  hmi_na_fail_cb_t fail_cb, void *fail_arg,
+                                  hmi_na_context_t **ctx_out)
 {
     void *priv;
-    hm_na_context_t *ctx = na_alloc_with_priv(sizeof(*ctx), cls->c_ops.context_size, &priv);
+    hmi_na_context_t *ctx = na_alloc_with_priv(sizeof(*ctx), cls->c_ops.context_size, &priv);
     if (ctx == NULL)
         return HM_NOMEM;
     ctx->x_class = cls;
@@ -212,12 +212,12 @@ hm_return_t hm_na_context_open_on(hm_na_class_t *cls, unsigned int index, const 
 }
 
 /* Run the callbacks of completed ops. Callbacks may post again. */
-static int na_dispatch(hm_na_context_t *ctx)
+static int na_dispatch(hmi_na_context_t *ctx)
 {
     int count = 0;
     struct hmi_list *link;
     while ((link = hmi_list_pop_front(&ctx->x_done)) != NULL) {
-        hm_na_op_t *op = hmi_container_of(link, hm_na_op_t, o_link);
+        hmi_na_op_t *op = hmi_container_of(link, hmi_na_op_t, o_link);
         op->o_state = HM_NA_OP_IDLE;
         op->o_cb(op, op->o_status);
         count++;
@@ -225,9 +225,9 @@ static int na_dispatch(hm_na_context_t *ctx)
     return count;
 }
 
-void hm_na_context_close(hm_na_context_t *ctx)
+void hmi_na_context_close(hmi_na_context_t *ctx)
 {
-    hm_na_class_t *cls = ctx->x_class;
+    hmi_na_class_t *cls = ctx->x_class;
     if (ctx->x_rma != NULL)
         hmi_swrma_context_stop(ctx); /* releases peers while the plugin context lives */
     cls->c_ops.context_close(ctx);
@@ -240,10 +240,10 @@ void hm_na_context_close(hm_na_context_t *ctx)
     free(ctx);
 }
 
-hm_na_op_t *hm_na_op_create(hm_na_class_t *cls)
+hmi_na_op_t *hmi_na_op_create(hmi_na_class_t *cls)
 {
     void *priv;
-    hm_na_op_t *op = na_alloc_with_priv(sizeof(*op), cls->c_ops.op_size, &priv);
+    hmi_na_op_t *op = na_alloc_with_priv(sizeof(*op), cls->c_ops.op_size, &priv);
     if (op == NULL)
         return NULL;
     op->o_priv = priv;
@@ -251,7 +251,7 @@ hm_na_op_t *hm_na_op_create(hm_na_class_t *cls)
     return op;
 }
 
-void hm_na_op_destroy(hm_na_op_t *op)
+void hmi_na_op_destroy(hmi_na_op_t *op)
 {
     if (op == NULL)
         return;
@@ -260,7 +260,7 @@ void hm_na_op_destroy(hm_na_op_t *op)
 }
 
 /* Owner-checked: a region that grants peers any access goes into the key table. */
-static hm_return_t na_mem_expose(hm_na_mem_t *mem)
+static hm_return_t na_mem_expose(hmi_na_mem_t *mem)
 {
     if ((mem->m_access & (HM_NA_ACCESS_READ | HM_NA_ACCESS_WRITE)) == 0)
         return HM_SUCCESS; /* local only: no key */
@@ -270,11 +270,11 @@ static hm_return_t na_mem_expose(hm_na_mem_t *mem)
     return ret;
 }
 
-hm_return_t hm_na_mem_register(hm_na_class_t *cls, void *base, size_t len,
-                               unsigned int access, hm_na_mem_t **mem_out)
+hm_return_t hmi_na_mem_register(hmi_na_class_t *cls, void *base, size_t len,
+                               unsigned int access, hmi_na_mem_t **mem_out)
 {
     void *priv;
-    hm_na_mem_t *mem = na_alloc_with_priv(sizeof(*mem), cls->c_ops.mem_size, &priv);
+    hmi_na_mem_t *mem = na_alloc_with_priv(sizeof(*mem), cls->c_ops.mem_size, &priv);
     if (mem == NULL)
         return HM_NOMEM;
     mem->m_class = cls;
@@ -292,9 +292,9 @@ hm_return_t hm_na_mem_register(hm_na_class_t *cls, void *base, size_t len,
     return HM_SUCCESS;
 }
 
-void hm_na_mem_deregister(hm_na_mem_t *mem)
+void hmi_na_mem_deregister(hmi_na_mem_t *mem)
 {
-    hm_na_class_t *cls = mem->m_class;
+    hmi_na_class_t *cls = mem->m_class;
     if (cls->c_rma_kind == HM_NA_RMA_NATIVE)
         cls->c_ops.mem_deregister(cls, mem);
     else if (mem->m_exposed)
@@ -302,9 +302,9 @@ void hm_na_mem_deregister(hm_na_mem_t *mem)
     free(mem);
 }
 
-hm_return_t hm_na_mem_key_pack(hm_na_mem_t *mem, void *buf, size_t *size)
+hm_return_t hmi_na_mem_key_pack(hmi_na_mem_t *mem, void *buf, size_t *size)
 {
-    hm_na_class_t *cls = mem->m_class;
+    hmi_na_class_t *cls = mem->m_class;
     if (cls->c_rma_kind == HM_NA_RMA_NATIVE)
         return cls->c_ops.mem_key_pack(cls, mem, buf, size);
     if (!mem->m_exposed)
@@ -317,10 +317,10 @@ hm_return_t hm_na_mem_key_pack(hm_na_mem_t *mem, void *buf, size_t *size)
     return HM_SUCCESS;
 }
 
-hm_return_t hm_na_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
+hm_return_t hmi_na_rkey_unpack(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const void *key,
                               size_t key_len, void **rkey_out)
 {
-    hm_na_class_t *cls = ctx->x_class;
+    hmi_na_class_t *cls = ctx->x_class;
     struct hmi_na_rkey *k = calloc(1, sizeof(*k));
     if (k == NULL)
         return HM_NOMEM;
@@ -345,7 +345,7 @@ hm_return_t hm_na_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const vo
     return HM_SUCCESS;
 }
 
-void hm_na_rkey_release(hm_na_context_t *ctx, void *rkey)
+void hmi_na_rkey_release(hmi_na_context_t *ctx, void *rkey)
 {
     struct hmi_na_rkey *k = rkey;
     if (k == NULL)
@@ -355,7 +355,7 @@ void hm_na_rkey_release(hm_na_context_t *ctx, void *rkey)
     free(k);
 }
 
-int hm_na_progress(hm_na_context_t *ctx)
+int hmi_na_progress(hmi_na_context_t *ctx)
 {
     /* Ops completed since the last call (e.g. sends that left inside their
      * post, copies made at their post) are dispatched first, so their
@@ -369,12 +369,12 @@ int hm_na_progress(hm_na_context_t *ctx)
     return events + na_dispatch(ctx);
 }
 
-int hm_na_poll_fd(hm_na_context_t *ctx)
+int hmi_na_poll_fd(hmi_na_context_t *ctx)
 {
     return ctx->x_class->c_ops.poll_fd(ctx);
 }
 
-hm_return_t hm_na_poll_arm(hm_na_context_t *ctx)
+hm_return_t hmi_na_poll_arm(hmi_na_context_t *ctx)
 {
     if (!hmi_list_empty(&ctx->x_deferred) || !hmi_list_empty(&ctx->x_done) ||
         (ctx->x_rma != NULL && hmi_swrma_pending(ctx)))
@@ -382,7 +382,7 @@ hm_return_t hm_na_poll_arm(hm_na_context_t *ctx)
     return ctx->x_class->c_ops.poll_arm(ctx);
 }
 
-void hm_na_deliver(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf, size_t len,
+void hmi_na_deliver(hmi_na_context_t *ctx, hmi_na_addr_t *source, void *buf, size_t len,
                    uintptr_t token)
 {
     uint32_t magic = 0;
@@ -395,7 +395,7 @@ void hm_na_deliver(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf, size_t
     ctx->x_recv_cb(ctx->x_recv_arg, source, buf, len, token);
 }
 
-void hm_na_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer)
+void hmi_na_peer_failed(hmi_na_context_t *ctx, hmi_na_addr_t *peer)
 {
     if (ctx->x_rma != NULL)
         hmi_swrma_peer_failed(ctx, peer);
@@ -403,14 +403,14 @@ void hm_na_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer)
         ctx->x_fail_cb(ctx->x_fail_arg, peer);
 }
 
-void hm_na_peer_expect(hm_na_context_t *ctx, hm_na_addr_t *peer)
+void hmi_na_peer_expect(hmi_na_context_t *ctx, hmi_na_addr_t *peer)
 {
     if (ctx->x_class->c_ops.peer_expect != NULL)
         ctx->x_class->c_ops.peer_expect(ctx, peer);
 }
 
 /* Queue a posted op's completion on `list` (x_done or x_deferred), once. */
-static void na_op_queue(hm_na_op_t *op, hm_return_t status, struct hmi_list *list)
+static void na_op_queue(hmi_na_op_t *op, hm_return_t status, struct hmi_list *list)
 {
     if (hmi_unlikely(op->o_state != HM_NA_OP_POSTED)) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "op %p completed twice (state %u), ignored",
@@ -422,18 +422,18 @@ static void na_op_queue(hm_na_op_t *op, hm_return_t status, struct hmi_list *lis
     hmi_list_push_back(list, &op->o_link);
 }
 
-void hmi_na_op_complete_deferred(hm_na_op_t *op, hm_return_t status)
+void hmi_na_op_complete_deferred(hmi_na_op_t *op, hm_return_t status)
 {
     na_op_queue(op, status, &op->o_ctx->x_deferred);
 }
 
-void hm_na_op_complete(hm_na_op_t *op, hm_return_t status)
+void hmi_na_op_complete(hmi_na_op_t *op, hm_return_t status)
 {
     na_op_queue(op, status, &op->o_ctx->x_done);
 }
 
 /* Mark `op` posted on `ctx`; refuse an op that is still in flight. */
-static hm_return_t na_op_begin(hm_na_context_t *ctx, hm_na_op_t *op)
+static hm_return_t na_op_begin(hmi_na_context_t *ctx, hmi_na_op_t *op)
 {
     if (hmi_unlikely(op->o_state != HM_NA_OP_IDLE || op->o_cb == NULL))
         return HM_BUSY;
@@ -444,15 +444,15 @@ static hm_return_t na_op_begin(hm_na_context_t *ctx, hm_na_op_t *op)
 }
 
 /* A post failed: the op never completes, so it is idle again. */
-static hm_return_t na_op_end(hm_na_op_t *op, hm_return_t ret)
+static hm_return_t na_op_end(hmi_na_op_t *op, hm_return_t ret)
 {
     if (ret != HM_SUCCESS && op->o_state == HM_NA_OP_POSTED)
         op->o_state = HM_NA_OP_IDLE;
     return ret;
 }
 
-hm_return_t hm_na_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
-                           size_t len, void *desc, hm_na_op_t *op)
+hm_return_t hmi_na_msg_send(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const void *buf,
+                           size_t len, void *desc, hmi_na_op_t *op)
 {
     if (hmi_unlikely(len > ctx->x_class->c_eager_limit))
         return HM_MSGSIZE;
@@ -463,10 +463,10 @@ hm_return_t hm_na_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void 
 }
 
 /* Every piece names a local region and a key, its local range inside the region. */
-static bool na_rma_pieces_ok(const struct hm_na_rma_piece *pieces, unsigned int count)
+static bool na_rma_pieces_ok(const struct hmi_na_rma_piece *pieces, unsigned int count)
 {
     for (unsigned int i = 0; i < count; i++) {
-        const struct hm_na_rma_piece *pc = &pieces[i];
+        const struct hmi_na_rma_piece *pc = &pieces[i];
         if (pc->rp_local == NULL || pc->rp_rkey == NULL ||
             pc->rp_local_off > pc->rp_local->m_len ||
             pc->rp_len > pc->rp_local->m_len - pc->rp_local_off)
@@ -483,8 +483,8 @@ static bool na_rma_pieces_ok(const struct hm_na_rma_piece *pieces, unsigned int 
  * rma slot's contract says for every class, HM_PERMISSION for an access the
  * key does not grant. Sets *all_cma when every key offers CMA.
  */
-static hm_return_t na_rma_keys_ok(enum hm_na_rma_dir dir, hm_na_addr_t *peer,
-                                  const struct hm_na_rma_piece *pieces, unsigned int count,
+static hm_return_t na_rma_keys_ok(enum hmi_na_rma_dir dir, hmi_na_addr_t *peer,
+                                  const struct hmi_na_rma_piece *pieces, unsigned int count,
                                   bool *all_cma)
 {
     unsigned int need = dir == HM_NA_RMA_PUT ? HM_NA_ACCESS_WRITE : HM_NA_ACCESS_READ;
@@ -505,11 +505,11 @@ static hm_return_t na_rma_keys_ok(enum hm_na_rma_dir dir, hm_na_addr_t *peer,
 }
 
 /* Native RMA: the same pieces with the plugin's own key handles. */
-static hm_return_t na_rma_native(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
-                                 hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+static hm_return_t na_rma_native(hmi_na_context_t *ctx, hmi_na_op_t *op, enum hmi_na_rma_dir dir,
+                                 hmi_na_addr_t *peer, const struct hmi_na_rma_piece *pieces,
                                  unsigned int count)
 {
-    struct hm_na_rma_piece native[HM_NA_RMA_IOV_MAX];
+    struct hmi_na_rma_piece native[HM_NA_RMA_IOV_MAX];
     for (unsigned int i = 0; i < count; i++) {
         native[i] = pieces[i];
         native[i].rp_rkey = ((const struct hmi_na_rkey *)pieces[i].rp_rkey)->k_native;
@@ -519,9 +519,9 @@ static hm_return_t na_rma_native(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_n
 }
 
 /* Owner-checked RMA: CMA where every key offers it and it works, else messages. */
-static hm_return_t na_rma_owner_checked(hm_na_context_t *ctx, hm_na_op_t *op,
-                                        enum hm_na_rma_dir dir, hm_na_addr_t *peer,
-                                        const struct hm_na_rma_piece *pieces,
+static hm_return_t na_rma_owner_checked(hmi_na_context_t *ctx, hmi_na_op_t *op,
+                                        enum hmi_na_rma_dir dir, hmi_na_addr_t *peer,
+                                        const struct hmi_na_rma_piece *pieces,
                                         unsigned int count)
 {
     bool all_cma;
@@ -543,8 +543,8 @@ static hm_return_t na_rma_owner_checked(hm_na_context_t *ctx, hm_na_op_t *op,
     return hmi_swrma_rma(ctx, op, dir, peer, pieces, count);
 }
 
-hm_return_t hm_na_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
-                      hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+hm_return_t hmi_na_rma(hmi_na_context_t *ctx, hmi_na_op_t *op, enum hmi_na_rma_dir dir,
+                      hmi_na_addr_t *peer, const struct hmi_na_rma_piece *pieces,
                       unsigned int count)
 {
     if (hmi_unlikely(count == 0 || count > ctx->x_class->c_rma_iov_limit || pieces == NULL ||
@@ -566,7 +566,7 @@ hm_return_t hm_na_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir d
     return na_op_end(op, ret);
 }
 
-hm_return_t hm_na_cancel(hm_na_op_t *op)
+hm_return_t hmi_na_cancel(hmi_na_op_t *op)
 {
     if (op->o_state != HM_NA_OP_POSTED)
         return HM_NOENTRY;

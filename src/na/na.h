@@ -1,7 +1,7 @@
 /*
  * NA: the network abstraction. The contract between the core and a plugin.
  *
- * A plugin is one `const struct hm_na_ops` table (see the end of
+ * A plugin is one `const struct hmi_na_ops` table (see the end of
  * src/na/ucx/ucx_plugin.c), listed in src/na/na_registry.c under its build
  * flag. It offers three things and nothing else:
  *
@@ -19,14 +19,14 @@
  * Objects. The NA layer (na.c) allocates every class, context, op and memory
  * region together with the plugin's private state for it, sized by the
  * *_size slots of the table, and hands the plugin a pointer to that state
- * (hm_na_*_priv). Addresses are the plugin's own refcounted objects: the core
+ * (hmi_na_*_priv). Addresses are the plugin's own refcounted objects: the core
  * only holds pointers and calls addr_ref / addr_unref. An address is
  * canonical per peer and context: a lookup of a peer and the messages that
  * peer sends give the same object, so the core compares pointers.
  *
  * Completion. Every posted operation completes exactly once, by the plugin
- * calling hm_na_op_complete(op, status), which only queues the op on its
- * context (no callback runs inside the plugin). hm_na_progress() then runs
+ * calling hmi_na_op_complete(op, status), which only queues the op on its
+ * context (no callback runs inside the plugin). hmi_na_progress() then runs
  * the queued ops' callbacks. A post that returns an error never completes.
  * After completing an op the plugin never touches it or its buffers again.
  *
@@ -49,7 +49,7 @@
  *     (libfabric's rxm has no FI_SOURCE) the plugin carries the sender's
  *     name in each message (ofi_msg.c) and must say so in its quirks:
  *     owner-checked RMA and admission key on `source`.
- *   - Peer death: call hm_na_peer_failed once, when the transport reports a
+ *   - Peer death: call hmi_na_peer_failed once, when the transport reports a
  *     peer gone or the plugin's own watch does (na_pidwatch.h: a pidfd per
  *     same-host peer; ofi+tcp: probes of quiet peers).
  *   - Hostile bytes: a transport library that aborts on malformed input
@@ -82,11 +82,11 @@
 #include "na/na_keytab.h"
 #include "util/list.h"
 
-typedef struct hm_na_class hm_na_class_t;
-typedef struct hm_na_context hm_na_context_t;
-typedef struct hm_na_addr hm_na_addr_t; /* defined by each plugin */
-typedef struct hm_na_op hm_na_op_t;
-typedef struct hm_na_mem hm_na_mem_t;
+typedef struct hmi_na_class hmi_na_class_t;
+typedef struct hmi_na_context hmi_na_context_t;
+typedef struct hmi_na_addr hmi_na_addr_t; /* defined by each plugin */
+typedef struct hmi_na_op hmi_na_op_t;
+typedef struct hmi_na_mem hmi_na_mem_t;
 
 /*
  * Who moves RMA for a class and who checks it (DESIGN §8, "Trust").
@@ -105,19 +105,19 @@ typedef struct hm_na_mem hm_na_mem_t;
  * transport enforces every access in hardware (an RDMA NIC checks the memory
  * region of each request). Only a plugin that can say so may set it.
  */
-enum hm_na_rma_kind {
+enum hmi_na_rma_kind {
     HM_NA_RMA_OWNER_CHECKED = 0,
     HM_NA_RMA_NATIVE = 1,
 };
 
 /* Access a memory region grants to remote peers. */
-enum hm_na_access {
+enum hmi_na_access {
     HM_NA_ACCESS_READ = 1u << 0,  /* peers may get from it */
     HM_NA_ACCESS_WRITE = 1u << 1, /* peers may put into it */
 };
 
 /* Direction of an RMA op. */
-enum hm_na_rma_dir {
+enum hmi_na_rma_dir {
     HM_NA_RMA_PUT = 1, /* local memory -> the peer's region */
     HM_NA_RMA_GET = 2, /* the peer's region -> local memory */
 };
@@ -135,31 +135,31 @@ enum hm_na_rma_dir {
  * for the op's peer and context) at `rp_remote_off`. Offsets count from the
  * start of each region.
  */
-struct hm_na_rma_piece {
-    hm_na_mem_t *rp_local;
+struct hmi_na_rma_piece {
+    hmi_na_mem_t *rp_local;
     size_t rp_local_off;
     void *rp_rkey;
     size_t rp_remote_off;
     size_t rp_len;
 };
 
-/* Completion callback of an op; runs from hm_na_progress, never nested. */
-typedef void (*hm_na_op_cb_t)(hm_na_op_t *op, hm_return_t status);
+/* Completion callback of an op; runs from hmi_na_progress, never nested. */
+typedef void (*hmi_na_op_cb_t)(hmi_na_op_t *op, hm_return_t status);
 
 /*
  * Receive callback: a message of `len` bytes at `buf` came from `source`.
  * Runs from inside progress. `buf` stays valid (and 8-byte aligned) until the
- * core calls hm_na_msg_release(ctx, token); `source` is valid during the call
+ * core calls hmi_na_msg_release(ctx, token); `source` is valid during the call
  * only (addr_ref it to keep it). The callback may post sends.
  *
  * Receive buffers are finite on some transports (x_recv_bufs): a message the
  * core keeps keeps its buffer from the transport. So while
- * hm_na_recv_pressed(ctx), the core copies every message it keeps past the
+ * hmi_na_recv_pressed(ctx), the core copies every message it keeps past the
  * callback into memory of its own and releases the buffer before returning
  * (the messages it keeps otherwise are bounded by its admission budgets and
  * credits, not by the transport's buffers).
  */
-typedef void (*hm_na_recv_cb_t)(void *arg, hm_na_addr_t *source, void *buf, size_t len,
+typedef void (*hmi_na_recv_cb_t)(void *arg, hmi_na_addr_t *source, void *buf, size_t len,
                                 uintptr_t token);
 
 /*
@@ -167,40 +167,40 @@ typedef void (*hm_na_recv_cb_t)(void *arg, hm_na_addr_t *source, void *buf, size
  * progress, once per address. Ops posted to it have been (or are being)
  * completed with an error; new posts to it fail with HM_UNREACHABLE.
  */
-typedef void (*hm_na_fail_cb_t)(void *arg, hm_na_addr_t *peer);
+typedef void (*hmi_na_fail_cb_t)(void *arg, hmi_na_addr_t *peer);
 
 /* An operation in flight. The NA layer allocates it with the plugin's part. */
-struct hm_na_op {
-    hm_na_op_cb_t o_cb;      /* set by the caller before posting */
+struct hmi_na_op {
+    hmi_na_op_cb_t o_cb;      /* set by the caller before posting */
     void *o_arg;             /* caller's, untouched by NA */
-    hm_na_context_t *o_ctx;  /* set at post */
+    hmi_na_context_t *o_ctx;  /* set at post */
     void *o_rma;             /* the NA's RMA engines' state (na_rma.h), or NULL */
     uint8_t o_engine;        /* which engine has it posted (enum hmi_na_engine) */
-    hm_return_t o_status;    /* set by hm_na_op_complete */
+    hm_return_t o_status;    /* set by hmi_na_op_complete */
     uint32_t o_state;        /* HM_NA_OP_IDLE / POSTED / COMPLETED */
     struct hmi_list o_link;  /* queue of completed ops; plugin may not use it */
     void *o_priv;            /* ops->op_size bytes for the plugin */
 };
 
-enum hm_na_op_state {
+enum hmi_na_op_state {
     HM_NA_OP_IDLE = 0,
     HM_NA_OP_POSTED = 1,
     HM_NA_OP_COMPLETED = 2, /* queued, callback not run yet */
 };
 
 /* A registered memory region. */
-struct hm_na_mem {
-    hm_na_class_t *m_class;
+struct hmi_na_mem {
+    hmi_na_class_t *m_class;
     void *m_base;
     size_t m_len;
-    unsigned int m_access; /* hm_na_access bits */
+    unsigned int m_access; /* hmi_na_access bits */
     bool m_exposed;        /* owner-checked: in the key table at m_slot */
     uint32_t m_slot;
     struct hmi_keytab_key m_key;
     void *m_priv;          /* ops->mem_size bytes for the plugin (native RMA only) */
 };
 
-struct hm_na_ops {
+struct hmi_na_ops {
     /* URI scheme before '+', e.g. "ucx", and the protocols after it. */
     const char *name;
     const char *const *protocols; /* NULL-terminated, e.g. {"tcp", "shm", NULL} */
@@ -219,19 +219,19 @@ struct hm_na_ops {
      * library's reason, when the protocol cannot open here.
      * On error the plugin has released everything it took.
      */
-    hm_return_t (*class_open)(hm_na_class_t *cls, const char *protocol, const char *listen);
+    hm_return_t (*class_open)(hmi_na_class_t *cls, const char *protocol, const char *listen);
     /* class_close: every context and memory region is gone already. */
-    void (*class_close)(hm_na_class_t *cls);
+    void (*class_close)(hmi_na_class_t *cls);
     /*
      * devices (optional; NULL: the transport offers no choice of device per
      * context): write up to `max` device names a context of this class may
-     * be asked to open on (hm_na_context_t.x_device), in the transport's own
+     * be asked to open on (hmi_na_context_t.x_device), in the transport's own
      * spelling ("mlx5_0", "eth0", "mlx5_0:1"), its preferred one first, and
      * return how many it has (may exceed `max`). The names live as long as
      * the class. Any thread; never blocks (collected at class_open). The
      * core picks the one closest to a context's NUMA node (DESIGN §9).
      */
-    size_t (*devices)(hm_na_class_t *cls, const char **names, size_t max);
+    size_t (*devices)(hmi_na_class_t *cls, const char **names, size_t max);
 
     /*
      * context_open: a progress context (x_index is set). Blocks. When
@@ -243,32 +243,32 @@ struct hm_na_ops {
      * x_recv_pinned (a message held in a multi-receive slab pins the whole
      * slab), or the core cannot keep it receiving.
      */
-    hm_return_t (*context_open)(hm_na_context_t *ctx);
+    hm_return_t (*context_open)(hmi_na_context_t *ctx);
     /*
      * context_close: completes every op still posted with HM_CANCELED (they
      * are dispatched before the context is freed) and releases addresses the
      * plugin still holds for this context. Blocks briefly; never calls back
      * into the receive callback.
      */
-    void (*context_close)(hm_na_context_t *ctx);
+    void (*context_close)(hmi_na_context_t *ctx);
 
     /*
      * addr_lookup: an address for the plugin URI `uri` ("ucx+tcp://h:p"),
      * one reference. May block while connecting. HM_INVALID_ARG for a URI
      * the plugin cannot parse, HM_UNREACHABLE if the peer cannot be reached.
      */
-    hm_return_t (*addr_lookup)(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **addr_out);
+    hm_return_t (*addr_lookup)(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **addr_out);
     /* addr_self: the context's own address, one reference. */
-    hm_return_t (*addr_self)(hm_na_context_t *ctx, hm_na_addr_t **addr_out);
+    hm_return_t (*addr_self)(hmi_na_context_t *ctx, hmi_na_addr_t **addr_out);
     /*
      * addr_to_string: the full URI a peer passes to addr_lookup. `*size` is
      * the buffer size in, the length with NUL out; HM_MSGSIZE if too small.
      */
-    hm_return_t (*addr_to_string)(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
+    hm_return_t (*addr_to_string)(hmi_na_context_t *ctx, hmi_na_addr_t *addr, char *buf,
                                   size_t *size);
-    void (*addr_ref)(hm_na_addr_t *addr);
+    void (*addr_ref)(hmi_na_addr_t *addr);
     /* addr_unref: may run from the thread progressing the address's context only. */
-    void (*addr_unref)(hm_na_addr_t *addr);
+    void (*addr_unref)(hmi_na_addr_t *addr);
     /*
      * addr_pid (optional; NULL: the plugin cannot tell): the pid of the
      * process behind `addr` as the transport knows it, for a peer on this
@@ -281,7 +281,7 @@ struct hm_na_ops {
      * (URI, message header) and watch with a pidfd: the peer's own claim,
      * which is why the key-table check is done as well.
      */
-    uint32_t (*addr_pid)(hm_na_addr_t *addr);
+    uint32_t (*addr_pid)(hmi_na_addr_t *addr);
     /*
      * peer_expect (optional): the layers above still wait for messages from
      * `peer` (requests, RMA pieces outstanding), although one just came. A
@@ -290,14 +290,14 @@ struct hm_na_ops {
      * every outstanding request will be answered. Called from progress,
      * after a receive from `peer`; never blocks; a no-op for a dead peer.
      */
-    void (*peer_expect)(hm_na_context_t *ctx, hm_na_addr_t *peer);
+    void (*peer_expect)(hmi_na_context_t *ctx, hmi_na_addr_t *peer);
 
     /*
      * msg_buf_alloc / msg_buf_free: memory for messages, registered if the
      * transport needs it; `*desc` is passed back to msg_send. Any thread.
      */
-    void *(*msg_buf_alloc)(hm_na_class_t *cls, size_t size, void **desc_out);
-    void (*msg_buf_free)(hm_na_class_t *cls, void *buf, void *desc);
+    void *(*msg_buf_alloc)(hmi_na_class_t *cls, size_t size, void **desc_out);
+    void (*msg_buf_free)(hmi_na_class_t *cls, void *buf, void *desc);
     /*
      * msg_send: send `len` bytes (<= c_eager_limit) starting at `buf`, which
      * is exactly a pointer msg_buf_alloc returned (a plugin may keep its own
@@ -305,10 +305,10 @@ struct hm_na_ops {
      * untouched until `op` completes. Returns HM_UNREACHABLE for a dead
      * peer, HM_MSGSIZE past the eager limit.
      */
-    hm_return_t (*msg_send)(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
-                            size_t len, void *desc, hm_na_op_t *op);
+    hm_return_t (*msg_send)(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const void *buf,
+                            size_t len, void *desc, hmi_na_op_t *op);
     /* msg_release: give back a received buffer (token from the receive callback). */
-    void (*msg_release)(hm_na_context_t *ctx, uintptr_t token);
+    void (*msg_release)(hmi_na_context_t *ctx, uintptr_t token);
 
     /*
      * Memory and RMA slots, mem_register to rma: used only by a class that
@@ -317,26 +317,26 @@ struct hm_na_ops {
      *
      * mem_register: register mem->m_base/m_len for m_access. Any thread.
      */
-    hm_return_t (*mem_register)(hm_na_class_t *cls, hm_na_mem_t *mem);
-    void (*mem_deregister)(hm_na_class_t *cls, hm_na_mem_t *mem);
+    hm_return_t (*mem_register)(hmi_na_class_t *cls, hmi_na_mem_t *mem);
+    void (*mem_deregister)(hmi_na_class_t *cls, hmi_na_mem_t *mem);
     /*
      * mem_key_pack: serialize what a peer needs to reach `mem` (base address
      * included) into `buf`; `*size` in/out as for addr_to_string.
      */
-    hm_return_t (*mem_key_pack)(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf, size_t *size);
+    hm_return_t (*mem_key_pack)(hmi_na_class_t *cls, hmi_na_mem_t *mem, void *buf, size_t *size);
     /*
      * rkey_unpack: turn a packed key from `peer` into a handle for rma
      * on `ctx`. HM_PROTOCOL_ERROR for a key that does not parse.
      */
-    hm_return_t (*rkey_unpack)(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
+    hm_return_t (*rkey_unpack)(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const void *key,
                                size_t key_len, void **rkey_out);
-    void (*rkey_release)(hm_na_context_t *ctx, void *rkey);
+    void (*rkey_release)(hmi_na_context_t *ctx, void *rkey);
     /*
      * rma: one put (HM_NA_RMA_PUT: local -> peer) or get (HM_NA_RMA_GET:
      * peer -> local) of `count` pieces, all with `peer`. The NA layer has
      * checked 1 <= count <= c_rma_iov_limit and every local range; the plugin
      * checks every remote range against its key. Never blocks, holds no lock,
-     * never calls back: completion is queued with hm_na_op_complete (possibly
+     * never calls back: completion is queued with hmi_na_op_complete (possibly
      * before rma returns). Back-pressure (EAGAIN, a provider pool dry) is
      * queued in the plugin and retried from progress; it is never returned.
      *
@@ -368,32 +368,32 @@ struct hm_na_ops {
      * transport's message size, and libfabric does not promise to copy iov
      * arrays at post.
      */
-    hm_return_t (*rma)(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
-                       hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+    hm_return_t (*rma)(hmi_na_context_t *ctx, hmi_na_op_t *op, enum hmi_na_rma_dir dir,
+                       hmi_na_addr_t *peer, const struct hmi_na_rma_piece *pieces,
                        unsigned int count);
 
     /*
      * progress: drive the transport without blocking; deliver messages and
      * complete ops. Returns the number of events handled (0: nothing).
      */
-    int (*progress)(hm_na_context_t *ctx);
+    int (*progress)(hmi_na_context_t *ctx);
     /* poll_fd: readable when progress has work; -1 if the plugin has none. */
-    int (*poll_fd)(hm_na_context_t *ctx);
+    int (*poll_fd)(hmi_na_context_t *ctx);
     /*
      * poll_arm: prepare to block on poll_fd. HM_SUCCESS: safe to block;
      * HM_AGAIN: work is pending, call progress instead.
      */
-    hm_return_t (*poll_arm)(hm_na_context_t *ctx);
+    hm_return_t (*poll_arm)(hmi_na_context_t *ctx);
     /*
      * cancel: ask to abort a posted op. HM_SUCCESS: it will complete with
      * HM_CANCELED (possibly only once the transport has let go of its
      * buffers). HM_NOENTRY: it had already completed; its status stands.
      */
-    hm_return_t (*cancel)(hm_na_context_t *ctx, hm_na_op_t *op);
+    hm_return_t (*cancel)(hmi_na_context_t *ctx, hmi_na_op_t *op);
 };
 
-struct hm_na_class {
-    struct hm_na_ops c_ops;   /* by value: one less indirection per call */
+struct hmi_na_class {
+    struct hmi_na_ops c_ops;   /* by value: one less indirection per call */
     char c_protocol[32];      /* "ucx+tcp" */
     size_t c_eager_limit;     /* set by class_open */
     size_t c_inject_limit;    /* set by class_open: largest message the transport
@@ -405,7 +405,7 @@ struct hm_na_class {
     bool c_mem_pins;          /* set by class_open: registering pins physical pages
                                  (RDMA NICs), so a cached registration of freed
                                  memory would move the wrong bytes */
-    enum hm_na_rma_kind c_rma_kind; /* set by class_open (default: owner-checked) */
+    enum hmi_na_rma_kind c_rma_kind; /* set by class_open (default: owner-checked) */
     bool c_cma;               /* set by class_open: peers are processes of this
                                  host (shared memory), so owner-checked RMA may
                                  use process_vm_readv/writev */
@@ -421,7 +421,7 @@ struct hm_na_class {
  * by reason. Written by the listener's thread, read by the core for
  * hm_context_stats; zero for plugins without one.
  */
-struct hm_na_listen_stats {
+struct hmi_na_listen_stats {
     atomic_uint_least64_t ls_accepted;      /* good hellos answered */
     atomic_uint_least64_t ls_refused_frame; /* bad magic/version/flags/length, or cut short */
     atomic_uint_least64_t ls_refused_key;   /* job key missing or different */
@@ -429,15 +429,15 @@ struct hm_na_listen_stats {
     atomic_uint_least64_t ls_refused_busy;  /* evicted: too many waiting for their hello */
 };
 
-struct hm_na_context {
-    hm_na_class_t *x_class;
+struct hmi_na_context {
+    hmi_na_class_t *x_class;
     unsigned int x_index;       /* context index within the class */
     const char *x_device;       /* device the core chose for it (its NUMA node's
                                    closest, DESIGN §9), or NULL: the plugin's own
                                    choice. Valid during context_open only. */
-    hm_na_recv_cb_t x_recv_cb;
+    hmi_na_recv_cb_t x_recv_cb;
     void *x_recv_arg;
-    hm_na_fail_cb_t x_fail_cb;
+    hmi_na_fail_cb_t x_fail_cb;
     void *x_fail_arg;
     struct hmi_list x_done;     /* completed ops whose callbacks have not run */
     struct hmi_list x_deferred; /* ops completed at their post: moved to x_done by
@@ -445,7 +445,7 @@ struct hm_na_context {
                                    complete at once still lets messages in */
     void *x_rma;                /* the NA's RMA engines' state (na_rma.h) */
     void *x_cma;                /* na_cma.c's state (pid -> key table cache), or NULL */
-    /* Receive buffers (see hm_na_recv_cb_t). x_recv_bufs: set by context_open,
+    /* Receive buffers (see hmi_na_recv_cb_t). x_recv_bufs: set by context_open,
      * how many the context posts, or 0 when the transport replaces a buffer
      * the core keeps (UCX's eager data kept with UCS_INPROGRESS) so keeping
      * one never stops receiving. x_recv_pinned: kept by the plugin, on the
@@ -453,91 +453,91 @@ struct hm_na_context {
      * have back because the core still holds a message in them. */
     unsigned int x_recv_bufs;
     unsigned int x_recv_pinned;
-    struct hm_na_listen_stats x_listen; /* the plugin's listener, if it has one */
+    struct hmi_na_listen_stats x_listen; /* the plugin's listener, if it has one */
     void *x_priv;               /* ops->context_size bytes */
 };
 
 /* ---- Used by the core ---------------------------------------------------- */
 
 /* Open the plugin and protocol named by `uri` ("ucx+tcp://127.0.0.1:0"). */
-hm_return_t hm_na_class_open(const char *uri, hm_na_class_t **cls_out);
+hm_return_t hmi_na_class_open(const char *uri, hmi_na_class_t **cls_out);
 /* HM_BUSY while contexts are open. */
-hm_return_t hm_na_class_close(hm_na_class_t *cls);
-hm_return_t hm_na_context_open(hm_na_class_t *cls, unsigned int index,
-                               hm_na_recv_cb_t recv_cb, void *recv_arg,
-                               hm_na_fail_cb_t fail_cb, void *fail_arg,
-                               hm_na_context_t **ctx_out);
+hm_return_t hmi_na_class_close(hmi_na_class_t *cls);
+hm_return_t hmi_na_context_open(hmi_na_class_t *cls, unsigned int index,
+                               hmi_na_recv_cb_t recv_cb, void *recv_arg,
+                               hmi_na_fail_cb_t fail_cb, void *fail_arg,
+                               hmi_na_context_t **ctx_out);
 /* The same, asking the plugin to use `device` (NULL: its own choice). */
-hm_return_t hm_na_context_open_on(hm_na_class_t *cls, unsigned int index, const char *device,
-                                  hm_na_recv_cb_t recv_cb, void *recv_arg,
-                                  hm_na_fail_cb_t fail_cb, void *fail_arg,
-                                  hm_na_context_t **ctx_out);
+hm_return_t hmi_na_context_open_on(hmi_na_class_t *cls, unsigned int index, const char *device,
+                                  hmi_na_recv_cb_t recv_cb, void *recv_arg,
+                                  hmi_na_fail_cb_t fail_cb, void *fail_arg,
+                                  hmi_na_context_t **ctx_out);
 /* Closes the plugin context and runs the callbacks of every op it completed. */
-void hm_na_context_close(hm_na_context_t *ctx);
+void hmi_na_context_close(hmi_na_context_t *ctx);
 
 /* An op with room for the plugin's part; reusable after it completes. */
-hm_na_op_t *hm_na_op_create(hm_na_class_t *cls);
-void hm_na_op_destroy(hm_na_op_t *op);
+hmi_na_op_t *hmi_na_op_create(hmi_na_class_t *cls);
+void hmi_na_op_destroy(hmi_na_op_t *op);
 
 /*
- * Register / deregister memory: one hm_na_mem_t, freed by deregister. An
+ * Register / deregister memory: one hmi_na_mem_t, freed by deregister. An
  * owner-checked class puts a region that grants any access into the key
  * table; deregister revokes it at once (a peer's later access is refused)
  * and returns once the owner's own copies for peers in progress have ended.
  */
-hm_return_t hm_na_mem_register(hm_na_class_t *cls, void *base, size_t len,
-                               unsigned int access, hm_na_mem_t **mem_out);
-void hm_na_mem_deregister(hm_na_mem_t *mem);
+hm_return_t hmi_na_mem_register(hmi_na_class_t *cls, void *base, size_t len,
+                               unsigned int access, hmi_na_mem_t **mem_out);
+void hmi_na_mem_deregister(hmi_na_mem_t *mem);
 /*
  * The packed key of `mem` a peer needs to reach it: `*size` in/out as for
  * addr_to_string (HM_MSGSIZE and the size needed when `buf` is too small).
  * Owner-checked keys carry no address of ours (na_rkey.c).
  */
-hm_return_t hm_na_mem_key_pack(hm_na_mem_t *mem, void *buf, size_t *size);
+hm_return_t hmi_na_mem_key_pack(hmi_na_mem_t *mem, void *buf, size_t *size);
 /*
  * A packed key that `peer` sent us (hostile until checked), as a handle for
- * hm_na_rma with `peer` on `ctx`. HM_PROTOCOL_ERROR for a key that does not
- * parse; HM_NOMEM. The handle stays valid until hm_na_rkey_release, which the
+ * hmi_na_rma with `peer` on `ctx`. HM_PROTOCOL_ERROR for a key that does not
+ * parse; HM_NOMEM. The handle stays valid until hmi_na_rkey_release, which the
  * caller does while `peer` is still referenced.
  */
-hm_return_t hm_na_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
+hm_return_t hmi_na_rkey_unpack(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const void *key,
                               size_t key_len, void **rkey_out);
-void hm_na_rkey_release(hm_na_context_t *ctx, void *rkey);
+void hmi_na_rkey_release(hmi_na_context_t *ctx, void *rkey);
 
 /* Progress once: plugin progress, then the callbacks of completed ops. */
-int hm_na_progress(hm_na_context_t *ctx);
+int hmi_na_progress(hmi_na_context_t *ctx);
 /* The context's fd to block on (-1: none), and arming it (poll_fd / poll_arm). */
-int hm_na_poll_fd(hm_na_context_t *ctx);
+int hmi_na_poll_fd(hmi_na_context_t *ctx);
 /* HM_AGAIN also while the NA layer itself has work queued. */
-hm_return_t hm_na_poll_arm(hm_na_context_t *ctx);
+hm_return_t hmi_na_poll_arm(hmi_na_context_t *ctx);
 
 /* Thin wrappers that check and set op state, then call the plugin. */
-hm_return_t hm_na_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
-                           size_t len, void *desc, hm_na_op_t *op);
+hm_return_t hmi_na_msg_send(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const void *buf,
+                           size_t len, void *desc, hmi_na_op_t *op);
 /*
- * hm_na_rma: the rma slot's contract; also refuses (HM_INVALID_ARG, nothing
+ * hmi_na_rma: the rma slot's contract; also refuses (HM_INVALID_ARG, nothing
  * posted) a count of 0 or past c_rma_iov_limit, a NULL piece key or local
  * region, and a local range outside its region.
  */
-hm_return_t hm_na_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
-                      hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+hm_return_t hmi_na_rma(hmi_na_context_t *ctx, hmi_na_op_t *op, enum hmi_na_rma_dir dir,
+                      hmi_na_addr_t *peer, const struct hmi_na_rma_piece *pieces,
                       unsigned int count);
-hm_return_t hm_na_cancel(hm_na_op_t *op);
+hm_return_t hmi_na_cancel(hmi_na_op_t *op);
 
 /* Addresses, message buffers and devices (na_addr.c): the plugin's ops of
- * the same names. addr_ref/unref take the address's class. hm_na_devices
+ * the same names. addr_ref/unref take the address's class. hmi_na_devices
  * returns 0 for a plugin that offers no choice of device. */
-hm_return_t hm_na_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **addr_out);
-hm_return_t hm_na_addr_self(hm_na_context_t *ctx, hm_na_addr_t **addr_out);
-hm_return_t hm_na_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
+hm_return_t hmi_na_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **addr_out);
+hm_return_t hmi_na_addr_self(hmi_na_context_t *ctx, hmi_na_addr_t **addr_out);
+hm_return_t hmi_na_addr_to_string(hmi_na_context_t *ctx, hmi_na_addr_t *addr, char *buf,
                                  size_t *size);
-void hm_na_addr_ref(const hm_na_class_t *cls, hm_na_addr_t *addr);
-void hm_na_addr_unref(const hm_na_class_t *cls, hm_na_addr_t *addr);
-void *hm_na_msg_buf_alloc(hm_na_class_t *cls, size_t size, void **desc_out);
-void hm_na_msg_buf_free(hm_na_class_t *cls, void *buf, void *desc);
-size_t hm_na_devices(hm_na_class_t *cls, const char **names, size_t max);
+void hmi_na_addr_ref(const hmi_na_class_t *cls, hmi_na_addr_t *addr);
+void hmi_na_addr_unref(const hmi_na_class_t *cls, hmi_na_addr_t *addr);
+void *hmi_na_msg_buf_alloc(hmi_na_class_t *cls, size_t size, void **desc_out);
+void hmi_na_msg_buf_free(hmi_na_class_t *cls, void *buf, void *desc);
+size_t hmi_na_devices(hmi_na_class_t *cls, const char **names, size_t max);
 
-static inline void hm_na_msg_release(hm_na_context_t *ctx, uintptr_t token)
+static inline void hmi_na_msg_release(hmi_na_context_t *ctx, uintptr_t token)
 {
     ctx->x_class->c_ops.msg_release(ctx, token);
 }
@@ -545,40 +545,40 @@ static inline void hm_na_msg_release(hm_na_context_t *ctx, uintptr_t token)
 /*
  * True when half or more of the context's receive buffers are pinned by
  * messages the core holds: the core must then copy out what it keeps (see
- * hm_na_recv_cb_t), so the other half always stays posted. The driver only.
+ * hmi_na_recv_cb_t), so the other half always stays posted. The driver only.
  */
-static inline bool hm_na_recv_pressed(const hm_na_context_t *ctx)
+static inline bool hmi_na_recv_pressed(const hmi_na_context_t *ctx)
 {
     return ctx->x_recv_bufs != 0 && 2u * ctx->x_recv_pinned >= ctx->x_recv_bufs;
 }
 
 /* ---- Used by plugins ----------------------------------------------------- */
 
-static inline void *hm_na_class_priv(const hm_na_class_t *cls) { return cls->c_priv; }
-static inline void *hm_na_context_priv(const hm_na_context_t *ctx) { return ctx->x_priv; }
-static inline void *hm_na_op_priv(const hm_na_op_t *op) { return op->o_priv; }
-static inline void *hm_na_mem_priv(const hm_na_mem_t *mem) { return mem->m_priv; }
+static inline void *hmi_na_class_priv(const hmi_na_class_t *cls) { return cls->c_priv; }
+static inline void *hmi_na_context_priv(const hmi_na_context_t *ctx) { return ctx->x_priv; }
+static inline void *hmi_na_op_priv(const hmi_na_op_t *op) { return op->o_priv; }
+static inline void *hmi_na_mem_priv(const hmi_na_mem_t *mem) { return mem->m_priv; }
 
 /* Complete `op` with `status`: queue it for dispatch. Exactly once per post. */
-void hm_na_op_complete(hm_na_op_t *op, hm_return_t status);
+void hmi_na_op_complete(hmi_na_op_t *op, hm_return_t status);
 
 /*
  * Hand a received message to the NA layer: the messages of the NA's own RMA
  * protocol (they start with HMI_SWRMA_MAGIC, which no core header does) go
  * to na_swrma.c, every other one to the core's receive callback. Either
- * way the message is released through hm_na_msg_release.
+ * way the message is released through hmi_na_msg_release.
  */
-void hm_na_deliver(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf, size_t len,
+void hmi_na_deliver(hmi_na_context_t *ctx, hmi_na_addr_t *source, void *buf, size_t len,
                    uintptr_t token);
 
 /* Report a dead peer: the NA's RMA ops with it end, then the core hears of it. */
-void hm_na_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer);
+void hmi_na_peer_failed(hmi_na_context_t *ctx, hmi_na_addr_t *peer);
 /* Above NA: still waiting for messages from `peer` (ops.peer_expect, if any). */
-void hm_na_peer_expect(hm_na_context_t *ctx, hm_na_addr_t *peer);
+void hmi_na_peer_expect(hmi_na_context_t *ctx, hmi_na_addr_t *peer);
 
 /* ---- Registry ------------------------------------------------------------ */
 
 /* The plugins compiled in, NULL-terminated (na_registry.c). */
-extern const struct hm_na_ops *const hm_na_plugins[];
+extern const struct hmi_na_ops *const hmi_na_plugins[];
 
 #endif /* HM_NA_H */

@@ -5,43 +5,43 @@
  */
 #include "na/na.h"
 
-hm_return_t hm_na_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **addr_out)
+hm_return_t hmi_na_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **addr_out)
 {
     return ctx->x_class->c_ops.addr_lookup(ctx, uri, addr_out);
 }
 
-hm_return_t hm_na_addr_self(hm_na_context_t *ctx, hm_na_addr_t **addr_out)
+hm_return_t hmi_na_addr_self(hmi_na_context_t *ctx, hmi_na_addr_t **addr_out)
 {
     return ctx->x_class->c_ops.addr_self(ctx, addr_out);
 }
 
-hm_return_t hm_na_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
+hm_return_t hmi_na_addr_to_string(hmi_na_context_t *ctx, hmi_na_addr_t *addr, char *buf,
                                  size_t *size)
 {
     return ctx->x_class->c_ops.addr_to_string(ctx, addr, buf, size);
 }
 
-void hm_na_addr_ref(const hm_na_class_t *cls, hm_na_addr_t *addr)
+void hmi_na_addr_ref(const hmi_na_class_t *cls, hmi_na_addr_t *addr)
 {
     cls->c_ops.addr_ref(addr);
 }
 
-void hm_na_addr_unref(const hm_na_class_t *cls, hm_na_addr_t *addr)
+void hmi_na_addr_unref(const hmi_na_class_t *cls, hmi_na_addr_t *addr)
 {
     cls->c_ops.addr_unref(addr);
 }
 
-void *hm_na_msg_buf_alloc(hm_na_class_t *cls, size_t size, void **desc_out)
+void *hmi_na_msg_buf_alloc(hmi_na_class_t *cls, size_t size, void **desc_out)
 {
     return cls->c_ops.msg_buf_alloc(cls, size, desc_out);
 }
 
-void hm_na_msg_buf_free(hm_na_class_t *cls, void *buf, void *desc)
+void hmi_na_msg_buf_free(hmi_na_class_t *cls, void *buf, void *desc)
 {
     cls->c_ops.msg_buf_free(cls, buf, desc);
 }
 
-size_t hm_na_devices(hm_na_class_t *cls, const char **names, size_t max)
+size_t hmi_na_devices(hmi_na_class_t *cls, const char **names, size_t max)
 {
     if (cls->c_ops.devices == NULL)
         return 0;

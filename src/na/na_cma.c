@@ -82,7 +82,7 @@ bool hmi_cma_enabled(void)
     return v == NULL || v[0] == '\0' || strcmp(v, "0") != 0;
 }
 
-void hmi_cma_context_fini(hm_na_context_t *ctx)
+void hmi_cma_context_fini(hmi_na_context_t *ctx)
 {
     free(ctx->x_cma);
     ctx->x_cma = NULL;
@@ -111,7 +111,7 @@ static const char *cma_hint(int err, char *buf, size_t size)
 }
 
 /* The kernel refused CMA with `pid` (`err`): messages for it, said once. */
-static void cma_refused(hm_na_context_t *ctx, struct cma_table *t, uint32_t pid, int err)
+static void cma_refused(hmi_na_context_t *ctx, struct cma_table *t, uint32_t pid, int err)
 {
     if (err == ENOSYS)
         atomic_store(&cma_nosys, true);
@@ -192,7 +192,7 @@ static struct cma_table *cma_cache_slot(struct cma_ctx *c, uint32_t pid, bool *h
  * HM_UNREACHABLE for a peer's own pid that is gone; HM_PERMISSION for a pid
  * with no table (or no process, when the pid is not known to be the peer's).
  */
-static hm_return_t cma_table_get(hm_na_context_t *ctx, struct cma_ctx *c, uint32_t pid,
+static hm_return_t cma_table_get(hmi_na_context_t *ctx, struct cma_ctx *c, uint32_t pid,
                                  bool verified, bool fresh, struct cma_table **t_out)
 {
     bool hit;
@@ -233,8 +233,8 @@ static hm_return_t cma_table_get(hm_na_context_t *ctx, struct cma_ctx *c, uint32
  * not the pid's): re-resolve; HM_AGAIN (refused: messages); HM_PERMISSION,
  * HM_UNREACHABLE, HM_NOMEM, HM_PROTOCOL_ERROR.
  */
-static hm_return_t cma_read_images(hm_na_context_t *ctx, struct cma_table *t, bool verified,
-                                   const struct hm_na_rma_piece *pieces, unsigned int count,
+static hm_return_t cma_read_images(hmi_na_context_t *ctx, struct cma_table *t, bool verified,
+                                   const struct hmi_na_rma_piece *pieces, unsigned int count,
                                    struct cma_images *img, unsigned int *slot_of)
 {
     struct iovec remote[HM_NA_RMA_IOV_MAX + 1u];
@@ -288,9 +288,9 @@ static hm_return_t cma_read_images(hm_na_context_t *ctx, struct cma_table *t, bo
  * Check every piece against the owner's own entries; raddr[i] is where piece
  * i lies in the owner. HM_SUCCESS, HM_AGAIN (messages), or the op's status.
  */
-static hm_return_t cma_check(hm_na_context_t *ctx, struct cma_ctx *c, uint32_t pid,
-                             bool verified, enum hm_na_rma_dir dir,
-                             const struct hm_na_rma_piece *pieces, unsigned int count,
+static hm_return_t cma_check(hmi_na_context_t *ctx, struct cma_ctx *c, uint32_t pid,
+                             bool verified, enum hmi_na_rma_dir dir,
+                             const struct hmi_na_rma_piece *pieces, unsigned int count,
                              uint64_t *raddr)
 {
     struct cma_images img;
@@ -332,15 +332,15 @@ static hm_return_t cma_check(hm_na_context_t *ctx, struct cma_ctx *c, uint32_t p
  * tell the peer's pid, that one. *verified: the pid is the peer's as the
  * transport knows it.
  */
-static hm_return_t cma_pid_of(hm_na_context_t *ctx, hm_na_addr_t *peer,
-                              const struct hm_na_rma_piece *pieces, unsigned int count,
+static hm_return_t cma_pid_of(hmi_na_context_t *ctx, hmi_na_addr_t *peer,
+                              const struct hmi_na_rma_piece *pieces, unsigned int count,
                               uint32_t *pid_out, bool *verified)
 {
     uint32_t pid = ((const struct hmi_na_rkey *)pieces[0].rp_rkey)->k_pid;
     for (unsigned int i = 1; i < count; i++)
         if (((const struct hmi_na_rkey *)pieces[i].rp_rkey)->k_pid != pid)
             pid = 0;
-    uint32_t (*addr_pid)(hm_na_addr_t *) = ctx->x_class->c_ops.addr_pid;
+    uint32_t (*addr_pid)(hmi_na_addr_t *) = ctx->x_class->c_ops.addr_pid;
     uint32_t peer_pid = addr_pid != NULL ? addr_pid(peer) : 0;
     if (pid == 0 || (peer_pid != 0 && pid != peer_pid)) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
@@ -376,7 +376,7 @@ static void cma_iov_advance(struct iovec **iov, unsigned int *cnt, size_t n)
  * copy. 0, or the errno of the call that failed (EFAULT for a call that moved
  * nothing without an error); *moved says whether any byte moved.
  */
-static int cma_copy(uint32_t pid, enum hm_na_rma_dir dir, const struct hm_na_rma_piece *pieces,
+static int cma_copy(uint32_t pid, enum hmi_na_rma_dir dir, const struct hmi_na_rma_piece *pieces,
                     unsigned int count, const uint64_t *raddr, bool *moved)
 {
     struct iovec local[HM_NA_RMA_IOV_MAX], remote[HM_NA_RMA_IOV_MAX];
@@ -414,8 +414,8 @@ static int cma_copy(uint32_t pid, enum hm_na_rma_dir dir, const struct hm_na_rma
 }
 
 /* The op's status for a copy that failed with `err`; HM_AGAIN: messages. */
-static hm_return_t cma_copy_status(hm_na_context_t *ctx, struct cma_ctx *c, uint32_t pid,
-                                   enum hm_na_rma_dir dir, int err, bool moved)
+static hm_return_t cma_copy_status(hmi_na_context_t *ctx, struct cma_ctx *c, uint32_t pid,
+                                   enum hmi_na_rma_dir dir, int err, bool moved)
 {
     const char *what = dir == HM_NA_RMA_GET ? "process_vm_readv" : "process_vm_writev";
     if ((err == EPERM || err == ENOSYS) && !moved) {
@@ -439,15 +439,15 @@ static hm_return_t cma_copy_status(hm_na_context_t *ctx, struct cma_ctx *c, uint
 
 /* ---- The engine ------------------------------------------------------------------- */
 
-static struct cma_ctx *cma_ctx_get(hm_na_context_t *ctx)
+static struct cma_ctx *cma_ctx_get(hmi_na_context_t *ctx)
 {
     if (hmi_unlikely(ctx->x_cma == NULL))
         ctx->x_cma = calloc(1, sizeof(struct cma_ctx));
     return ctx->x_cma;
 }
 
-hm_return_t hmi_cma_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
-                        hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+hm_return_t hmi_cma_rma(hmi_na_context_t *ctx, hmi_na_op_t *op, enum hmi_na_rma_dir dir,
+                        hmi_na_addr_t *peer, const struct hmi_na_rma_piece *pieces,
                         unsigned int count)
 {
     if (atomic_load_explicit(&cma_nosys, memory_order_relaxed))

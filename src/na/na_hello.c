@@ -30,7 +30,7 @@ static uint32_t hello_get32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-void hm_na_hello_key_set(struct hm_na_hello_key *key, const char *text)
+void hmi_na_hello_key_set(struct hmi_na_hello_key *key, const char *text)
 {
     memset(key, 0, sizeof(*key));
     if (text == NULL || text[0] == '\0')
@@ -49,12 +49,12 @@ void hm_na_hello_key_set(struct hm_na_hello_key *key, const char *text)
     key->hk_set = true;
 }
 
-void hm_na_hello_key_from_env(struct hm_na_hello_key *key)
+void hmi_na_hello_key_from_env(struct hmi_na_hello_key *key)
 {
-    hm_na_hello_key_set(key, getenv("HM_JOB_KEY"));
+    hmi_na_hello_key_set(key, getenv("HM_JOB_KEY"));
 }
 
-size_t hm_na_hello_encode(void *buf, size_t size, const struct hm_na_hello_key *key,
+size_t hmi_na_hello_encode(void *buf, size_t size, const struct hmi_na_hello_key *key,
                           unsigned int flags, const void *payload, size_t len)
 {
     if (len > HM_NA_HELLO_PAYLOAD_MAX || size < HM_NA_HELLO_HDR + len)
@@ -83,8 +83,8 @@ static bool hello_digest_equal(const uint8_t *a, const uint8_t *b)
     return diff == 0;
 }
 
-enum hm_na_hello_verdict hm_na_hello_check(const void *hdr, bool want_reply,
-                                           const struct hm_na_hello_key *key,
+enum hmi_na_hello_verdict hmi_na_hello_check(const void *hdr, bool want_reply,
+                                           const struct hmi_na_hello_key *key,
                                            size_t *len_out)
 {
     const uint8_t *p = hdr;

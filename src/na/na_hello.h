@@ -39,29 +39,29 @@
 #define HM_NA_HELLO_DIGEST 32u
 
 /* A job key as the frame carries it. */
-struct hm_na_hello_key {
+struct hmi_na_hello_key {
     bool hk_set;
     uint8_t hk_digest[HM_NA_HELLO_DIGEST];
 };
 
 /* Why a frame was refused. */
-enum hm_na_hello_verdict {
+enum hmi_na_hello_verdict {
     HM_NA_HELLO_OK = 0,
     HM_NA_HELLO_BAD_FRAME, /* magic, version, flags, reserved or length */
     HM_NA_HELLO_BAD_KEY,   /* job key missing or different */
 };
 
 /* The key of HM_JOB_KEY (unset or empty: no key). */
-void hm_na_hello_key_from_env(struct hm_na_hello_key *key);
+void hmi_na_hello_key_from_env(struct hmi_na_hello_key *key);
 /* The key of `text` (NULL or "": no key). */
-void hm_na_hello_key_set(struct hm_na_hello_key *key, const char *text);
+void hmi_na_hello_key_set(struct hmi_na_hello_key *key, const char *text);
 
 /*
  * Write a frame (header, then `len` payload bytes) into `buf` of `size`
  * bytes. Returns its length, or 0 if it does not fit or len is past
  * HM_NA_HELLO_PAYLOAD_MAX.
  */
-size_t hm_na_hello_encode(void *buf, size_t size, const struct hm_na_hello_key *key,
+size_t hmi_na_hello_encode(void *buf, size_t size, const struct hmi_na_hello_key *key,
                           unsigned int flags, const void *payload, size_t len);
 
 /*
@@ -70,8 +70,8 @@ size_t hm_na_hello_encode(void *buf, size_t size, const struct hm_na_hello_key *
  * own job key (compared in constant time; a receiver without a key takes
  * any). On HM_NA_HELLO_OK, *len_out is the payload length that follows.
  */
-enum hm_na_hello_verdict hm_na_hello_check(const void *hdr, bool want_reply,
-                                           const struct hm_na_hello_key *key,
+enum hmi_na_hello_verdict hmi_na_hello_check(const void *hdr, bool want_reply,
+                                           const struct hmi_na_hello_key *key,
                                            size_t *len_out);
 
 #endif

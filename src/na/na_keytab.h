@@ -65,7 +65,7 @@ struct hmi_keytab_entry {
     _Atomic uint64_t e_key1;
     uint64_t e_base;
     uint64_t e_len;
-    uint32_t e_access;        /* hm_na_access bits */
+    uint32_t e_access;        /* hmi_na_access bits */
     _Atomic uint32_t e_busy;  /* local copies in progress (hmi_keytab_pin) */
     uint64_t e_pad[2];
     _Atomic uint64_t e_tail;  /* == e_key0 while live; written last */
@@ -93,7 +93,7 @@ hm_return_t hmi_keytab_acquire(void);
 void hmi_keytab_release(void);
 
 /*
- * Expose [base, base+len) with `access` (hm_na_access bits): a fresh slot
+ * Expose [base, base+len) with `access` (hmi_na_access bits): a fresh slot
  * and key. HM_NOMEM when the table is full, HM_FAULT when no randomness.
  */
 hm_return_t hmi_keytab_add(const void *base, size_t len, unsigned int access,

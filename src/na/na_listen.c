@@ -43,15 +43,15 @@ struct listen_conn {
     uint8_t lc_buf[LISTEN_FRAME_MAX];
 };
 
-struct hm_na_listener {
+struct hmi_na_listener {
     int l_fd;
     int l_stop_fd;
     int l_epfd;
     pthread_t l_thread;
-    struct hm_na_hello_key l_key;
+    struct hmi_na_hello_key l_key;
     uint8_t *l_reply;     /* the answer frame, built once */
     size_t l_reply_len;
-    struct hm_na_listen_stats *l_stats;
+    struct hmi_na_listen_stats *l_stats;
     uint64_t l_serial;
     struct listen_conn *l_conns[HM_NA_LISTEN_PENDING];
 };
@@ -62,7 +62,7 @@ static void listen_count(atomic_uint_least64_t *counter)
 }
 
 /* Close slot `i`; count it in `counter` (NULL: an answered hello). */
-static void listen_drop(struct hm_na_listener *l, unsigned int i, atomic_uint_least64_t *counter)
+static void listen_drop(struct hmi_na_listener *l, unsigned int i, atomic_uint_least64_t *counter)
 {
     struct listen_conn *lc = l->l_conns[i];
     if (counter != NULL)
@@ -74,7 +74,7 @@ static void listen_drop(struct hm_na_listener *l, unsigned int i, atomic_uint_le
 }
 
 /* A whole good hello in slot `i`: answer it (best effort) and close. */
-static void listen_answer(struct hm_na_listener *l, unsigned int i)
+static void listen_answer(struct hmi_na_listener *l, unsigned int i)
 {
     struct listen_conn *lc = l->l_conns[i];
     /* A fresh socket's send buffer takes the whole answer (< 5 KiB). */
@@ -91,7 +91,7 @@ static void listen_answer(struct hm_na_listener *l, unsigned int i)
 }
 
 /* Read what slot `i` has; check the header as soon as it is in. */
-static void listen_read(struct hm_na_listener *l, unsigned int i)
+static void listen_read(struct hmi_na_listener *l, unsigned int i)
 {
     struct listen_conn *lc = l->l_conns[i];
     for (;;) {
@@ -113,7 +113,7 @@ static void listen_read(struct hm_na_listener *l, unsigned int i)
             return;
         }
         size_t len = 0;
-        enum hm_na_hello_verdict v = hm_na_hello_check(lc->lc_buf, false, &l->l_key, &len);
+        enum hmi_na_hello_verdict v = hmi_na_hello_check(lc->lc_buf, false, &l->l_key, &len);
         if (v != HM_NA_HELLO_OK) {
             listen_drop(l, i, v == HM_NA_HELLO_BAD_KEY ? &l->l_stats->ls_refused_key
                                                        : &l->l_stats->ls_refused_frame);
@@ -128,7 +128,7 @@ static void listen_read(struct hm_na_listener *l, unsigned int i)
 }
 
 /* A free slot, evicting the oldest connection when none is. */
-static unsigned int listen_slot(struct hm_na_listener *l)
+static unsigned int listen_slot(struct hmi_na_listener *l)
 {
     unsigned int oldest = 0;
     for (unsigned int i = 0; i < HM_NA_LISTEN_PENDING; i++) {
@@ -142,7 +142,7 @@ static unsigned int listen_slot(struct hm_na_listener *l)
 }
 
 /* Take one queued connection into a slot and read what it sent. False: none left. */
-static bool listen_accept_one(struct hm_na_listener *l)
+static bool listen_accept_one(struct hmi_na_listener *l)
 {
     int fd = accept4(l->l_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
@@ -176,7 +176,7 @@ static bool listen_accept_one(struct hm_na_listener *l)
 }
 
 /* Close the connections past their deadline; the time until the next one (ms). */
-static int listen_sweep(struct hm_na_listener *l)
+static int listen_sweep(struct hmi_na_listener *l)
 {
     uint64_t now = hmi_time_ns(), next = UINT64_MAX;
     for (unsigned int i = 0; i < HM_NA_LISTEN_PENDING; i++) {
@@ -195,7 +195,7 @@ static int listen_sweep(struct hm_na_listener *l)
 
 static void *listen_thread(void *arg)
 {
-    struct hm_na_listener *l = arg;
+    struct hmi_na_listener *l = arg;
     struct epoll_event evs[32];
     for (;;) {
         int timeout = listen_sweep(l);
@@ -238,7 +238,7 @@ static bool listen_sockaddr(const char *host, uint16_t port, struct sockaddr_sto
     return false;
 }
 
-static hm_return_t listen_socket(struct hm_na_listener *l, const char *host, uint16_t port,
+static hm_return_t listen_socket(struct hmi_na_listener *l, const char *host, uint16_t port,
                                  uint16_t *port_out)
 {
     struct sockaddr_storage ss;
@@ -270,7 +270,7 @@ err:
     return HM_TRANSPORT_ERROR;
 }
 
-static hm_return_t listen_epoll(struct hm_na_listener *l)
+static hm_return_t listen_epoll(struct hmi_na_listener *l)
 {
     l->l_epfd = epoll_create1(EPOLL_CLOEXEC);
     l->l_stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -288,7 +288,7 @@ err:
     return HM_TRANSPORT_ERROR;
 }
 
-static void listen_free(struct hm_na_listener *l)
+static void listen_free(struct hmi_na_listener *l)
 {
     for (unsigned int i = 0; i < HM_NA_LISTEN_PENDING; i++)
         if (l->l_conns[i] != NULL)
@@ -303,12 +303,12 @@ static void listen_free(struct hm_na_listener *l)
     free(l);
 }
 
-hm_return_t hm_na_listener_open(const char *host, uint16_t port,
-                                const struct hm_na_hello_key *key, const void *payload,
-                                size_t len, struct hm_na_listen_stats *stats,
-                                struct hm_na_listener **out, uint16_t *port_out)
+hm_return_t hmi_na_listener_open(const char *host, uint16_t port,
+                                const struct hmi_na_hello_key *key, const void *payload,
+                                size_t len, struct hmi_na_listen_stats *stats,
+                                struct hmi_na_listener **out, uint16_t *port_out)
 {
-    struct hm_na_listener *l = calloc(1, sizeof(*l));
+    struct hmi_na_listener *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return HM_NOMEM;
     l->l_fd = l->l_epfd = l->l_stop_fd = -1;
@@ -318,7 +318,7 @@ hm_return_t hm_na_listener_open(const char *host, uint16_t port,
     hm_return_t ret = HM_NOMEM;
     if (l->l_reply == NULL)
         goto err;
-    l->l_reply_len = hm_na_hello_encode(l->l_reply, HM_NA_HELLO_HDR + len, key,
+    l->l_reply_len = hmi_na_hello_encode(l->l_reply, HM_NA_HELLO_HDR + len, key,
                                         HM_NA_HELLO_F_REPLY, payload, len);
     ret = HM_MSGSIZE;
     if (l->l_reply_len == 0)
@@ -342,7 +342,7 @@ err:
     return ret;
 }
 
-void hm_na_listener_close(struct hm_na_listener *l)
+void hmi_na_listener_close(struct hmi_na_listener *l)
 {
     if (l == NULL)
         return;
@@ -419,11 +419,11 @@ static int dial_read(int fd, uint8_t *buf, size_t len, uint64_t deadline_ns)
 
 /* One attempt. HM_AGAIN: the listener closed without answering. */
 static hm_return_t dial_once(const struct sockaddr_storage *ss, socklen_t sl,
-                             const struct hm_na_hello_key *key, uint64_t deadline_ns, void *reply,
+                             const struct hmi_na_hello_key *key, uint64_t deadline_ns, void *reply,
                              size_t *reply_len)
 {
     uint8_t hello[HM_NA_HELLO_HDR];
-    size_t hello_len = hm_na_hello_encode(hello, sizeof(hello), key, 0, NULL, 0);
+    size_t hello_len = hmi_na_hello_encode(hello, sizeof(hello), key, 0, NULL, 0);
     int fd = dial_connect(ss, sl, hello, hello_len, deadline_ns);
     if (fd < 0)
         return errno == ECONNREFUSED ? HM_UNREACHABLE : HM_AGAIN;
@@ -434,7 +434,7 @@ static hm_return_t dial_once(const struct sockaddr_storage *ss, socklen_t sl,
     if (rc != 0) {
         ret = rc > 0 ? HM_AGAIN : HM_UNREACHABLE;
     } else {
-        enum hm_na_hello_verdict v = hm_na_hello_check(hdr, true, key, &len);
+        enum hmi_na_hello_verdict v = hmi_na_hello_check(hdr, true, key, &len);
         if (v != HM_NA_HELLO_OK)
             ret = v == HM_NA_HELLO_BAD_KEY ? HM_PERMISSION : HM_PROTOCOL_ERROR;
         else if (len > *reply_len)
@@ -448,7 +448,7 @@ static hm_return_t dial_once(const struct sockaddr_storage *ss, socklen_t sl,
     return ret;
 }
 
-hm_return_t hm_na_hello_dial(const char *host, uint16_t port, const struct hm_na_hello_key *key,
+hm_return_t hmi_na_hello_dial(const char *host, uint16_t port, const struct hmi_na_hello_key *key,
                              unsigned int timeout_ms, void *reply, size_t *reply_len)
 {
     struct sockaddr_storage ss;

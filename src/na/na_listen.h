@@ -38,7 +38,7 @@
 #define HM_NA_LISTEN_PENDING 64u
 #define HM_NA_LISTEN_DEADLINE_MS 2000u
 
-struct hm_na_listener;
+struct hmi_na_listener;
 
 /*
  * Listen on numeric IPv4 or IPv6 `host` (no brackets) and `port` (0: a free one) and answer
@@ -46,12 +46,12 @@ struct hm_na_listener;
  * outlive the listener). *port_out: the bound port. Blocks briefly.
  * HM_EXISTS (port taken), HM_NOMEM, HM_TRANSPORT_ERROR, logged.
  */
-hm_return_t hm_na_listener_open(const char *host, uint16_t port,
-                                const struct hm_na_hello_key *key, const void *payload,
-                                size_t len, struct hm_na_listen_stats *stats,
-                                struct hm_na_listener **out, uint16_t *port_out);
+hm_return_t hmi_na_listener_open(const char *host, uint16_t port,
+                                const struct hmi_na_hello_key *key, const void *payload,
+                                size_t len, struct hmi_na_listen_stats *stats,
+                                struct hmi_na_listener **out, uint16_t *port_out);
 /* Stop the thread, close every socket, free. */
-void hm_na_listener_close(struct hm_na_listener *l);
+void hmi_na_listener_close(struct hmi_na_listener *l);
 
 /*
  * Dial the listener at `host` (numeric IPv4 or IPv6) and `port`, send a
@@ -61,7 +61,7 @@ void hm_na_listener_close(struct hm_na_listener *l);
  * answer without our job key), HM_PROTOCOL_ERROR (a malformed answer),
  * HM_MSGSIZE (payload larger than `*reply_len`); logged.
  */
-hm_return_t hm_na_hello_dial(const char *host, uint16_t port, const struct hm_na_hello_key *key,
+hm_return_t hmi_na_hello_dial(const char *host, uint16_t port, const struct hmi_na_hello_key *key,
                              unsigned int timeout_ms, void *reply, size_t *reply_len);
 
 #endif

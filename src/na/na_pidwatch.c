@@ -10,7 +10,7 @@
 
 #include "util/log.h"
 
-int hm_na_pid_watch(int epfd, pid_t pid, void *data, bool *gone)
+int hmi_na_pid_watch(int epfd, pid_t pid, void *data, bool *gone)
 {
     *gone = false;
     int fd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -35,7 +35,7 @@ int hm_na_pid_watch(int epfd, pid_t pid, void *data, bool *gone)
     return fd;
 }
 
-void hm_na_pid_unwatch(int epfd, int pidfd)
+void hmi_na_pid_unwatch(int epfd, int pidfd)
 {
     if (pidfd < 0)
         return;

@@ -11,15 +11,15 @@
 #include <sys/types.h>
 
 /*
- * hm_na_pid_watch: add a pidfd for `pid` to the epoll set `epfd`, readable
+ * hmi_na_pid_watch: add a pidfd for `pid` to the epoll set `epfd`, readable
  * (EPOLLIN, level-triggered) once the process has exited, with `data` as
  * its epoll data. Returns the pidfd; -1 when it cannot watch, with *gone
  * set if that is because the process no longer exists (otherwise the
  * failure is logged and the peer's death will go unnoticed).
  */
-int hm_na_pid_watch(int epfd, pid_t pid, void *data, bool *gone);
+int hmi_na_pid_watch(int epfd, pid_t pid, void *data, bool *gone);
 
-/* hm_na_pid_unwatch: remove and close `pidfd` (-1 is ignored). */
-void hm_na_pid_unwatch(int epfd, int pidfd);
+/* hmi_na_pid_unwatch: remove and close `pidfd` (-1 is ignored). */
+void hmi_na_pid_unwatch(int epfd, int pidfd);
 
 #endif

@@ -6,24 +6,24 @@
 #include "na/na.h"
 
 #ifdef HM_NA_UCX
-extern const struct hm_na_ops hm_na_ucx_ops;
+extern const struct hmi_na_ops hmi_na_ucx_ops;
 #endif
 #ifdef HM_NA_OFI
-extern const struct hm_na_ops hm_na_ofi_ops;
+extern const struct hmi_na_ops hmi_na_ofi_ops;
 #endif
 #ifdef HM_NA_VERBS
-extern const struct hm_na_ops hm_na_verbs_ops;
+extern const struct hmi_na_ops hmi_na_verbs_ops;
 #endif
 
-const struct hm_na_ops *const hm_na_plugins[] = {
+const struct hmi_na_ops *const hmi_na_plugins[] = {
 #ifdef HM_NA_UCX
-    &hm_na_ucx_ops,
+    &hmi_na_ucx_ops,
 #endif
 #ifdef HM_NA_OFI
-    &hm_na_ofi_ops,
+    &hmi_na_ofi_ops,
 #endif
 #ifdef HM_NA_VERBS
-    &hm_na_verbs_ops,
+    &hmi_na_verbs_ops,
 #endif
     NULL,
 };

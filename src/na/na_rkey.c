@@ -10,7 +10,7 @@
 
 #define NA_KEY_ACCESS_ALL (HM_NA_ACCESS_READ | HM_NA_ACCESS_WRITE)
 
-void hmi_na_key_encode(const hm_na_mem_t *mem, bool cma, unsigned char *out)
+void hmi_na_key_encode(const hmi_na_mem_t *mem, bool cma, unsigned char *out)
 {
     hmi_le_put32(out, HMI_NA_KEY_MAGIC);
     out[4] = HMI_NA_KEY_VERSION;

@@ -1,5 +1,5 @@
 /*
- * The NA layer's own RMA (owner-checked classes, see enum hm_na_rma_kind in
+ * The NA layer's own RMA (owner-checked classes, see enum hmi_na_rma_kind in
  * na.h): the key format and the two engines that move bytes.
  *
  *   na_rkey.c   packed keys: what a descriptor carries, and its parse
@@ -9,8 +9,8 @@
  *               host: the requester reads the owner's key-table entry out
  *               of the owner and checks it before it copies
  *
- * Internal to src/na: the core and bulk only see hm_na_mem_key_pack,
- * hm_na_rkey_unpack and hm_na_rma.
+ * Internal to src/na: the core and bulk only see hmi_na_mem_key_pack,
+ * hmi_na_rkey_unpack and hmi_na_rma.
  */
 #ifndef HM_NA_RMA_H
 #define HM_NA_RMA_H
@@ -21,7 +21,7 @@
 #include "na/na.h"
 #include "na/na_keytab.h"
 
-/* Which engine an op was posted to (hm_na_op_t.o_engine). */
+/* Which engine an op was posted to (hmi_na_op_t.o_engine). */
 enum hmi_na_engine {
     HMI_NA_ENGINE_NONE = 0,
     HMI_NA_ENGINE_PLUGIN = 1, /* native: the plugin's rma slot */
@@ -38,7 +38,7 @@ enum hmi_na_engine {
  *    4  u8   version (1)
  *    5  u8   flags: HMI_NA_KEY_F_CMA (the owner may be reached with CMA,
  *            the pid below is its pid)
- *    6  u8   access bits granted (hm_na_access)
+ *    6  u8   access bits granted (hmi_na_access)
  *    7  u8   reserved, 0
  *    8  u32  owner's pid with HMI_NA_KEY_F_CMA, else 0
  *   12  u32  key-table slot
@@ -57,9 +57,9 @@ enum hmi_na_engine {
 #define HMI_NA_KEY_VERSION 1u
 #define HMI_NA_KEY_F_CMA 0x01u
 
-/* An unpacked key (the handle hm_na_rkey_unpack returns). */
+/* An unpacked key (the handle hmi_na_rkey_unpack returns). */
 struct hmi_na_rkey {
-    hm_na_addr_t *k_peer;        /* the peer that sent it; transfers go to it only */
+    hmi_na_addr_t *k_peer;        /* the peer that sent it; transfers go to it only */
     uint32_t k_pid;              /* with CMA: the owner's pid as the key says */
     uint32_t k_slot;
     struct hmi_keytab_key k_key;
@@ -70,7 +70,7 @@ struct hmi_na_rkey {
 };
 
 /* Pack `mem` (exposed in the key table) into HMI_NA_KEY_SIZE bytes at `out`. */
-void hmi_na_key_encode(const hm_na_mem_t *mem, bool cma, unsigned char *out);
+void hmi_na_key_encode(const hmi_na_mem_t *mem, bool cma, unsigned char *out);
 /*
  * Parse a key from the network: magic, version, known flags and access, zero
  * reserved byte, a non-zero key, a pid with the CMA flag and only with it.
@@ -86,34 +86,34 @@ hm_return_t hmi_na_key_decode(const void *buf, size_t len, struct hmi_na_rkey *o
 #define HMI_SWRMA_MAGIC 0x414d5248u /* "HRMA" */
 
 /* Per-context state: made at context open, freed at close. */
-hm_return_t hmi_swrma_context_init(hm_na_context_t *ctx);
+hm_return_t hmi_swrma_context_init(hmi_na_context_t *ctx);
 /*
  * Context close, before the plugin's context_close: ops still waiting
  * complete with HM_CANCELED; owner-side work still queued is dropped (its
  * peer references released while the plugin's context is still open).
  */
-void hmi_swrma_context_stop(hm_na_context_t *ctx);
+void hmi_swrma_context_stop(hmi_na_context_t *ctx);
 /*
  * Context close, after the plugin's context_close (no message arrives any
  * more, every send of the engine has completed): frees the engine's
  * buffers and state.
  */
-void hmi_swrma_context_fini(hm_na_context_t *ctx);
+void hmi_swrma_context_fini(hmi_na_context_t *ctx);
 /* Progress part: the owner's queued replies, the requester's queued pieces. */
-int hmi_swrma_progress(hm_na_context_t *ctx);
+int hmi_swrma_progress(hmi_na_context_t *ctx);
 /* Is work queued that progress would do now (so the context must not sleep)? */
-bool hmi_swrma_pending(hm_na_context_t *ctx);
+bool hmi_swrma_pending(hmi_na_context_t *ctx);
 /* A message of the protocol (first word HMI_SWRMA_MAGIC); releases it. */
-void hmi_swrma_recv(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf, size_t len,
+void hmi_swrma_recv(hmi_na_context_t *ctx, hmi_na_addr_t *source, void *buf, size_t len,
                     uintptr_t token);
 /* `peer` died: its ops complete with HM_UNREACHABLE, its queued work is dropped. */
-void hmi_swrma_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer);
+void hmi_swrma_peer_failed(hmi_na_context_t *ctx, hmi_na_addr_t *peer);
 /* The rma slot's contract (na.h) for owner-checked keys. */
-hm_return_t hmi_swrma_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
-                          hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+hm_return_t hmi_swrma_rma(hmi_na_context_t *ctx, hmi_na_op_t *op, enum hmi_na_rma_dir dir,
+                          hmi_na_addr_t *peer, const struct hmi_na_rma_piece *pieces,
                           unsigned int count);
-/* hm_na_cancel for an op of this engine. */
-hm_return_t hmi_swrma_cancel(hm_na_context_t *ctx, hm_na_op_t *op);
+/* hmi_na_cancel for an op of this engine. */
+hm_return_t hmi_swrma_cancel(hmi_na_context_t *ctx, hmi_na_op_t *op);
 
 /*
  * Counters of one context, since it opened (monotonic). The owner's side:
@@ -166,7 +166,7 @@ struct hmi_swrma_stats {
     uint64_t ss_peers;
 };
 /* Copy the counters of `ctx` (all zero for a class without the engine). */
-void hmi_swrma_stats(hm_na_context_t *ctx, struct hmi_swrma_stats *out);
+void hmi_swrma_stats(hmi_na_context_t *ctx, struct hmi_swrma_stats *out);
 
 /* ---- CMA (na_cma.c) ---------------------------------------------------------- */
 
@@ -179,20 +179,20 @@ void hmi_swrma_stats(hm_na_context_t *ctx, struct hmi_swrma_stats *out);
  * whose pid is not the peer's, a pid without a Hermod key table (a forged
  * pid), an entry that does not grant the access (na_cma.c).
  */
-hm_return_t hmi_cma_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
-                        hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+hm_return_t hmi_cma_rma(hmi_na_context_t *ctx, hmi_na_op_t *op, enum hmi_na_rma_dir dir,
+                        hmi_na_addr_t *peer, const struct hmi_na_rma_piece *pieces,
                         unsigned int count);
 
 /* Context close: free what hmi_cma_rma keeps per context (ctx->x_cma). */
-void hmi_cma_context_fini(hm_na_context_t *ctx);
+void hmi_cma_context_fini(hmi_na_context_t *ctx);
 /* False when HM_CMA=0 asks for no CMA (the class then clears c_cma). */
 bool hmi_cma_enabled(void);
 
 /* ---- Shared by the engines (na.c) -------------------------------------------- */
 
 /* Complete `op` at the next progress rather than in this one (x_deferred). */
-void hmi_na_op_complete_deferred(hm_na_op_t *op, hm_return_t status);
-/* Free what an engine keeps in op->o_rma (hm_na_op_destroy). */
-void hmi_swrma_op_free(hm_na_op_t *op);
+void hmi_na_op_complete_deferred(hmi_na_op_t *op, hm_return_t status);
+/* Free what an engine keeps in op->o_rma (hmi_na_op_destroy). */
+void hmi_swrma_op_free(hmi_na_op_t *op);
 
 #endif /* HM_NA_RMA_H */

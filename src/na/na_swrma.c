@@ -27,7 +27,7 @@ static unsigned int swrma_jobs_peer_max(void)
     return parsed == 0 || parsed > SWRMA_JOBS ? SWRMA_JOBS : (unsigned int)parsed;
 }
 
-hm_return_t hmi_swrma_context_init(hm_na_context_t *ctx)
+hm_return_t hmi_swrma_context_init(hmi_na_context_t *ctx)
 {
     struct hmi_swrma_ctx *s = calloc(1, sizeof(*s));
     if (s == NULL)
@@ -61,7 +61,7 @@ hm_return_t hmi_swrma_context_init(hm_na_context_t *ctx)
  */
 static void swrma_buf_destroy(struct hmi_swrma_ctx *s, struct swrma_buf *b)
 {
-    hm_na_class_t *cls = s->s_ctx->x_class;
+    hmi_na_class_t *cls = s->s_ctx->x_class;
     if (b->sb_op->o_state == HM_NA_OP_COMPLETED) {
         hmi_list_remove(&b->sb_op->o_link);
         b->sb_op->o_state = HM_NA_OP_IDLE;
@@ -73,17 +73,17 @@ static void swrma_buf_destroy(struct hmi_swrma_ctx *s, struct swrma_buf *b)
         return;
     }
     cls->c_ops.msg_buf_free(cls, b->sb_data, b->sb_desc);
-    hm_na_op_destroy(b->sb_op);
+    hmi_na_op_destroy(b->sb_op);
 }
 
-void hmi_swrma_context_stop(hm_na_context_t *ctx)
+void hmi_swrma_context_stop(hmi_na_context_t *ctx)
 {
     struct hmi_swrma_ctx *s = swrma_of(ctx);
     hmi_swrma_req_fini(s);
     hmi_swrma_owner_fini(s);
 }
 
-void hmi_swrma_context_fini(hm_na_context_t *ctx)
+void hmi_swrma_context_fini(hmi_na_context_t *ctx)
 {
     struct hmi_swrma_ctx *s = swrma_of(ctx);
     if (s == NULL)
@@ -99,7 +99,7 @@ void hmi_swrma_context_fini(hm_na_context_t *ctx)
     ctx->x_rma = NULL;
 }
 
-void hmi_swrma_stats(hm_na_context_t *ctx, struct hmi_swrma_stats *out)
+void hmi_swrma_stats(hmi_na_context_t *ctx, struct hmi_swrma_stats *out)
 {
     struct hmi_swrma_ctx *s = swrma_of(ctx);
     memset(out, 0, sizeof(*out));
@@ -135,7 +135,7 @@ static void swrma_buf_unshare(struct hmi_swrma_ctx *s, struct swrma_buf *b)
 }
 
 /* A send completed (or was canceled at close): the buffer is free again. */
-static void swrma_buf_sent(hm_na_op_t *op, hm_return_t status)
+static void swrma_buf_sent(hmi_na_op_t *op, hm_return_t status)
 {
     struct swrma_buf *b = op->o_arg;
     struct hmi_swrma_ctx *s = b->sb_ctx;
@@ -149,16 +149,16 @@ static void swrma_buf_sent(hm_na_op_t *op, hm_return_t status)
 /* Make one more buffer (below the cap); false when it cannot. */
 static bool swrma_buf_make(struct hmi_swrma_ctx *s)
 {
-    hm_na_class_t *cls = s->s_ctx->x_class;
+    hmi_na_class_t *cls = s->s_ctx->x_class;
     if (s->s_bufs_made == SWRMA_BUFS)
         return false;
     struct swrma_buf *b = &s->s_bufs[s->s_bufs_made];
-    b->sb_op = hm_na_op_create(cls);
+    b->sb_op = hmi_na_op_create(cls);
     if (b->sb_op == NULL)
         return false;
     b->sb_data = cls->c_ops.msg_buf_alloc(cls, s->s_buf_size, &b->sb_desc);
     if (b->sb_data == NULL) {
-        hm_na_op_destroy(b->sb_op);
+        hmi_na_op_destroy(b->sb_op);
         return false;
     }
     b->sb_ctx = s;
@@ -186,12 +186,12 @@ struct swrma_buf *hmi_swrma_buf_get(struct hmi_swrma_ctx *s, bool req)
 }
 
 hm_return_t hmi_swrma_buf_send(struct hmi_swrma_ctx *s, struct swrma_buf *b,
-                               struct swrma_peer *pr, hm_na_addr_t *peer, size_t len)
+                               struct swrma_peer *pr, hmi_na_addr_t *peer, size_t len)
 {
     b->sb_peer = pr;
     if (pr != NULL)
         pr->pr_bufs++; /* before the post: its completion may not precede the count */
-    hm_return_t ret = hm_na_msg_send(s->s_ctx, peer, b->sb_data, len, b->sb_desc, b->sb_op);
+    hm_return_t ret = hmi_na_msg_send(s->s_ctx, peer, b->sb_data, len, b->sb_desc, b->sb_op);
     if (ret != HM_SUCCESS) {
         swrma_buf_unshare(s, b);
         swrma_buf_put(s, b); /* never posted: its callback will not run */
@@ -222,7 +222,7 @@ static bool swrma_jobs_make(struct hmi_swrma_ctx *s)
     return true;
 }
 
-hm_return_t hmi_swrma_job_get(struct hmi_swrma_ctx *s, hm_na_addr_t *peer,
+hm_return_t hmi_swrma_job_get(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer,
                               struct swrma_job **out)
 {
     if (!swrma_jobs_make(s) || hmi_list_empty(&s->s_free_jobs))
@@ -263,7 +263,7 @@ void hmi_swrma_job_put(struct hmi_swrma_ctx *s, struct swrma_job *job)
 
 /* ---- the engine's entry points ---------------------------------------------------- */
 
-void hmi_swrma_recv(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf, size_t len,
+void hmi_swrma_recv(hmi_na_context_t *ctx, hmi_na_addr_t *source, void *buf, size_t len,
                     uintptr_t token)
 {
     struct hmi_swrma_ctx *s = swrma_of(ctx);
@@ -278,16 +278,16 @@ void hmi_swrma_recv(hm_na_context_t *ctx, hm_na_addr_t *source, void *buf, size_
     } else {
         hmi_swrma_req_recv(s, source, &m);
     }
-    hm_na_msg_release(ctx, token);
+    hmi_na_msg_release(ctx, token);
 }
 
-int hmi_swrma_progress(hm_na_context_t *ctx)
+int hmi_swrma_progress(hmi_na_context_t *ctx)
 {
     struct hmi_swrma_ctx *s = swrma_of(ctx);
     return hmi_swrma_owner_progress(s) + hmi_swrma_req_progress(s);
 }
 
-bool hmi_swrma_pending(hm_na_context_t *ctx)
+bool hmi_swrma_pending(hmi_na_context_t *ctx)
 {
     /* Work with no buffer to take waits for a send to complete, which is a
      * transport event: the context may sleep until then. */
@@ -297,7 +297,7 @@ bool hmi_swrma_pending(hm_na_context_t *ctx)
             swrma_buf_ready(s, true));
 }
 
-void hmi_swrma_peer_failed(hm_na_context_t *ctx, hm_na_addr_t *peer)
+void hmi_swrma_peer_failed(hmi_na_context_t *ctx, hmi_na_addr_t *peer)
 {
     struct hmi_swrma_ctx *s = swrma_of(ctx);
     hmi_swrma_req_peer_failed(s, peer);

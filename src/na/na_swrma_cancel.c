@@ -11,7 +11,7 @@
 #include "na/na_swrma_int.h"
 
 /* Send CANCEL `id` to `peer` now; false when no buffer is free (nothing sent). */
-static bool cancel_post(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, uint64_t id)
+static bool cancel_post(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer, uint64_t id)
 {
     struct swrma_buf *b = hmi_swrma_buf_get(s, true); /* sb_req names no op */
     if (b == NULL)
@@ -27,7 +27,7 @@ static bool cancel_post(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, uint64_t id
 /* Send the CANCELs that waited for a buffer, oldest first. */
 void hmi_swrma_cancels_flush(struct hmi_swrma_ctx *s)
 {
-    hm_na_class_t *cls = s->s_ctx->x_class;
+    hmi_na_class_t *cls = s->s_ctx->x_class;
     while (s->s_cancel_count > 0) {
         struct swrma_cancel *c = &s->s_cancels[s->s_cancel_head];
         if (!cancel_post(s, c->c_peer, c->c_id))
@@ -44,7 +44,7 @@ bool hmi_swrma_req_cancels_waiting(const struct hmi_swrma_ctx *s)
     return s->s_cancel_count > 0;
 }
 
-void hmi_swrma_cancel_send(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, uint64_t id)
+void hmi_swrma_cancel_send(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer, uint64_t id)
 {
     if (s->s_cancel_count == 0 && cancel_post(s, peer, id))
         return;
@@ -60,9 +60,9 @@ void hmi_swrma_cancel_send(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, uint64_t
     s->s_cancel_count++;
 }
 
-void hmi_swrma_cancels_drop(struct hmi_swrma_ctx *s, hm_na_addr_t *peer)
+void hmi_swrma_cancels_drop(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer)
 {
-    hm_na_class_t *cls = s->s_ctx->x_class;
+    hmi_na_class_t *cls = s->s_ctx->x_class;
     unsigned int kept = 0;
     for (unsigned int n = 0; n < s->s_cancel_count; n++) {
         struct swrma_cancel c = s->s_cancels[(s->s_cancel_head + n) % SWRMA_CANCELS];

@@ -67,7 +67,7 @@ struct swrma_peer;
 struct swrma_buf {
     struct hmi_swrma_ctx *sb_ctx;
     struct swrma_peer *sb_peer;  /* while sending: the peer it counts against, or NULL */
-    hm_na_op_t *sb_op;           /* o_arg = this buffer */
+    hmi_na_op_t *sb_op;           /* o_arg = this buffer */
     unsigned char *sb_data;      /* msg_buf_alloc'ed, c_eager_limit bytes */
     void *sb_desc;
     uint64_t sb_req;             /* requester message: its request id (a failed send
@@ -83,7 +83,7 @@ enum swrma_job_kind {
 /* An owner's queued work for one request. */
 struct swrma_job {
     struct hmi_list j_link;      /* its peer's pr_jobs, or the free list */
-    hm_na_addr_t *j_peer;        /* one reference (addr_ref) while queued */
+    hmi_na_addr_t *j_peer;        /* one reference (addr_ref) while queued */
     struct swrma_peer *j_prec;   /* j_peer's record, while queued */
     uint64_t j_id;
     uint8_t j_kind;
@@ -99,7 +99,7 @@ struct swrma_job {
 
 /* A CANCEL the requester could not send yet. */
 struct swrma_cancel {
-    hm_na_addr_t *c_peer;        /* one reference (addr_ref) */
+    hmi_na_addr_t *c_peer;        /* one reference (addr_ref) */
     uint64_t c_id;
 };
 
@@ -110,7 +110,7 @@ struct swrma_cancel {
  * the pointer. Pooled (s_peer_free), found by s_peers.
  */
 struct swrma_peer {
-    hm_na_addr_t *pr_addr;       /* the key */
+    hmi_na_addr_t *pr_addr;       /* the key */
     struct hmi_list pr_all;      /* s_peers_used, or s_peer_free */
     struct hmi_list pr_owner_link; /* on s_owner_ready: jobs queued, share not full */
     struct hmi_list pr_req_link; /* on s_req_ready: ops to send, share and window not full */
@@ -150,13 +150,13 @@ struct swrma_run {
     unsigned int r_piece;
 };
 
-/* A requester's op (hm_na_op_t.o_rma). */
+/* A requester's op (hmi_na_op_t.o_rma). */
 struct swrma_op {
-    hm_na_op_t *q_op;
+    hmi_na_op_t *q_op;
     struct hmi_list q_sendq;     /* on its peer's pr_sendq while it has a message to send */
-    hm_na_addr_t *q_peer;        /* borrowed: the caller keeps it (na.h) */
+    hmi_na_addr_t *q_peer;        /* borrowed: the caller keeps it (na.h) */
     struct swrma_peer *q_prec;   /* q_peer's record, while posted */
-    enum hm_na_rma_dir q_dir;
+    enum hmi_na_rma_dir q_dir;
     unsigned int q_count;
     uint32_t q_index;            /* entry in the table, while posted */
     uint32_t q_gen;
@@ -168,9 +168,9 @@ struct swrma_op {
     struct swrma_piece q_pieces[HM_NA_RMA_IOV_MAX];
 };
 
-/* Per-context state (hm_na_context_t.x_rma). */
+/* Per-context state (hmi_na_context_t.x_rma). */
 struct hmi_swrma_ctx {
-    hm_na_context_t *s_ctx;
+    hmi_na_context_t *s_ctx;
     size_t s_buf_size;           /* c_eager_limit */
     struct swrma_buf s_bufs[SWRMA_BUFS];
     unsigned int s_bufs_made;
@@ -200,7 +200,7 @@ struct hmi_swrma_ctx {
     struct hmi_swrma_stats s_stats;
 };
 
-static inline struct hmi_swrma_ctx *swrma_of(hm_na_context_t *ctx)
+static inline struct hmi_swrma_ctx *swrma_of(hmi_na_context_t *ctx)
 {
     return ctx->x_rma;
 }
@@ -214,13 +214,13 @@ struct swrma_buf *hmi_swrma_buf_get(struct hmi_swrma_ctx *s, bool req);
  * the pool and the error is returned (the message is lost).
  */
 hm_return_t hmi_swrma_buf_send(struct hmi_swrma_ctx *s, struct swrma_buf *b,
-                               struct swrma_peer *pr, hm_na_addr_t *peer, size_t len);
+                               struct swrma_peer *pr, hmi_na_addr_t *peer, size_t len);
 /*
  * A free job record for `peer` (j_peer set, referenced; j_prec its record):
  * HM_OVERLOADED at the peer's cap, HM_BUSY at the context's (or without
  * memory). Queue it with hmi_swrma_job_queue.
  */
-hm_return_t hmi_swrma_job_get(struct hmi_swrma_ctx *s, hm_na_addr_t *peer,
+hm_return_t hmi_swrma_job_get(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer,
                               struct swrma_job **out);
 /* Queue `job` at the back of its peer's jobs. */
 void hmi_swrma_job_queue(struct hmi_swrma_ctx *s, struct swrma_job *job);
@@ -232,9 +232,9 @@ void hmi_swrma_job_put(struct hmi_swrma_ctx *s, struct swrma_job *job);
 
 /* na_swrma_peer.c */
 /* The record of `addr`, or NULL. */
-struct swrma_peer *hmi_swrma_peer_find(const struct hmi_swrma_ctx *s, hm_na_addr_t *addr);
+struct swrma_peer *hmi_swrma_peer_find(const struct hmi_swrma_ctx *s, hmi_na_addr_t *addr);
 /* The record of `addr`, made when it has none; NULL without memory. */
-struct swrma_peer *hmi_swrma_peer_get(struct hmi_swrma_ctx *s, hm_na_addr_t *addr);
+struct swrma_peer *hmi_swrma_peer_get(struct hmi_swrma_ctx *s, hmi_na_addr_t *addr);
 /* May one more message go to `pr` now (its share not full)? */
 bool hmi_swrma_peer_room(const struct swrma_peer *pr);
 /*
@@ -247,29 +247,29 @@ void hmi_swrma_peer_update(struct hmi_swrma_ctx *s, struct swrma_peer *pr);
 void hmi_swrma_peers_fini(struct hmi_swrma_ctx *s);
 
 /* na_swrma_owner.c */
-void hmi_swrma_owner_recv(struct hmi_swrma_ctx *s, hm_na_addr_t *source,
+void hmi_swrma_owner_recv(struct hmi_swrma_ctx *s, hmi_na_addr_t *source,
                           const struct swrma_msg *m);
 int hmi_swrma_owner_progress(struct hmi_swrma_ctx *s);
-void hmi_swrma_owner_peer_failed(struct hmi_swrma_ctx *s, hm_na_addr_t *peer);
+void hmi_swrma_owner_peer_failed(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer);
 void hmi_swrma_owner_fini(struct hmi_swrma_ctx *s);
 
 /* na_swrma_req.c */
-void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, hm_na_addr_t *source,
+void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, hmi_na_addr_t *source,
                         const struct swrma_msg *m);
 int hmi_swrma_req_progress(struct hmi_swrma_ctx *s);
 
 /* na_swrma_cancel.c */
 /* CANCEL request `id` at `peer`: now, or once a requester buffer is free. */
-void hmi_swrma_cancel_send(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, uint64_t id);
+void hmi_swrma_cancel_send(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer, uint64_t id);
 /* Send the CANCELs that waited for a buffer, oldest first. */
 void hmi_swrma_cancels_flush(struct hmi_swrma_ctx *s);
 /* CANCELs waiting for a buffer? */
 bool hmi_swrma_req_cancels_waiting(const struct hmi_swrma_ctx *s);
 /* Forget the waiting CANCELs to `peer` (NULL: all): dead, or the context closes. */
-void hmi_swrma_cancels_drop(struct hmi_swrma_ctx *s, hm_na_addr_t *peer);
+void hmi_swrma_cancels_drop(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer);
 /* A requester message for request `id` could not be sent: fail its op. */
 void hmi_swrma_req_send_failed(struct hmi_swrma_ctx *s, uint64_t id, hm_return_t status);
-void hmi_swrma_req_peer_failed(struct hmi_swrma_ctx *s, hm_na_addr_t *peer);
+void hmi_swrma_req_peer_failed(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer);
 void hmi_swrma_req_fini(struct hmi_swrma_ctx *s);
 
 #endif /* HM_NA_SWRMA_INT_H */

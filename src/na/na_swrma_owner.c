@@ -34,7 +34,7 @@
 #include "util/log.h"
 
 /* Send PUT_ACK or ERR now, or queue it, or drop it (counted). */
-static void owner_reply(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, enum swrma_type type,
+static void owner_reply(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer, enum swrma_type type,
                         uint64_t id, uint64_t value)
 {
     struct swrma_peer *pr = hmi_swrma_peer_get(s, peer);
@@ -61,7 +61,7 @@ static void owner_reply(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, enum swrma_
     hmi_swrma_job_queue(s, job);
 }
 
-static void owner_refuse(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, uint64_t id,
+static void owner_refuse(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer, uint64_t id,
                          hm_return_t status)
 {
     if (status == HM_PERMISSION)
@@ -73,7 +73,7 @@ static void owner_refuse(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, uint64_t i
     owner_reply(s, peer, SWRMA_ERR, id, (uint64_t)status);
 }
 
-static void owner_put(struct hmi_swrma_ctx *s, hm_na_addr_t *source, const struct swrma_msg *m)
+static void owner_put(struct hmi_swrma_ctx *s, hmi_na_addr_t *source, const struct swrma_msg *m)
 {
     void *dst;
     hm_return_t ret =
@@ -87,7 +87,7 @@ static void owner_put(struct hmi_swrma_ctx *s, hm_na_addr_t *source, const struc
     owner_reply(s, source, SWRMA_PUT_ACK, m->m_id, m->m_len);
 }
 
-static void owner_get(struct hmi_swrma_ctx *s, hm_na_addr_t *source, const struct swrma_msg *m)
+static void owner_get(struct hmi_swrma_ctx *s, hmi_na_addr_t *source, const struct swrma_msg *m)
 {
     void *src;
     hm_return_t ret =
@@ -120,7 +120,7 @@ static void owner_get(struct hmi_swrma_ctx *s, hm_na_addr_t *source, const struc
  * that peer's jobs (at most its cap, no allocation); a CANCEL is sent once
  * per abandoned piece.
  */
-static void owner_cancel(struct hmi_swrma_ctx *s, hm_na_addr_t *source, uint64_t id)
+static void owner_cancel(struct hmi_swrma_ctx *s, hmi_na_addr_t *source, uint64_t id)
 {
     struct swrma_peer *pr = hmi_swrma_peer_find(s, source);
     struct hmi_list *link;
@@ -138,7 +138,7 @@ static void owner_cancel(struct hmi_swrma_ctx *s, hm_na_addr_t *source, uint64_t
     s->s_stats.ss_cancel_unknown++; /* finished, never asked, or forged: no answer */
 }
 
-void hmi_swrma_owner_recv(struct hmi_swrma_ctx *s, hm_na_addr_t *source,
+void hmi_swrma_owner_recv(struct hmi_swrma_ctx *s, hmi_na_addr_t *source,
                           const struct swrma_msg *m)
 {
     if (m->m_type == SWRMA_PUT_DATA)
@@ -218,7 +218,7 @@ static void owner_drop_peer(struct hmi_swrma_ctx *s, struct swrma_peer *pr)
     hmi_swrma_peer_update(s, pr);
 }
 
-void hmi_swrma_owner_peer_failed(struct hmi_swrma_ctx *s, hm_na_addr_t *peer)
+void hmi_swrma_owner_peer_failed(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer)
 {
     struct swrma_peer *pr = hmi_swrma_peer_find(s, peer);
     if (pr != NULL)

@@ -28,7 +28,7 @@ struct swrma_peer_block {
     struct swrma_peer b_recs[SWRMA_PEER_CHUNK];
 };
 
-struct swrma_peer *hmi_swrma_peer_find(const struct hmi_swrma_ctx *s, hm_na_addr_t *addr)
+struct swrma_peer *hmi_swrma_peer_find(const struct hmi_swrma_ctx *s, hmi_na_addr_t *addr)
 {
     if (s->s_peers.capacity == 0)
         return NULL;
@@ -48,7 +48,7 @@ static bool peer_block_make(struct hmi_swrma_ctx *s)
     return true;
 }
 
-struct swrma_peer *hmi_swrma_peer_get(struct hmi_swrma_ctx *s, hm_na_addr_t *addr)
+struct swrma_peer *hmi_swrma_peer_get(struct hmi_swrma_ctx *s, hmi_na_addr_t *addr)
 {
     struct swrma_peer *pr = hmi_swrma_peer_find(s, addr);
     if (pr != NULL)

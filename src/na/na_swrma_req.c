@@ -118,7 +118,7 @@ static void req_finish(struct hmi_swrma_ctx *s, struct swrma_op *q, hm_return_t 
     if (s->s_in_post)
         hmi_na_op_complete_deferred(q->q_op, status);
     else
-        hm_na_op_complete(q->q_op, status);
+        hmi_na_op_complete(q->q_op, status);
 }
 
 /* Has `q` a message it may send now? */
@@ -197,8 +197,8 @@ int hmi_swrma_req_progress(struct hmi_swrma_ctx *s)
     return sent;
 }
 
-/* First use of `op` with this engine: its state, kept until hm_na_op_destroy. */
-static struct swrma_op *req_op_state(hm_na_op_t *op)
+/* First use of `op` with this engine: its state, kept until hmi_na_op_destroy. */
+static struct swrma_op *req_op_state(hmi_na_op_t *op)
 {
     if (op->o_rma == NULL) {
         struct swrma_op *q = calloc(1, sizeof(*q));
@@ -212,7 +212,7 @@ static struct swrma_op *req_op_state(hm_na_op_t *op)
 }
 
 /* Copy the caller's pieces; zero-length ones count as done. */
-static void req_copy_pieces(struct swrma_op *q, const struct hm_na_rma_piece *pieces,
+static void req_copy_pieces(struct swrma_op *q, const struct hmi_na_rma_piece *pieces,
                             unsigned int count)
 {
     q->q_count = count;
@@ -232,8 +232,8 @@ static void req_copy_pieces(struct swrma_op *q, const struct hm_na_rma_piece *pi
     }
 }
 
-hm_return_t hmi_swrma_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
-                          hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+hm_return_t hmi_swrma_rma(hmi_na_context_t *ctx, hmi_na_op_t *op, enum hmi_na_rma_dir dir,
+                          hmi_na_addr_t *peer, const struct hmi_na_rma_piece *pieces,
                           unsigned int count)
 {
     struct hmi_swrma_ctx *s = swrma_of(ctx);
@@ -275,7 +275,7 @@ static void req_cancel_remote(struct hmi_swrma_ctx *s, struct swrma_op *q)
     }
 }
 
-hm_return_t hmi_swrma_cancel(hm_na_context_t *ctx, hm_na_op_t *op)
+hm_return_t hmi_swrma_cancel(hmi_na_context_t *ctx, hmi_na_op_t *op)
 {
     struct swrma_op *q = op->o_rma;
     if (q == NULL || !q->q_posted)
@@ -286,7 +286,7 @@ hm_return_t hmi_swrma_cancel(hm_na_context_t *ctx, hm_na_op_t *op)
     return HM_SUCCESS;
 }
 
-void hmi_swrma_op_free(hm_na_op_t *op)
+void hmi_swrma_op_free(hmi_na_op_t *op)
 {
     free(op->o_rma);
     op->o_rma = NULL;
@@ -408,7 +408,7 @@ static void req_err(struct hmi_swrma_ctx *s, struct swrma_op *q, unsigned int pi
     req_finish(s, q, (hm_return_t)m->m_status);
 }
 
-void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, hm_na_addr_t *source,
+void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, hmi_na_addr_t *source,
                         const struct swrma_msg *m)
 {
     unsigned int piece;
@@ -425,7 +425,7 @@ void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, hm_na_addr_t *source,
                 (unsigned long long)m->m_id);
         return;
     }
-    hm_na_addr_t *peer = q->q_peer;
+    hmi_na_addr_t *peer = q->q_peer;
     if (m->m_type == SWRMA_GET_DATA)
         req_get_data(s, q, piece, m);
     else if (m->m_type == SWRMA_PUT_ACK)
@@ -433,7 +433,7 @@ void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, hm_na_addr_t *source,
     else
         req_err(s, q, piece, m);
     if (req_lookup(s, m->m_id, &piece) != NULL) /* more of it to come */
-        hm_na_peer_expect(s->s_ctx, peer);
+        hmi_na_peer_expect(s->s_ctx, peer);
 }
 
 void hmi_swrma_req_send_failed(struct hmi_swrma_ctx *s, uint64_t id, hm_return_t status)
@@ -445,7 +445,7 @@ void hmi_swrma_req_send_failed(struct hmi_swrma_ctx *s, uint64_t id, hm_return_t
 }
 
 /* Complete every live op with `peer` (NULL: every op) with `status`. */
-static void req_end_all(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, hm_return_t status)
+static void req_end_all(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer, hm_return_t status)
 {
     for (uint32_t i = 0; i < s->s_table_size && s->s_live_ops > 0; i++) {
         struct swrma_op *q = s->s_table[i].e_op;
@@ -454,7 +454,7 @@ static void req_end_all(struct hmi_swrma_ctx *s, hm_na_addr_t *peer, hm_return_t
     }
 }
 
-void hmi_swrma_req_peer_failed(struct hmi_swrma_ctx *s, hm_na_addr_t *peer)
+void hmi_swrma_req_peer_failed(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer)
 {
     req_end_all(s, peer, HM_UNREACHABLE);
     hmi_swrma_cancels_drop(s, peer);

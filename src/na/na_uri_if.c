@@ -234,7 +234,7 @@ hm_return_t hmi_uri_ifaces_print(FILE *out, const char *indent)
 /* True when `protocol` is "<plugin>+tcp" of a plugin compiled in. */
 static bool if_tcp_protocol(const char *protocol)
 {
-    for (const struct hm_na_ops *const *p = hm_na_plugins; *p != NULL; p++) {
+    for (const struct hmi_na_ops *const *p = hmi_na_plugins; *p != NULL; p++) {
         size_t len = strlen((*p)->name);
         if (strncmp(protocol, (*p)->name, len) != 0 || strcmp(protocol + len, "+tcp") != 0)
             continue;

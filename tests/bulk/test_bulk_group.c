@@ -32,9 +32,9 @@ struct bg_env {
     size_t seg_len;               /* bytes of each segment */
     size_t stride;                /* from one segment's start to the next's */
     size_t total;                 /* nsegs * seg_len */
-    hm_na_class_t *cls;
-    hm_na_context_t *srv, *cli;
-    hm_na_addr_t *peer;           /* srv, seen from cli */
+    hmi_na_class_t *cls;
+    hmi_na_context_t *srv, *cli;
+    hmi_na_addr_t *peer;           /* srv, seen from cli */
     struct hmi_bulk_rcache *rc;
     uint8_t *seg_mem;             /* the segments, `stride` apart */
     uint8_t *flat;                /* the contiguous buffer */
@@ -50,12 +50,12 @@ struct bg_result {
     hm_bulk_op_id_t *op;
 };
 
-static void bg_recv(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr_t token)
+static void bg_recv(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token)
 {
     (void)source;
     (void)buf;
     (void)len;
-    hm_na_msg_release(*(hm_na_context_t **)arg, token);
+    hmi_na_msg_release(*(hmi_na_context_t **)arg, token);
 }
 
 static void bg_done(hm_bulk_op_id_t *op, void *arg)
@@ -79,12 +79,12 @@ static void bg_open(struct bg_env *e, uint32_t nsegs, size_t seg_len, size_t str
     e->seg_len = seg_len;
     e->stride = stride;
     e->total = nsegs * seg_len;
-    assert_int_equal(hm_na_class_open(g_uri, &e->cls), HM_SUCCESS);
-    assert_int_equal(hm_na_context_open(e->cls, 0, bg_recv, &e->srv, NULL, NULL, &e->srv),
+    assert_int_equal(hmi_na_class_open(g_uri, &e->cls), HM_SUCCESS);
+    assert_int_equal(hmi_na_context_open(e->cls, 0, bg_recv, &e->srv, NULL, NULL, &e->srv),
                      HM_SUCCESS);
-    assert_int_equal(hm_na_context_open(e->cls, 1, bg_recv, &e->cli, NULL, NULL, &e->cli),
+    assert_int_equal(hmi_na_context_open(e->cls, 1, bg_recv, &e->cli, NULL, NULL, &e->cli),
                      HM_SUCCESS);
-    hm_na_addr_t *self;
+    hmi_na_addr_t *self;
     char uri[4096]; /* ucx+shm URIs carry a whole worker address */
     size_t size = sizeof(uri);
     assert_int_equal(e->cls->c_ops.addr_self(e->srv, &self), HM_SUCCESS);
@@ -119,9 +119,9 @@ static void bg_close(struct bg_env *e)
     free(e->seg_mem);
     free(e->flat);
     e->cls->c_ops.addr_unref(e->peer);
-    hm_na_context_close(e->cli);
-    hm_na_context_close(e->srv);
-    assert_int_equal(hm_na_class_close(e->cls), HM_SUCCESS);
+    hmi_na_context_close(e->cli);
+    hmi_na_context_close(e->srv);
+    assert_int_equal(hmi_na_class_close(e->cls), HM_SUCCESS);
 }
 
 /* `origin` is srv's handle, `local` cli's; run to the end, return what it did. */
@@ -138,8 +138,8 @@ static struct bg_result bg_transfer(struct bg_env *e, hm_bulk_op_t dir, hm_bulk_
                      HM_SUCCESS);
     uint64_t deadline = hmi_time_ns() + 30ull * 1000000000u;
     while (!r.finished && hmi_time_ns() < deadline) {
-        hm_na_progress(e->cli);
-        hm_na_progress(e->srv);
+        hmi_na_progress(e->cli);
+        hmi_na_progress(e->srv);
     }
     assert_true(r.finished);
     hmi_bulk_transfer_callback(r.op);
@@ -184,8 +184,8 @@ static void bg_wait_pushed(const struct bg_env *e, unsigned int seed)
     uint64_t deadline = hmi_time_ns() + 5ull * 1000000000u;
     size_t bad;
     while ((bad = bg_seg_mismatch(e, seed)) < e->total && hmi_time_ns() < deadline) {
-        hm_na_progress(e->srv);
-        hm_na_progress(e->cli);
+        hmi_na_progress(e->srv);
+        hmi_na_progress(e->cli);
     }
     if (bad < e->total)
         fail_msg("push: segment byte %zu differs", bad);

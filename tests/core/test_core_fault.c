@@ -24,22 +24,22 @@
 
 /* ---- malformed messages through the raw NA layer ---------------------------- */
 
-static void raw_recv(void *arg, hm_na_addr_t *src, void *buf, size_t len, uintptr_t token)
+static void raw_recv(void *arg, hmi_na_addr_t *src, void *buf, size_t len, uintptr_t token)
 {
-    hm_na_context_t *ctx = *(hm_na_context_t **)arg;
-    hm_na_msg_release(ctx, token);
+    hmi_na_context_t *ctx = *(hmi_na_context_t **)arg;
+    hmi_na_msg_release(ctx, token);
 }
 
-static void raw_sent(hm_na_op_t *op, hm_return_t status)
+static void raw_sent(hmi_na_op_t *op, hm_return_t status)
 {
     *(int *)op->o_arg = 1;
 }
 
 struct raw_peer {
-    hm_na_class_t *cls;
-    hm_na_context_t *ctx;
-    hm_na_addr_t *server;
-    hm_na_op_t *op;
+    hmi_na_class_t *cls;
+    hmi_na_context_t *ctx;
+    hmi_na_addr_t *server;
+    hmi_na_op_t *op;
     void *buf, *desc;
 };
 
@@ -49,13 +49,13 @@ static void raw_open(struct raw_peer *raw)
     const char *sep = strstr(core_protocol, "://");
     snprintf(uri, sizeof(uri), "%.*s://%s", (int)(sep - core_protocol), core_protocol,
              strstr(core_protocol, "+tcp") ? "127.0.0.1:0" : "");
-    assert_int_equal(hm_na_class_open(uri, &raw->cls), HM_SUCCESS);
-    assert_int_equal(hm_na_context_open(raw->cls, 0, raw_recv, &raw->ctx, NULL, NULL,
+    assert_int_equal(hmi_na_class_open(uri, &raw->cls), HM_SUCCESS);
+    assert_int_equal(hmi_na_context_open(raw->cls, 0, raw_recv, &raw->ctx, NULL, NULL,
                                         &raw->ctx),
                      HM_SUCCESS);
     assert_int_equal(raw->cls->c_ops.addr_lookup(raw->ctx, core_client.server_uri, &raw->server),
                      HM_SUCCESS);
-    raw->op = hm_na_op_create(raw->cls);
+    raw->op = hmi_na_op_create(raw->cls);
     raw->buf = raw->cls->c_ops.msg_buf_alloc(raw->cls, 256, &raw->desc);
     assert_non_null(raw->op);
     assert_non_null(raw->buf);
@@ -64,10 +64,10 @@ static void raw_open(struct raw_peer *raw)
 static void raw_close(struct raw_peer *raw)
 {
     raw->cls->c_ops.msg_buf_free(raw->cls, raw->buf, raw->desc);
-    hm_na_op_destroy(raw->op);
+    hmi_na_op_destroy(raw->op);
     raw->cls->c_ops.addr_unref(raw->server);
-    hm_na_context_close(raw->ctx);
-    assert_int_equal(hm_na_class_close(raw->cls), HM_SUCCESS);
+    hmi_na_context_close(raw->ctx);
+    assert_int_equal(hmi_na_class_close(raw->cls), HM_SUCCESS);
 }
 
 static void raw_send(struct raw_peer *raw, size_t len)
@@ -75,11 +75,11 @@ static void raw_send(struct raw_peer *raw, size_t len)
     int done = 0;
     raw->op->o_cb = raw_sent;
     raw->op->o_arg = &done;
-    assert_int_equal(hm_na_msg_send(raw->ctx, raw->server, raw->buf, len, raw->desc, raw->op),
+    assert_int_equal(hmi_na_msg_send(raw->ctx, raw->server, raw->buf, len, raw->desc, raw->op),
                      HM_SUCCESS);
     double end = core_now_ms() + 5000;
     while (!done && core_now_ms() < end)
-        hm_na_progress(raw->ctx);
+        hmi_na_progress(raw->ctx);
     assert_true(done);
 }
 

@@ -172,13 +172,13 @@ static void test_per_node(void **state)
     free(ctx);
 }
 
-static void ignore_recv(void *arg, hm_na_addr_t *source, void *buf, size_t len,
+static void ignore_recv(void *arg, hmi_na_addr_t *source, void *buf, size_t len,
                         uintptr_t token)
 {
     (void)arg, (void)source, (void)buf, (void)len, (void)token;
 }
 
-static void ignore_fail(void *arg, hm_na_addr_t *peer)
+static void ignore_fail(void *arg, hmi_na_addr_t *peer)
 {
     (void)arg, (void)peer;
 }
@@ -191,19 +191,19 @@ static void ignore_fail(void *arg, hm_na_addr_t *peer)
 static void test_device_fallback(void **state)
 {
     hm_class_t *cls = class_or_skip(state);
-    hm_na_class_t *na = cls->k_na;
+    hmi_na_class_t *na = cls->k_na;
     const char *names[4];
     size_t n = na->c_ops.devices != NULL ? na->c_ops.devices(na, names, 4) : 0;
     const char *asked[] = {"no_such_device", n > 0 ? names[0] : NULL};
-    hm_na_context_t *x;
+    hmi_na_context_t *x;
 
     for (size_t i = 0; i < 2; i++) {
         if (asked[i] == NULL)
             continue;
-        assert_int_equal(hm_na_context_open_on(na, 1000, asked[i], ignore_recv, NULL,
+        assert_int_equal(hmi_na_context_open_on(na, 1000, asked[i], ignore_recv, NULL,
                                                ignore_fail, NULL, &x),
                          HM_SUCCESS);
-        hm_na_context_close(x);
+        hmi_na_context_close(x);
     }
 }
 

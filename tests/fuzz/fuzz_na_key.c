@@ -38,7 +38,7 @@ static void fz_key(const uint8_t *data, size_t size)
         __builtin_trap();
     /* Canonical: the parsed fields pack back into the same bytes, pid aside
      * (encoding writes our own pid). */
-    hm_na_mem_t mem = {.m_len = (size_t)k.k_len, .m_access = k.k_access, .m_slot = k.k_slot,
+    hmi_na_mem_t mem = {.m_len = (size_t)k.k_len, .m_access = k.k_access, .m_slot = k.k_slot,
                        .m_key = k.k_key};
     uint8_t again[HMI_NA_KEY_SIZE];
     hmi_na_key_encode(&mem, k.k_cma, again);
@@ -79,7 +79,7 @@ size_t hm_fuzz_seed(uint8_t *buf, size_t cap)
 {
     if (cap < HMI_NA_KEY_SIZE + FZ_TAIL)
         return 0;
-    hm_na_mem_t mem = {.m_len = 4096, .m_access = 3, .m_slot = 7,
+    hmi_na_mem_t mem = {.m_len = 4096, .m_access = 3, .m_slot = 7,
                        .m_key = {.k0 = 0x1122334455667788ull, .k1 = 0x99aabbccddeeff01ull}};
     hmi_na_key_encode(&mem, false, buf);
     struct hmi_keytab_entry img;

@@ -539,7 +539,7 @@ static void test_wrong_access(void **state)
 
 /* ---- raw messages --------------------------------------------------------------- */
 
-static void raw_sent(hm_na_op_t *op, hm_return_t status)
+static void raw_sent(hmi_na_op_t *op, hm_return_t status)
 {
     (void)status;
     *(int *)op->o_arg = 1;
@@ -548,23 +548,23 @@ static void raw_sent(hm_na_op_t *op, hm_return_t status)
 /* Send `len` raw bytes to the server on our connection and wait for the send. */
 static void raw_send(const void *msg, size_t len)
 {
-    hm_na_context_t *na = g_cli.ctx->c_na;
-    hm_na_class_t *cls = na->x_class;
+    hmi_na_context_t *na = g_cli.ctx->c_na;
+    hmi_na_class_t *cls = na->x_class;
     void *desc;
     void *buf = cls->c_ops.msg_buf_alloc(cls, cls->c_eager_limit, &desc);
     assert_non_null(buf);
     memcpy(buf, msg, len);
     int done = 0;
-    hm_na_op_t *op = hm_na_op_create(cls);
+    hmi_na_op_t *op = hmi_na_op_create(cls);
     assert_non_null(op);
     op->o_cb = raw_sent;
     op->o_arg = &done;
-    assert_int_equal(hm_na_msg_send(na, g_cli.server->a_na, buf, len, desc, op), HM_SUCCESS);
+    assert_int_equal(hmi_na_msg_send(na, g_cli.server->a_na, buf, len, desc, op), HM_SUCCESS);
     double end = bulk_now_ms() + HANG_GUARD_MS;
     while (!done && bulk_now_ms() < end)
         hm_progress(g_cli.ctx, 10);
     assert_true(done);
-    hm_na_op_destroy(op);
+    hmi_na_op_destroy(op);
     cls->c_ops.msg_buf_free(cls, buf, desc);
 }
 

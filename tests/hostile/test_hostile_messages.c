@@ -31,21 +31,21 @@
 static const char *protocol;
 
 struct raw {
-    hm_na_class_t *cls;
-    hm_na_context_t *ctx;
-    hm_na_addr_t *server;
-    hm_na_op_t *op;
+    hmi_na_class_t *cls;
+    hmi_na_context_t *ctx;
+    hmi_na_addr_t *server;
+    hmi_na_op_t *op;
     uint8_t *buf;
     void *desc;
 };
 
-static void raw_recv(void *arg, hm_na_addr_t *src, void *buf, size_t len, uintptr_t token)
+static void raw_recv(void *arg, hmi_na_addr_t *src, void *buf, size_t len, uintptr_t token)
 {
     (void)src, (void)buf, (void)len;
-    hm_na_msg_release(*(hm_na_context_t **)arg, token);
+    hmi_na_msg_release(*(hmi_na_context_t **)arg, token);
 }
 
-static void raw_sent(hm_na_op_t *op, hm_return_t status)
+static void raw_sent(hmi_na_op_t *op, hm_return_t status)
 {
     (void)status;
     *(int *)op->o_arg = 1;
@@ -57,12 +57,12 @@ static int raw_open(struct raw *raw, const char *server_uri)
     const char *sep = strstr(protocol, "://");
     snprintf(uri, sizeof(uri), "%.*s://%s", (int)(sep - protocol), protocol,
              strstr(protocol, "+tcp") ? "127.0.0.1:0" : "");
-    if (hm_na_class_open(uri, &raw->cls) != HM_SUCCESS ||
-        hm_na_context_open(raw->cls, 0, raw_recv, &raw->ctx, NULL, NULL, &raw->ctx) !=
+    if (hmi_na_class_open(uri, &raw->cls) != HM_SUCCESS ||
+        hmi_na_context_open(raw->cls, 0, raw_recv, &raw->ctx, NULL, NULL, &raw->ctx) !=
             HM_SUCCESS ||
         raw->cls->c_ops.addr_lookup(raw->ctx, server_uri, &raw->server) != HM_SUCCESS)
         return -1;
-    raw->op = hm_na_op_create(raw->cls);
+    raw->op = hmi_na_op_create(raw->cls);
     raw->buf = raw->cls->c_ops.msg_buf_alloc(raw->cls, MSG_MAX, &raw->desc);
     return raw->op != NULL && raw->buf != NULL ? 0 : -1;
 }
@@ -73,10 +73,10 @@ static int raw_send(struct raw *raw, size_t len)
     int done = 0;
     raw->op->o_cb = raw_sent;
     raw->op->o_arg = &done;
-    if (hm_na_msg_send(raw->ctx, raw->server, raw->buf, len, raw->desc, raw->op) != HM_SUCCESS)
+    if (hmi_na_msg_send(raw->ctx, raw->server, raw->buf, len, raw->desc, raw->op) != HM_SUCCESS)
         return -1;
     for (int i = 0; i < 5000000 && !done; i++)
-        hm_na_progress(raw->ctx);
+        hmi_na_progress(raw->ctx);
     return done ? 0 : -1;
 }
 
@@ -155,10 +155,10 @@ static int attacker_main(void *arg)
     sent += raw_send(&raw, HMI_WIRE_HEADER_SIZE + 8) == 0;
     sent += send_v3_lies(&raw);
     raw.cls->c_ops.msg_buf_free(raw.cls, raw.buf, raw.desc);
-    hm_na_op_destroy(raw.op);
+    hmi_na_op_destroy(raw.op);
     raw.cls->c_ops.addr_unref(raw.server);
-    hm_na_context_close(raw.ctx);
-    hm_na_class_close(raw.cls);
+    hmi_na_context_close(raw.ctx);
+    hmi_na_class_close(raw.cls);
     char line[32];
     snprintf(line, sizeof(line), "%d", sent);
     hm_test_ready(line);

@@ -129,14 +129,14 @@ static struct {
     /* forge mode: the context's receive path, taken over */
     bool forge;
     void *saved_rma;
-    hm_na_recv_cb_t saved_cb;
+    hmi_na_recv_cb_t saved_cb;
     void *saved_arg;
     unsigned int next_case; /* GET_REQs answered so far: each gets the next case */
     /* hold mode: GET_REQs are held (their ids told to the parent), answered
      * honestly on "s.answer" */
     bool hold;
     uint64_t held_id, held_off, held_len;
-    hm_na_addr_t *held_to; /* a reference of ours while a request is held */
+    hmi_na_addr_t *held_to; /* a reference of ours while a request is held */
 } ss;
 
 static void ss_respond(hm_handle_t *handle, void *out)
@@ -216,25 +216,25 @@ static hm_return_t s_register(hm_class_t *cls, struct s_ids *ids, bool server)
 
 /* A forged message in flight: its buffer and op, freed at completion. */
 struct forged {
-    hm_na_class_t *cls;
+    hmi_na_class_t *cls;
     void *buf;
     void *desc;
 };
 
 static unsigned int g_forged_done; /* forged messages whose send completed */
 
-static void forged_sent(hm_na_op_t *op, hm_return_t status)
+static void forged_sent(hmi_na_op_t *op, hm_return_t status)
 {
     (void)status;
     struct forged *f = op->o_arg;
     f->cls->c_ops.msg_buf_free(f->cls, f->buf, f->desc);
     free(f);
-    hm_na_op_destroy(op);
+    hmi_na_op_destroy(op);
     g_forged_done++;
 }
 
 /* A message buffer of `size` bytes to forge into; aborts without memory. */
-static struct forged *forged_new(hm_na_context_t *na, size_t size)
+static struct forged *forged_new(hmi_na_context_t *na, size_t size)
 {
     struct forged *f = calloc(1, sizeof(*f));
     if (f == NULL)
@@ -247,14 +247,14 @@ static struct forged *forged_new(hm_na_context_t *na, size_t size)
 }
 
 /* Send the forged message `f` (`size` bytes) to `to`; `f` is freed once sent. */
-static void forged_post(hm_na_context_t *na, hm_na_addr_t *to, struct forged *f, size_t size)
+static void forged_post(hmi_na_context_t *na, hmi_na_addr_t *to, struct forged *f, size_t size)
 {
-    hm_na_op_t *op = hm_na_op_create(f->cls);
+    hmi_na_op_t *op = hmi_na_op_create(f->cls);
     if (op == NULL)
         abort();
     op->o_cb = forged_sent;
     op->o_arg = f;
-    if (hm_na_msg_send(na, to, f->buf, size, f->desc, op) != HM_SUCCESS)
+    if (hmi_na_msg_send(na, to, f->buf, size, f->desc, op) != HM_SUCCESS)
         forged_sent(op, HM_SUCCESS);
 }
 
@@ -262,7 +262,7 @@ static void forged_post(hm_na_context_t *na, hm_na_addr_t *to, struct forged *f,
  * Send GET_DATA for request `id`: `len` bytes at `off` within the request,
  * copied from `bytes` (NULL: 0xab).
  */
-static void send_data(hm_na_context_t *na, hm_na_addr_t *to, uint64_t id, uint64_t off,
+static void send_data(hmi_na_context_t *na, hmi_na_addr_t *to, uint64_t id, uint64_t off,
                       uint64_t len, const uint8_t *bytes)
 {
     struct forged *f = forged_new(na, SWRMA_DATA_SIZE + (size_t)len);
@@ -274,14 +274,14 @@ static void send_data(hm_na_context_t *na, hm_na_addr_t *to, uint64_t id, uint64
     forged_post(na, to, f, SWRMA_DATA_SIZE + (size_t)len);
 }
 
-static void forge_data(hm_na_context_t *na, hm_na_addr_t *to, uint64_t id, uint64_t off,
+static void forge_data(hmi_na_context_t *na, hmi_na_addr_t *to, uint64_t id, uint64_t off,
                        uint64_t len)
 {
     send_data(na, to, id, off, len, NULL);
 }
 
 /* Send PUT_ACK (`value`: bytes placed) or ERR (`value`: a status) for request `id`. */
-static void forge_reply(hm_na_context_t *na, hm_na_addr_t *to, enum swrma_type type,
+static void forge_reply(hmi_na_context_t *na, hmi_na_addr_t *to, enum swrma_type type,
                         uint64_t id, uint64_t value)
 {
     struct forged *f = forged_new(na, SWRMA_ACK_SIZE);
@@ -290,7 +290,7 @@ static void forge_reply(hm_na_context_t *na, hm_na_addr_t *to, enum swrma_type t
 }
 
 /* Hold mode: keep the GET_REQ unanswered, and tell the parent its id. */
-static void hold_request(hm_na_context_t *na, hm_na_addr_t *from, const struct swrma_msg *m)
+static void hold_request(hmi_na_context_t *na, hmi_na_addr_t *from, const struct swrma_msg *m)
 {
     if (ss.held_to != NULL)
         return; /* one at a time: its requester asks nothing else */
@@ -307,7 +307,7 @@ static void hold_request(hm_na_context_t *na, hm_na_addr_t *from, const struct s
 /* The held GET_REQ's honest answer: its bytes of the region, in two halves. */
 static void honest_answer(void)
 {
-    hm_na_context_t *na = ss.ctx->c_na;
+    hmi_na_context_t *na = ss.ctx->c_na;
     if (ss.held_to == NULL || ss.held_off > BIG || ss.held_len > BIG - ss.held_off)
         return;
     const uint8_t *bytes = ss.mem + ss.held_off;
@@ -319,7 +319,7 @@ static void honest_answer(void)
 }
 
 /* The hostile owner's answer to a GET_REQ of PULL bytes: never the honest one. */
-static void forge_answer(hm_na_context_t *na, hm_na_addr_t *to, uint64_t id)
+static void forge_answer(hmi_na_context_t *na, hmi_na_addr_t *to, uint64_t id)
 {
     const uint64_t half = PULL / 2;
     switch (ss.next_case++ % FORGE_CASES) {
@@ -348,11 +348,11 @@ static void forge_answer(hm_na_context_t *na, hm_na_addr_t *to, uint64_t id)
 }
 
 /* The forging server's receive callback: RMA messages are its own business. */
-static void forge_recv(void *arg, hm_na_addr_t *source, void *buf, size_t len,
+static void forge_recv(void *arg, hmi_na_addr_t *source, void *buf, size_t len,
                        uintptr_t token)
 {
     (void)arg;
-    hm_na_context_t *na = ss.ctx->c_na;
+    hmi_na_context_t *na = ss.ctx->c_na;
     uint32_t magic = 0;
     if (len >= sizeof(magic))
         memcpy(&magic, buf, sizeof(magic));
@@ -367,13 +367,13 @@ static void forge_recv(void *arg, hm_na_addr_t *source, void *buf, size_t len,
         else
             forge_answer(na, source, m.m_id);
     }
-    hm_na_msg_release(na, token); /* CANCELs and anything else: ignored */
+    hmi_na_msg_release(na, token); /* CANCELs and anything else: ignored */
 }
 
 /* Take over (or give back) the context's receive path: no RMA engine sees a message. */
 static void forge_hook(bool on)
 {
-    hm_na_context_t *na = ss.ctx->c_na;
+    hmi_na_context_t *na = ss.ctx->c_na;
     if (on) {
         ss.saved_rma = na->x_rma;
         ss.saved_cb = na->x_recv_cb;
@@ -479,7 +479,7 @@ struct flood_args {
     const char *uri;
 };
 
-static void flood_sent(hm_na_op_t *op, hm_return_t status)
+static void flood_sent(hmi_na_op_t *op, hm_return_t status)
 {
     (void)status;
     (*(unsigned int *)op->o_arg)++;
@@ -493,15 +493,15 @@ static void flood_sent(hm_na_op_t *op, hm_return_t status)
 struct flood_msgs {
     void *bufs[FLOOD];
     void *descs[FLOOD];
-    hm_na_op_t *ops[FLOOD];
+    hmi_na_op_t *ops[FLOOD];
     unsigned int done;
 };
 
 static int flood_send(struct bulk_client *c, hm_bulk_t *region, struct flood_msgs *f,
                       unsigned int count, uint64_t len)
 {
-    hm_na_context_t *na = c->ctx->c_na;
-    hm_na_class_t *cls = na->x_class;
+    hmi_na_context_t *na = c->ctx->c_na;
+    hmi_na_class_t *cls = na->x_class;
     const uint8_t *key = region->b_keys[0];
     uint32_t slot;
     struct hmi_keytab_key k;
@@ -510,13 +510,13 @@ static int flood_send(struct bulk_client *c, hm_bulk_t *region, struct flood_msg
     memcpy(&k.k1, key + 24, 8);
     for (unsigned int i = 0; i < count; i++) {
         f->bufs[i] = cls->c_ops.msg_buf_alloc(cls, SWRMA_REQ_SIZE, &f->descs[i]);
-        f->ops[i] = hm_na_op_create(cls);
+        f->ops[i] = hmi_na_op_create(cls);
         if (f->bufs[i] == NULL || f->ops[i] == NULL)
             return 1;
         f->ops[i]->o_cb = flood_sent;
         f->ops[i]->o_arg = &f->done;
         hmi_swrma_encode_req(f->bufs[i], SWRMA_GET_REQ, 0xf100d000u + i, slot, &k, 0, len);
-        if (hm_na_msg_send(na, c->server->a_na, f->bufs[i], SWRMA_REQ_SIZE, f->descs[i],
+        if (hmi_na_msg_send(na, c->server->a_na, f->bufs[i], SWRMA_REQ_SIZE, f->descs[i],
                            f->ops[i]) != HM_SUCCESS)
             return 2;
     }
@@ -525,10 +525,10 @@ static int flood_send(struct bulk_client *c, hm_bulk_t *region, struct flood_msg
 
 static void flood_free(struct bulk_client *c, struct flood_msgs *f)
 {
-    hm_na_class_t *cls = c->ctx->c_na->x_class;
+    hmi_na_class_t *cls = c->ctx->c_na->x_class;
     for (unsigned int i = 0; i < FLOOD; i++) {
         if (f->ops[i] != NULL)
-            hm_na_op_destroy(f->ops[i]);
+            hmi_na_op_destroy(f->ops[i]);
         if (f->bufs[i] != NULL)
             cls->c_ops.msg_buf_free(cls, f->bufs[i], f->descs[i]);
     }
@@ -622,8 +622,8 @@ static int foreign_main(void *arg)
     char line[32];
     if (s_client_open(&c, &ids, a->victim_uri) != HM_SUCCESS)
         return 2;
-    hm_na_context_t *na = c.ctx->c_na;
-    hm_na_addr_t *victim = c.server->a_na;
+    hmi_na_context_t *na = c.ctx->c_na;
+    hmi_na_addr_t *victim = c.server->a_na;
     forge_data(na, victim, a->id, 0, PULL / 2);
     forge_data(na, victim, a->id, PULL / 2, PULL / 2);
     forge_reply(na, victim, SWRMA_PUT_ACK, a->id, PULL);

@@ -1,20 +1,37 @@
 #!/usr/bin/env bash
-# check_symbols.sh LIB: fail if the shared library LIB exports a defined
-# dynamic symbol that is neither hm_* nor one the toolchain always adds.
+# check_symbols.sh LIB INCLUDE_DIR: fail unless the shared library LIB
+# exports exactly the functions that the public headers in INCLUDE_DIR
+# declare with HM_EXPORT, plus what the toolchain always adds.
+#   - an exported name no header declares (an internal hmi_* or a stray hm_*)
+#     is a leak of the library's insides into its ABI;
+#   - a declared name the library does not export is a broken promise.
 set -euo pipefail
-lib=${1:?usage: check_symbols.sh path/to/libhermod.so}
+lib=${1:?usage: check_symbols.sh path/to/libhermod.so include/hermod}
+incdir=${2:?usage: check_symbols.sh path/to/libhermod.so include/hermod}
 
-# _init/_fini and the linker's section markers; anything else must be hm_*.
-allowed='^(hm_[A-Za-z0-9_]+|_init|_fini|_edata|_end|__bss_start)$'
-syms=$(nm -D --defined-only "$lib" | awk '{print $NF}')
-if [ -z "$syms" ]; then
+toolchain='^(_init|_fini|_edata|_end|__bss_start)$'
+exported=$(nm -D --defined-only "$lib" | awk '{print $NF}' | grep -Ev "$toolchain" | sort -u)
+if [ -z "$exported" ]; then
   echo "FAIL: $lib exports no symbols at all" >&2
   exit 1
 fi
-bad=$(printf '%s\n' "$syms" | grep -Ev "$allowed" || true)
-if [ -n "$bad" ]; then
-  echo "FAIL: $lib exports symbols outside the hm_ namespace:" >&2
-  printf '  %s\n' $bad >&2
-  exit 1
+# The name before the first '(' of each HM_EXPORT declaration; a declaration
+# may span lines, so the headers are read as one line each.
+declared=$(for h in "$incdir"/*.h; do tr '\n' ' ' <"$h"; echo; done |
+  grep -oP 'HM_EXPORT\b[^;(]*?\b\K(?!__)[A-Za-z_][A-Za-z0-9_]*(?=\s*\()' | sort -u)
+
+fail=0
+leaked=$(comm -23 <(printf '%s\n' "$exported") <(printf '%s\n' "$declared"))
+if [ -n "$leaked" ]; then
+  echo "FAIL: $lib exports symbols no public header declares:" >&2
+  printf '  %s\n' $leaked >&2
+  fail=1
 fi
-echo "OK: $(printf '%s\n' "$syms" | grep -c '^hm_') hm_* symbols, nothing else exported"
+missing=$(comm -13 <(printf '%s\n' "$exported") <(printf '%s\n' "$declared"))
+if [ -n "$missing" ]; then
+  echo "FAIL: public headers declare functions $lib does not export:" >&2
+  printf '  %s\n' $missing >&2
+  fail=1
+fi
+[ "$fail" = 0 ] || exit 1
+echo "OK: $(printf '%s\n' "$exported" | wc -l) exported symbols, each declared HM_EXPORT in $incdir"

@@ -33,7 +33,7 @@ struct nc_done {
     hm_return_t status;
 };
 
-static void nc_cb(hm_na_op_t *op, hm_return_t status)
+static void nc_cb(hmi_na_op_t *op, hm_return_t status)
 {
     struct nc_done *d = op->o_arg;
     d->status = status;
@@ -41,16 +41,16 @@ static void nc_cb(hm_na_op_t *op, hm_return_t status)
 }
 
 /* One RMA of one piece, waited for: the post's refusal or the op's status. */
-static hm_return_t nc_rma(struct nt_peer *p, bool put, hm_na_mem_t *local, hm_na_addr_t *srv,
+static hm_return_t nc_rma(struct nt_peer *p, bool put, hmi_na_mem_t *local, hmi_na_addr_t *srv,
                           void *rkey, size_t roff, size_t len, uint8_t *engine)
 {
-    struct hm_na_rma_piece piece = {.rp_local = local, .rp_rkey = rkey,
+    struct hmi_na_rma_piece piece = {.rp_local = local, .rp_rkey = rkey,
                                     .rp_remote_off = roff, .rp_len = len};
     struct nc_done d = {0};
-    hm_na_op_t *op = hm_na_op_create(p->cls);
+    hmi_na_op_t *op = hmi_na_op_create(p->cls);
     op->o_cb = nc_cb;
     op->o_arg = &d;
-    hm_return_t ret = hm_na_rma(p->ctx, op, put ? HM_NA_RMA_PUT : HM_NA_RMA_GET, srv, &piece, 1);
+    hm_return_t ret = hmi_na_rma(p->ctx, op, put ? HM_NA_RMA_PUT : HM_NA_RMA_GET, srv, &piece, 1);
     if (engine != NULL)
         *engine = op->o_engine;
     if (ret == HM_SUCCESS) {
@@ -58,18 +58,18 @@ static hm_return_t nc_rma(struct nt_peer *p, bool put, hm_na_mem_t *local, hm_na
             return HM_TIMEOUT; /* the op stays: it may still complete */
         ret = d.status;
     }
-    hm_na_op_destroy(op);
+    hmi_na_op_destroy(op);
     return ret;
 }
 
 /* Gets then puts of several sizes, every byte checked; *engine: the last op's. */
-static int nc_rma_check(struct nt_peer *p, hm_na_addr_t *srv, void *rkey, uint8_t *engine)
+static int nc_rma_check(struct nt_peer *p, hmi_na_addr_t *srv, void *rkey, uint8_t *engine)
 {
     size_t max = 1u << 20;
     unsigned char *buf = malloc(max);
-    hm_na_mem_t *mem;
+    hmi_na_mem_t *mem;
     NT_CHECK(buf != NULL);
-    NT_CHECK(hm_na_mem_register(p->cls, buf, max, 0, &mem) == HM_SUCCESS);
+    NT_CHECK(hmi_na_mem_register(p->cls, buf, max, 0, &mem) == HM_SUCCESS);
     size_t sizes[] = {1, 4095, 65536, max};
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
         size_t len = sizes[s], roff = 3 * s + 1;
@@ -88,13 +88,13 @@ static int nc_rma_check(struct nt_peer *p, hm_na_addr_t *srv, void *rkey, uint8_
         for (size_t i = 0; i < len; i++)
             NT_CHECK(buf[i] == nt_pattern(i, 300 + s));
     }
-    hm_na_mem_deregister(mem);
+    hmi_na_mem_deregister(mem);
     free(buf);
     return 0;
 }
 
 /* Open, look the server up, fetch its packed key into `key`. */
-static int nc_client_open(struct nt_peer *p, hm_na_addr_t **srv, const char *uri,
+static int nc_client_open(struct nt_peer *p, hmi_na_addr_t **srv, const char *uri,
                           unsigned char *key, size_t *key_len)
 {
     NT_CHECK(nt_peer_open(p, g_uri) == 0);
@@ -108,7 +108,7 @@ static int nc_client_open(struct nt_peer *p, hm_na_addr_t **srv, const char *uri
     return 0;
 }
 
-static void nc_client_close(struct nt_peer *p, hm_na_addr_t *srv)
+static void nc_client_close(struct nt_peer *p, hmi_na_addr_t *srv)
 {
     nt_send_sync(p, srv, NT_CMD_QUIT, NT_CMD_LEN);
     p->cls->c_ops.addr_unref(srv);
@@ -125,13 +125,13 @@ static void nc_key_pid(unsigned char *key, uint32_t pid)
 static int client_cma(void *arg)
 {
     struct nt_peer p;
-    hm_na_addr_t *srv, *self;
+    hmi_na_addr_t *srv, *self;
     unsigned char key[256];
     size_t key_len = sizeof(key);
     NT_CHECK(nc_client_open(&p, &srv, arg, key, &key_len) == 0);
     NT_CHECK(p.cls->c_cma && p.cls->c_ops.addr_pid != NULL);
     void *rkey;
-    NT_CHECK(hm_na_rkey_unpack(p.ctx, srv, key, key_len, &rkey) == HM_SUCCESS);
+    NT_CHECK(hmi_na_rkey_unpack(p.ctx, srv, key, key_len, &rkey) == HM_SUCCESS);
     /* The server's key names the server's pid, and offers CMA. */
     const struct hmi_na_rkey *k = rkey;
     NT_CHECK(k->k_cma && k->k_pid != 0 && k->k_pid == p.cls->c_ops.addr_pid(srv));
@@ -141,22 +141,22 @@ static int client_cma(void *arg)
     /* A key unpacked for one peer is not used with another. */
     NT_CHECK(p.cls->c_ops.addr_self(p.ctx, &self) == HM_SUCCESS);
     unsigned char buf[64];
-    hm_na_mem_t *mem;
-    NT_CHECK(hm_na_mem_register(p.cls, buf, sizeof(buf), 0, &mem) == HM_SUCCESS);
+    hmi_na_mem_t *mem;
+    NT_CHECK(hmi_na_mem_register(p.cls, buf, sizeof(buf), 0, &mem) == HM_SUCCESS);
     NT_CHECK(nc_rma(&p, false, mem, self, rkey, 0, sizeof(buf), NULL) == HM_INVALID_ARG);
     /* The server's key claiming our pid, then the parent's: not the sender's pid. */
     void *forged;
     uint32_t pids[] = {(uint32_t)getpid(), (uint32_t)getppid()};
     for (size_t i = 0; i < 2; i++) {
         nc_key_pid(key, pids[i]);
-        NT_CHECK(hm_na_rkey_unpack(p.ctx, srv, key, key_len, &forged) == HM_SUCCESS);
+        NT_CHECK(hmi_na_rkey_unpack(p.ctx, srv, key, key_len, &forged) == HM_SUCCESS);
         NT_CHECK(nc_rma(&p, false, mem, srv, forged, 0, sizeof(buf), NULL) == HM_PERMISSION);
         NT_CHECK(nc_rma(&p, true, mem, srv, forged, 0, sizeof(buf), NULL) == HM_PERMISSION);
-        hm_na_rkey_release(p.ctx, forged);
+        hmi_na_rkey_release(p.ctx, forged);
     }
-    hm_na_mem_deregister(mem);
+    hmi_na_mem_deregister(mem);
     p.cls->c_ops.addr_unref(self);
-    hm_na_rkey_release(p.ctx, rkey);
+    hmi_na_rkey_release(p.ctx, rkey);
     nc_client_close(&p, srv);
     return 0;
 }
@@ -171,14 +171,14 @@ static int client_cma(void *arg)
 static int client_table_only(void *arg)
 {
     struct nt_peer p;
-    hm_na_addr_t *srv;
+    hmi_na_addr_t *srv;
     unsigned char key[256];
     size_t key_len = sizeof(key);
     NT_CHECK(nc_client_open(&p, &srv, arg, key, &key_len) == 0);
     p.cls->c_ops.addr_pid = NULL; /* the class's own copy of the ops */
     unsigned char *buf = calloc(1, 4096);
-    hm_na_mem_t *mem;
-    NT_CHECK(hm_na_mem_register(p.cls, buf, 4096, HM_NA_ACCESS_READ | HM_NA_ACCESS_WRITE,
+    hmi_na_mem_t *mem;
+    NT_CHECK(hmi_na_mem_register(p.cls, buf, 4096, HM_NA_ACCESS_READ | HM_NA_ACCESS_WRITE,
                                 &mem) == HM_SUCCESS);
     uint32_t pids[] = {(uint32_t)getpid(), (uint32_t)getppid()};
     unsigned char forged_key[256];
@@ -186,21 +186,21 @@ static int client_table_only(void *arg)
         void *forged;
         memcpy(forged_key, key, key_len);
         nc_key_pid(forged_key, pids[i]);
-        NT_CHECK(hm_na_rkey_unpack(p.ctx, srv, forged_key, key_len, &forged) == HM_SUCCESS);
+        NT_CHECK(hmi_na_rkey_unpack(p.ctx, srv, forged_key, key_len, &forged) == HM_SUCCESS);
         NT_CHECK(nc_rma(&p, false, mem, srv, forged, 0, 4096, NULL) == HM_PERMISSION);
         NT_CHECK(nc_rma(&p, true, mem, srv, forged, 0, 4096, NULL) == HM_PERMISSION);
-        hm_na_rkey_release(p.ctx, forged);
+        hmi_na_rkey_release(p.ctx, forged);
     }
     /* The server's key as it was: the server's pid, CMA. */
     void *rkey;
-    NT_CHECK(hm_na_rkey_unpack(p.ctx, srv, key, key_len, &rkey) == HM_SUCCESS);
+    NT_CHECK(hmi_na_rkey_unpack(p.ctx, srv, key, key_len, &rkey) == HM_SUCCESS);
     uint8_t engine = 0;
     NT_CHECK(nc_rma(&p, false, mem, srv, rkey, 5, 4000, &engine) == HM_SUCCESS);
     NT_CHECK(engine == HMI_NA_ENGINE_CMA);
     for (size_t i = 0; i < 4000; i++)
         NT_CHECK(buf[i] == nt_pattern(5 + i, 1));
-    hm_na_rkey_release(p.ctx, rkey);
-    hm_na_mem_deregister(mem);
+    hmi_na_rkey_release(p.ctx, rkey);
+    hmi_na_mem_deregister(mem);
     free(buf);
     nc_client_close(&p, srv);
     return 0;
@@ -229,7 +229,7 @@ static int nc_forbid_cma(void)
 static int client_cma_refused(void *arg)
 {
     struct nt_peer p;
-    hm_na_addr_t *srv;
+    hmi_na_addr_t *srv;
     unsigned char key[256];
     size_t key_len = sizeof(key);
     /* Before the class opens, as a kernel that refuses CMA would be:
@@ -238,11 +238,11 @@ static int client_cma_refused(void *arg)
     NT_CHECK(nc_forbid_cma() == 0);
     NT_CHECK(nc_client_open(&p, &srv, arg, key, &key_len) == 0);
     void *rkey;
-    NT_CHECK(hm_na_rkey_unpack(p.ctx, srv, key, key_len, &rkey) == HM_SUCCESS);
+    NT_CHECK(hmi_na_rkey_unpack(p.ctx, srv, key, key_len, &rkey) == HM_SUCCESS);
     uint8_t engine = 0;
     NT_CHECK(nc_rma_check(&p, srv, rkey, &engine) == 0);
     NT_CHECK(engine == HMI_NA_ENGINE_SWRMA);
-    hm_na_rkey_release(p.ctx, rkey);
+    hmi_na_rkey_release(p.ctx, rkey);
     nc_client_close(&p, srv);
     return 0;
 }
@@ -252,18 +252,18 @@ static int client_cma_off(void *arg)
 {
     setenv("HM_CMA", "0", 1);
     struct nt_peer p;
-    hm_na_addr_t *srv;
+    hmi_na_addr_t *srv;
     unsigned char key[256];
     size_t key_len = sizeof(key);
     NT_CHECK(nc_client_open(&p, &srv, arg, key, &key_len) == 0);
     NT_CHECK(!p.cls->c_cma);
     void *rkey;
-    NT_CHECK(hm_na_rkey_unpack(p.ctx, srv, key, key_len, &rkey) == HM_SUCCESS);
+    NT_CHECK(hmi_na_rkey_unpack(p.ctx, srv, key, key_len, &rkey) == HM_SUCCESS);
     NT_CHECK(!((const struct hmi_na_rkey *)rkey)->k_cma);
     uint8_t engine = 0;
     NT_CHECK(nc_rma_check(&p, srv, rkey, &engine) == 0);
     NT_CHECK(engine == HMI_NA_ENGINE_SWRMA);
-    hm_na_rkey_release(p.ctx, rkey);
+    hmi_na_rkey_release(p.ctx, rkey);
     nc_client_close(&p, srv);
     return 0;
 }

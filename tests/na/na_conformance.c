@@ -49,7 +49,7 @@ static void nt_run(hm_test_fn_t client, const char *name, const char *server_env
 }
 
 /* A client peer connected to `server_uri`. */
-static int nt_client_open(struct nt_peer *p, hm_na_addr_t **srv, const char *server_uri)
+static int nt_client_open(struct nt_peer *p, hmi_na_addr_t **srv, const char *server_uri)
 {
     if (nt_peer_open(p, g_uri) != 0)
         return 1;
@@ -61,7 +61,7 @@ static int nt_client_open(struct nt_peer *p, hm_na_addr_t **srv, const char *ser
     return 0;
 }
 
-static void nt_client_close(struct nt_peer *p, hm_na_addr_t *srv)
+static void nt_client_close(struct nt_peer *p, hmi_na_addr_t *srv)
 {
     nt_send_sync(p, srv, NT_CMD_QUIT, NT_CMD_LEN);
     p->cls->c_ops.addr_unref(srv);
@@ -73,7 +73,7 @@ static void nt_client_close(struct nt_peer *p, hm_na_addr_t *srv)
 static int client_sizes(void *arg)
 {
     struct nt_peer p;
-    hm_na_addr_t *srv;
+    hmi_na_addr_t *srv;
     NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
     size_t eager = p.cls->c_eager_limit;
     size_t sizes[] = {0, 1, 7, 8, 63, 64, 1023, 4096, 8191, 8192, 32768, eager - 1, eager};
@@ -95,9 +95,9 @@ static int client_sizes(void *arg)
         nt_msg_free(&p, m);
     }
     /* Past the eager limit: refused at once. */
-    hm_na_op_t *op = hm_na_op_create(p.cls);
-    NT_CHECK(hm_na_msg_send(p.ctx, srv, buf, eager + 1, NULL, op) == HM_MSGSIZE);
-    hm_na_op_destroy(op);
+    hmi_na_op_t *op = hmi_na_op_create(p.cls);
+    NT_CHECK(hmi_na_msg_send(p.ctx, srv, buf, eager + 1, NULL, op) == HM_MSGSIZE);
+    hmi_na_op_destroy(op);
     NT_CHECK(p.misaligned == 0);
     free(buf);
     nt_client_close(&p, srv);
@@ -116,13 +116,13 @@ static void test_msg_sizes(void **state)
 #define NT_INFLIGHT 64
 
 struct nt_slot {
-    hm_na_op_t *op;
+    hmi_na_op_t *op;
     void *buf;
     void *desc;
     int busy;
 };
 
-static void nt_slot_cb(hm_na_op_t *op, hm_return_t status)
+static void nt_slot_cb(hmi_na_op_t *op, hm_return_t status)
 {
     struct nt_slot *s = op->o_arg;
     s->busy = status == HM_SUCCESS ? 0 : -1;
@@ -131,11 +131,11 @@ static void nt_slot_cb(hm_na_op_t *op, hm_return_t status)
 static int client_many(void *arg)
 {
     struct nt_peer p;
-    hm_na_addr_t *srv;
+    hmi_na_addr_t *srv;
     NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
     struct nt_slot slots[NT_INFLIGHT];
     for (int i = 0; i < NT_INFLIGHT; i++) {
-        slots[i].op = hm_na_op_create(p.cls);
+        slots[i].op = hmi_na_op_create(p.cls);
         slots[i].op->o_cb = nt_slot_cb;
         slots[i].op->o_arg = &slots[i];
         slots[i].buf = p.cls->c_ops.msg_buf_alloc(p.cls, 16, &slots[i].desc);
@@ -152,11 +152,11 @@ static int client_many(void *arg)
             uint32_t rec[4] = {sent, ~sent, 0x5e5eu, sent * 7u};
             memcpy(slots[i].buf, rec, sizeof(rec));
             slots[i].busy = 1;
-            NT_CHECK(hm_na_msg_send(p.ctx, srv, slots[i].buf, 16, slots[i].desc, slots[i].op) ==
+            NT_CHECK(hmi_na_msg_send(p.ctx, srv, slots[i].buf, 16, slots[i].desc, slots[i].op) ==
                      HM_SUCCESS);
             sent++;
         }
-        hm_na_progress(p.ctx);
+        hmi_na_progress(p.ctx);
         struct nt_msg *m;
         while ((m = p.head) != NULL) {
             p.head = m->next;
@@ -181,12 +181,12 @@ static int client_many(void *arg)
             busy |= slots[i].busy;
         if (!busy)
             break;
-        hm_na_progress(p.ctx);
+        hmi_na_progress(p.ctx);
     }
     for (int i = 0; i < NT_INFLIGHT; i++) {
         NT_CHECK(slots[i].busy == 0);
         p.cls->c_ops.msg_buf_free(p.cls, slots[i].buf, NULL);
-        hm_na_op_destroy(slots[i].op);
+        hmi_na_op_destroy(slots[i].op);
     }
     free(seen);
     nt_client_close(&p, srv);
@@ -207,7 +207,7 @@ struct nt_done {
     hm_return_t status;
 };
 
-static void nt_done_cb(hm_na_op_t *op, hm_return_t status)
+static void nt_done_cb(hmi_na_op_t *op, hm_return_t status)
 {
     struct nt_done *d = op->o_arg;
     d->done = 1;
@@ -216,30 +216,30 @@ static void nt_done_cb(hm_na_op_t *op, hm_return_t status)
 }
 
 /* One rma op of `count` pieces, waited for; its status (or the post's error). */
-static hm_return_t nt_rma_pieces(struct nt_peer *p, bool put, hm_na_addr_t *srv,
-                                 const struct hm_na_rma_piece *pieces, unsigned int count)
+static hm_return_t nt_rma_pieces(struct nt_peer *p, bool put, hmi_na_addr_t *srv,
+                                 const struct hmi_na_rma_piece *pieces, unsigned int count)
 {
-    hm_na_op_t *op = hm_na_op_create(p->cls);
+    hmi_na_op_t *op = hmi_na_op_create(p->cls);
     struct nt_done d = {0};
     op->o_cb = nt_done_cb;
     op->o_arg = &d;
-    hm_return_t ret = hm_na_rma(p->ctx, op, put ? HM_NA_RMA_PUT : HM_NA_RMA_GET, srv, pieces,
+    hm_return_t ret = hmi_na_rma(p->ctx, op, put ? HM_NA_RMA_PUT : HM_NA_RMA_GET, srv, pieces,
                                 count);
     if (ret != HM_SUCCESS) {
         bool idle = op->o_state == HM_NA_OP_IDLE; /* refused: it never completes */
-        hm_na_op_destroy(op);
+        hmi_na_op_destroy(op);
         return idle ? ret : HM_FAULT;
     }
     if (nt_wait_flag(p, &d.done, 30000) != 0)
         return HM_TIMEOUT;
-    hm_na_op_destroy(op);
+    hmi_na_op_destroy(op);
     return d.calls == 1 ? d.status : HM_FAULT;
 }
 
-static hm_return_t nt_rma(struct nt_peer *p, bool put, hm_na_mem_t *local, size_t loff,
-                          hm_na_addr_t *srv, void *rkey, size_t roff, size_t len)
+static hm_return_t nt_rma(struct nt_peer *p, bool put, hmi_na_mem_t *local, size_t loff,
+                          hmi_na_addr_t *srv, void *rkey, size_t roff, size_t len)
 {
-    struct hm_na_rma_piece piece = {
+    struct hmi_na_rma_piece piece = {
         .rp_local = local,
         .rp_local_off = loff,
         .rp_rkey = rkey,
@@ -250,15 +250,15 @@ static hm_return_t nt_rma(struct nt_peer *p, bool put, hm_na_mem_t *local, size_
 }
 
 /* Ask the server for its region's key; unpack it. */
-static int nt_get_rkey(struct nt_peer *p, hm_na_addr_t *srv, void **rkey)
+static int nt_get_rkey(struct nt_peer *p, hmi_na_addr_t *srv, void **rkey)
 {
     NT_CHECK(nt_send_sync(p, srv, NT_CMD_KEYS, NT_CMD_LEN) == HM_SUCCESS);
     struct nt_msg *m = nt_wait_msg(p, 20000);
     NT_CHECK(m != NULL && m->src == srv);
-    NT_CHECK(hm_na_rkey_unpack(p->ctx, srv, m->data, m->len, rkey) == HM_SUCCESS);
+    NT_CHECK(hmi_na_rkey_unpack(p->ctx, srv, m->data, m->len, rkey) == HM_SUCCESS);
     /* A truncated key is refused, never crashes. */
     void *bad;
-    NT_CHECK(hm_na_rkey_unpack(p->ctx, srv, m->data, 10, &bad) == HM_PROTOCOL_ERROR);
+    NT_CHECK(hmi_na_rkey_unpack(p->ctx, srv, m->data, 10, &bad) == HM_PROTOCOL_ERROR);
     nt_msg_free(p, m);
     return 0;
 }
@@ -266,15 +266,15 @@ static int nt_get_rkey(struct nt_peer *p, hm_na_addr_t *srv, void **rkey)
 static int client_rma(void *arg)
 {
     struct nt_peer p;
-    hm_na_addr_t *srv;
+    hmi_na_addr_t *srv;
     NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
     void *rkey;
     NT_CHECK(nt_get_rkey(&p, srv, &rkey) == 0);
     unsigned char *local = malloc(NT_RMA_SIZE), *check = malloc(NT_RMA_SIZE);
-    hm_na_mem_t *lmem, *cmem;
-    NT_CHECK(hm_na_mem_register(p.cls, local, NT_RMA_SIZE, HM_NA_ACCESS_READ, &lmem) ==
+    hmi_na_mem_t *lmem, *cmem;
+    NT_CHECK(hmi_na_mem_register(p.cls, local, NT_RMA_SIZE, HM_NA_ACCESS_READ, &lmem) ==
              HM_SUCCESS);
-    NT_CHECK(hm_na_mem_register(p.cls, check, NT_RMA_SIZE, 0, &cmem) == HM_SUCCESS);
+    NT_CHECK(hmi_na_mem_register(p.cls, check, NT_RMA_SIZE, 0, &cmem) == HM_SUCCESS);
     size_t sizes[] = {1, 8, 4095, 65536, 1u << 20, NT_RMA_SIZE};
     size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
     /* Gets first, while the server's region still holds its pattern. */
@@ -304,9 +304,9 @@ static int client_rma(void *arg)
     }
     /* Out of the remote region: refused, nothing posted. */
     NT_CHECK(nt_rma(&p, false, cmem, 0, srv, rkey, NT_RMA_SIZE - 1, 2) == HM_INVALID_ARG);
-    hm_na_rkey_release(p.ctx, rkey);
-    hm_na_mem_deregister(lmem);
-    hm_na_mem_deregister(cmem);
+    hmi_na_rkey_release(p.ctx, rkey);
+    hmi_na_mem_deregister(lmem);
+    hmi_na_mem_deregister(cmem);
     free(local);
     free(check);
     nt_client_close(&p, srv);
@@ -327,8 +327,8 @@ static void test_rma(void **state)
 
 struct nt_layout {
     unsigned char *bufs[2];            /* two local regions, pieces alternate */
-    hm_na_mem_t *mems[2];
-    struct hm_na_rma_piece pieces[NT_PIECES];
+    hmi_na_mem_t *mems[2];
+    struct hmi_na_rma_piece pieces[NT_PIECES];
     size_t span_end;                   /* end of the last remote piece */
 };
 
@@ -356,7 +356,7 @@ static void nt_layout_init(struct nt_layout *l, void *rkey)
 }
 
 /* Move every piece in ops of as many pieces as the class takes; ops posted. */
-static int nt_rma_all(struct nt_peer *p, bool put, hm_na_addr_t *srv,
+static int nt_rma_all(struct nt_peer *p, bool put, hmi_na_addr_t *srv,
                       const struct nt_layout *l, unsigned int *ops)
 {
     unsigned int limit = p->cls->c_rma_iov_limit;
@@ -373,7 +373,7 @@ static int nt_rma_all(struct nt_peer *p, bool put, hm_na_addr_t *srv,
 static int nt_pieces_check_get(const struct nt_layout *l)
 {
     for (int i = 0; i < NT_PIECES; i++) {
-        const struct hm_na_rma_piece *pc = &l->pieces[i];
+        const struct hmi_na_rma_piece *pc = &l->pieces[i];
         const unsigned char *b = l->bufs[i % 2] + pc->rp_local_off;
         for (size_t j = 0; j < pc->rp_len; j++)
             if (b[j] != nt_pattern(pc->rp_remote_off + j, 1)) {
@@ -397,8 +397,8 @@ static int nt_piece_at(const struct nt_layout *l, size_t off)
 }
 
 /* Puts, read back whole: pieces hold what was put, gaps the server's pattern. */
-static int nt_pieces_check_put(struct nt_peer *p, hm_na_addr_t *srv, const struct nt_layout *l,
-                               void *rkey, hm_na_mem_t *cmem, unsigned char *check)
+static int nt_pieces_check_put(struct nt_peer *p, hmi_na_addr_t *srv, const struct nt_layout *l,
+                               void *rkey, hmi_na_mem_t *cmem, unsigned char *check)
 {
     size_t span = l->span_end - NT_PIECE_SPAN_AT;
     NT_CHECK(nt_rma(p, false, cmem, 0, srv, rkey, NT_PIECE_SPAN_AT, span) == HM_SUCCESS);
@@ -416,7 +416,7 @@ static int nt_pieces_check_put(struct nt_peer *p, hm_na_addr_t *srv, const struc
 }
 
 /* Refused at once, nothing posted: too many pieces, none, one outside its key. */
-static int nt_pieces_refusals(struct nt_peer *p, hm_na_addr_t *srv, struct nt_layout *l)
+static int nt_pieces_refusals(struct nt_peer *p, hmi_na_addr_t *srv, struct nt_layout *l)
 {
     unsigned int limit = p->cls->c_rma_iov_limit;
     NT_CHECK(limit >= 1 && limit <= HM_NA_RMA_IOV_MAX);
@@ -438,17 +438,17 @@ static int nt_pieces_refusals(struct nt_peer *p, hm_na_addr_t *srv, struct nt_la
 static int client_rma_pieces(void *arg)
 {
     struct nt_peer p;
-    hm_na_addr_t *srv;
+    hmi_na_addr_t *srv;
     NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
     void *rkey;
     NT_CHECK(nt_get_rkey(&p, srv, &rkey) == 0);
     struct nt_layout l;
     unsigned char *check = malloc(NT_PIECE_REGION);
-    hm_na_mem_t *cmem;
-    NT_CHECK(hm_na_mem_register(p.cls, check, NT_PIECE_REGION, 0, &cmem) == HM_SUCCESS);
+    hmi_na_mem_t *cmem;
+    NT_CHECK(hmi_na_mem_register(p.cls, check, NT_PIECE_REGION, 0, &cmem) == HM_SUCCESS);
     for (int r = 0; r < 2; r++) {
         l.bufs[r] = calloc(1, NT_PIECE_REGION);
-        NT_CHECK(hm_na_mem_register(p.cls, l.bufs[r], NT_PIECE_REGION, HM_NA_ACCESS_READ,
+        NT_CHECK(hmi_na_mem_register(p.cls, l.bufs[r], NT_PIECE_REGION, HM_NA_ACCESS_READ,
                                     &l.mems[r]) == HM_SUCCESS);
     }
     nt_layout_init(&l, rkey);
@@ -465,12 +465,12 @@ static int client_rma_pieces(void *arg)
     NT_CHECK(nt_pieces_check_put(&p, srv, &l, rkey, cmem, check) == 0);
     fprintf(stderr, "%s: %u pieces per op at most, %u ops for %d pieces\n", g_uri, limit, ops,
             NT_PIECES);
-    hm_na_rkey_release(p.ctx, rkey);
+    hmi_na_rkey_release(p.ctx, rkey);
     for (int r = 0; r < 2; r++) {
-        hm_na_mem_deregister(l.mems[r]);
+        hmi_na_mem_deregister(l.mems[r]);
         free(l.bufs[r]);
     }
-    hm_na_mem_deregister(cmem);
+    hmi_na_mem_deregister(cmem);
     free(check);
     nt_client_close(&p, srv);
     return 0;
@@ -489,29 +489,29 @@ static void test_rma_pieces(void **state)
 static int client_cancel(void *arg)
 {
     struct nt_peer p;
-    hm_na_addr_t *srv;
+    hmi_na_addr_t *srv;
     NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
     size_t len = p.cls->c_eager_limit;
     void *desc;
     unsigned char *buf = p.cls->c_ops.msg_buf_alloc(p.cls, len, &desc);
     memset(buf, 0x3c, len);
-    hm_na_op_t **ops = calloc(NT_CANCEL_MAX, sizeof(*ops));
+    hmi_na_op_t **ops = calloc(NT_CANCEL_MAX, sizeof(*ops));
     struct nt_done *done = calloc(NT_CANCEL_MAX, sizeof(*done));
     /* The server does not progress: post until one send stays pending. */
     int n = 0, victim = -1;
     while (n < NT_CANCEL_MAX && victim < 0) {
-        ops[n] = hm_na_op_create(p.cls);
+        ops[n] = hmi_na_op_create(p.cls);
         ops[n]->o_cb = nt_done_cb;
         ops[n]->o_arg = &done[n];
-        NT_CHECK(hm_na_msg_send(p.ctx, srv, buf, len, desc, ops[n]) == HM_SUCCESS);
+        NT_CHECK(hmi_na_msg_send(p.ctx, srv, buf, len, desc, ops[n]) == HM_SUCCESS);
         for (int k = 0; k < 10; k++)
-            hm_na_progress(p.ctx);
+            hmi_na_progress(p.ctx);
         if (!done[n].done)
             victim = n;
         n++;
     }
     NT_CHECK(victim >= 0);
-    NT_CHECK(hm_na_cancel(ops[victim]) == HM_SUCCESS);
+    NT_CHECK(hmi_na_cancel(ops[victim]) == HM_SUCCESS);
     hm_test_signal("posted"); /* the parent lets the server go */
     uint64_t deadline = nt_now_ms() + 30000;
     for (;;) {
@@ -520,7 +520,7 @@ static int client_cancel(void *arg)
             pending += !done[i].done;
         if (pending == 0 || nt_now_ms() > deadline)
             break;
-        hm_na_progress(p.ctx);
+        hmi_na_progress(p.ctx);
     }
     for (int i = 0; i < n; i++) {
         NT_CHECK(done[i].calls == 1); /* exactly once */
@@ -530,9 +530,9 @@ static int client_cancel(void *arg)
             NT_CHECK(done[i].status == HM_SUCCESS);
     }
     /* Cancel after completion: HM_NOENTRY, status unchanged. */
-    NT_CHECK(hm_na_cancel(ops[0]) == HM_NOENTRY);
+    NT_CHECK(hmi_na_cancel(ops[0]) == HM_NOENTRY);
     for (int i = 0; i < n; i++)
-        hm_na_op_destroy(ops[i]);
+        hmi_na_op_destroy(ops[i]);
     free(ops);
     free(done);
     p.cls->c_ops.msg_buf_free(p.cls, buf, desc);
@@ -552,7 +552,7 @@ static void test_cancel(void **state)
 static int client_wait(void *arg)
 {
     struct nt_peer p;
-    hm_na_addr_t *srv;
+    hmi_na_addr_t *srv;
     NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
     NT_CHECK(nt_send_sync(&p, srv, NT_CMD_SLEEP, NT_CMD_LEN) == HM_SUCCESS);
     int fd = p.cls->c_ops.poll_fd(p.ctx);
@@ -560,7 +560,7 @@ static int client_wait(void *arg)
     uint64_t start = nt_now_ms();
     int blocked = 0;
     while (p.head == NULL && nt_now_ms() - start < 10000) {
-        while (hm_na_progress(p.ctx) > 0)
+        while (hmi_na_progress(p.ctx) > 0)
             ;
         if (p.head != NULL)
             break;
@@ -599,11 +599,11 @@ static void test_wait(void **state)
 static int client_mixed(void *arg)
 {
     struct nt_peer p;
-    hm_na_addr_t *srv;
+    hmi_na_addr_t *srv;
     NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
     size_t big = p.cls->c_eager_limit;
     for (int round = 0; round < 2; round++) {
-        hm_na_op_t *ops[NT_MIXED];
+        hmi_na_op_t *ops[NT_MIXED];
         void *bufs[NT_MIXED];
         struct nt_done done[NT_MIXED];
         memset(done, 0, sizeof(done));
@@ -613,10 +613,10 @@ static int client_mixed(void *arg)
             bufs[i] = p.cls->c_ops.msg_buf_alloc(p.cls, len, &desc);
             memset(bufs[i], 0, len);
             memcpy(bufs[i], &i, sizeof(i));
-            ops[i] = hm_na_op_create(p.cls);
+            ops[i] = hmi_na_op_create(p.cls);
             ops[i]->o_cb = nt_done_cb;
             ops[i]->o_arg = &done[i];
-            NT_CHECK(hm_na_msg_send(p.ctx, srv, bufs[i], len, desc, ops[i]) == HM_SUCCESS);
+            NT_CHECK(hmi_na_msg_send(p.ctx, srv, bufs[i], len, desc, ops[i]) == HM_SUCCESS);
         }
         unsigned int got = 0;
         int seen[NT_MIXED] = {0};
@@ -639,7 +639,7 @@ static int client_mixed(void *arg)
         for (int i = 0; i < NT_MIXED; i++) {
             NT_CHECK(nt_wait_flag(&p, &done[i].done, 20000) == 0);
             NT_CHECK(done[i].calls == 1 && done[i].status == HM_SUCCESS);
-            hm_na_op_destroy(ops[i]);
+            hmi_na_op_destroy(ops[i]);
             p.cls->c_ops.msg_buf_free(p.cls, bufs[i], NULL);
         }
     }
@@ -670,7 +670,7 @@ static void test_first_contact_mixed(void **state)
 static int client_last_words(void *arg)
 {
     struct nt_peer p;
-    hm_na_addr_t *srv;
+    hmi_na_addr_t *srv;
     NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
     NT_CHECK(nt_send_sync(&p, srv, NT_CMD_HOLD, NT_CMD_LEN) == HM_SUCCESS);
     struct nt_msg *m = nt_wait_msg(&p, 20000);

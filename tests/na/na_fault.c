@@ -1,7 +1,7 @@
 /*
  * NA fault tests, per protocol: the peer process is killed (SIGKILL) while
  * operations to it are pending. Every pending op must complete exactly once
- * with an error, hm_na_peer_failed must fire once for that address, new
+ * with an error, hmi_na_peer_failed must fire once for that address, new
  * posts must fail with HM_UNREACHABLE, and nothing may hang.
  */
 #include <setjmp.h>
@@ -29,7 +29,7 @@ struct nf_done {
     hm_return_t status;
 };
 
-static void nf_cb(hm_na_op_t *op, hm_return_t status)
+static void nf_cb(hmi_na_op_t *op, hm_return_t status)
 {
     struct nf_done *d = op->o_arg;
     d->done = 1;
@@ -40,7 +40,7 @@ static void nf_cb(hm_na_op_t *op, hm_return_t status)
 static int client_peer_dies(void *arg)
 {
     struct nt_peer p;
-    hm_na_addr_t *srv;
+    hmi_na_addr_t *srv;
     NT_CHECK(nt_peer_open(&p, g_uri) == 0);
     NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, arg, &srv) == HM_SUCCESS);
     /* The server answers, then stops progressing (alive but deaf). */
@@ -52,17 +52,17 @@ static int client_peer_dies(void *arg)
     void *desc;
     unsigned char *buf = p.cls->c_ops.msg_buf_alloc(p.cls, len, &desc);
     memset(buf, 0x5a, len);
-    hm_na_op_t **ops = calloc(NF_MAX, sizeof(*ops));
+    hmi_na_op_t **ops = calloc(NF_MAX, sizeof(*ops));
     struct nf_done *done = calloc(NF_MAX, sizeof(*done));
     int n = 0, pending = 0;
     while (n < NF_MAX && pending < 4) {
-        ops[n] = hm_na_op_create(p.cls);
+        ops[n] = hmi_na_op_create(p.cls);
         ops[n]->o_cb = nf_cb;
         ops[n]->o_arg = &done[n];
-        NT_CHECK(hm_na_msg_send(p.ctx, srv, buf, len, desc, ops[n]) == HM_SUCCESS);
+        NT_CHECK(hmi_na_msg_send(p.ctx, srv, buf, len, desc, ops[n]) == HM_SUCCESS);
         n++;
         for (int k = 0; k < 5; k++)
-            hm_na_progress(p.ctx);
+            hmi_na_progress(p.ctx);
         pending = 0;
         for (int i = 0; i < n; i++)
             pending += !done[i].done;
@@ -78,7 +78,7 @@ static int client_peer_dies(void *arg)
             pending += !done[i].done;
         if (pending == 0 && p.failed > 0)
             break;
-        hm_na_progress(p.ctx);
+        hmi_na_progress(p.ctx);
     }
     int errors = 0;
     for (int i = 0; i < n; i++) {
@@ -90,18 +90,18 @@ static int client_peer_dies(void *arg)
     NT_CHECK(p.failed == 1);
     NT_CHECK(p.failed_addr == srv);
     /* New posts to the dead peer fail at once. */
-    hm_na_op_t *op = hm_na_op_create(p.cls);
+    hmi_na_op_t *op = hmi_na_op_create(p.cls);
     op->o_cb = nf_cb;
     struct nf_done d = {0};
     op->o_arg = &d;
-    NT_CHECK(hm_na_msg_send(p.ctx, srv, buf, 16, desc, op) == HM_UNREACHABLE);
+    NT_CHECK(hmi_na_msg_send(p.ctx, srv, buf, 16, desc, op) == HM_UNREACHABLE);
     /* A lookup of the dead URI does not hang (tcp may only fail later). */
     char uri[1024];
     size_t size = sizeof(uri);
     NT_CHECK(p.cls->c_ops.addr_to_string(p.ctx, srv, uri, &size) == HM_SUCCESS);
-    hm_na_op_destroy(op);
+    hmi_na_op_destroy(op);
     for (int i = 0; i < n; i++)
-        hm_na_op_destroy(ops[i]);
+        hmi_na_op_destroy(ops[i]);
     free(ops);
     free(done);
     p.cls->c_ops.msg_buf_free(p.cls, buf, desc);

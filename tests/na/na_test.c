@@ -17,7 +17,7 @@ uint64_t nt_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static void nt_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr_t token)
+static void nt_recv_cb(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token)
 {
     struct nt_peer *p = arg;
     if (((uintptr_t)buf & 7u) != 0)
@@ -34,10 +34,10 @@ static void nt_recv_cb(void *arg, hm_na_addr_t *source, void *buf, size_t len, u
         p->tail = &m->next;
         p->nmsgs++;
     }
-    hm_na_msg_release(p->ctx, token);
+    hmi_na_msg_release(p->ctx, token);
 }
 
-static void nt_fail_cb(void *arg, hm_na_addr_t *peer)
+static void nt_fail_cb(void *arg, hmi_na_addr_t *peer)
 {
     struct nt_peer *p = arg;
     p->failed++;
@@ -48,15 +48,15 @@ int nt_peer_open(struct nt_peer *p, const char *uri)
 {
     memset(p, 0, sizeof(*p));
     p->tail = &p->head;
-    hm_return_t ret = hm_na_class_open(uri, &p->cls);
+    hm_return_t ret = hmi_na_class_open(uri, &p->cls);
     if (ret != HM_SUCCESS) {
         fprintf(stderr, "class_open(%s): %s\n", uri, hm_strerror(ret));
         return 1;
     }
-    ret = hm_na_context_open(p->cls, 0, nt_recv_cb, p, nt_fail_cb, p, &p->ctx);
+    ret = hmi_na_context_open(p->cls, 0, nt_recv_cb, p, nt_fail_cb, p, &p->ctx);
     if (ret != HM_SUCCESS) {
         fprintf(stderr, "context_open(%s): %s\n", uri, hm_strerror(ret));
-        hm_na_class_close(p->cls);
+        hmi_na_class_close(p->cls);
         return 1;
     }
     return 0;
@@ -75,14 +75,14 @@ void nt_peer_close(struct nt_peer *p)
         p->head = m->next;
         nt_msg_free(p, m);
     }
-    hm_na_context_close(p->ctx);
-    hm_na_class_close(p->cls);
+    hmi_na_context_close(p->ctx);
+    hmi_na_class_close(p->cls);
 }
 
 int nt_self_uri(struct nt_peer *p, char *buf, size_t size)
 {
-    const struct hm_na_ops *ops = &p->cls->c_ops;
-    hm_na_addr_t *self;
+    const struct hmi_na_ops *ops = &p->cls->c_ops;
+    hmi_na_addr_t *self;
     if (ops->addr_self(p->ctx, &self) != HM_SUCCESS)
         return 1;
     hm_return_t ret = ops->addr_to_string(p->ctx, self, buf, &size);
@@ -94,7 +94,7 @@ struct nt_msg *nt_wait_msg(struct nt_peer *p, int timeout_ms)
 {
     uint64_t deadline = nt_now_ms() + (uint64_t)timeout_ms;
     while (p->head == NULL && nt_now_ms() < deadline)
-        hm_na_progress(p->ctx);
+        hmi_na_progress(p->ctx);
     struct nt_msg *m = p->head;
     if (m != NULL) {
         p->head = m->next;
@@ -108,20 +108,20 @@ int nt_wait_flag(struct nt_peer *p, volatile int *flag, int timeout_ms)
 {
     uint64_t deadline = nt_now_ms() + (uint64_t)timeout_ms;
     while (*flag == 0 && nt_now_ms() < deadline)
-        hm_na_progress(p->ctx);
+        hmi_na_progress(p->ctx);
     return *flag ? 0 : -1;
 }
 
-static void nt_sync_cb(hm_na_op_t *op, hm_return_t status)
+static void nt_sync_cb(hmi_na_op_t *op, hm_return_t status)
 {
     int *done = op->o_arg;
     *done = 1;
     (void)status;
 }
 
-hm_return_t nt_send_sync(struct nt_peer *p, hm_na_addr_t *dest, const void *buf, size_t len)
+hm_return_t nt_send_sync(struct nt_peer *p, hmi_na_addr_t *dest, const void *buf, size_t len)
 {
-    hm_na_op_t *op = hm_na_op_create(p->cls);
+    hmi_na_op_t *op = hmi_na_op_create(p->cls);
     void *desc;
     void *mbuf = p->cls->c_ops.msg_buf_alloc(p->cls, len, &desc);
     if (op == NULL || mbuf == NULL)
@@ -131,7 +131,7 @@ hm_return_t nt_send_sync(struct nt_peer *p, hm_na_addr_t *dest, const void *buf,
     volatile int done = 0;
     op->o_cb = nt_sync_cb;
     op->o_arg = (void *)&done;
-    hm_return_t ret = hm_na_msg_send(p->ctx, dest, mbuf, len, desc, op);
+    hm_return_t ret = hmi_na_msg_send(p->ctx, dest, mbuf, len, desc, op);
     if (ret == HM_SUCCESS) {
         if (nt_wait_flag(p, &done, 20000) != 0)
             ret = HM_TIMEOUT; /* op leaks on purpose: UCX may still use it */
@@ -140,13 +140,13 @@ hm_return_t nt_send_sync(struct nt_peer *p, hm_na_addr_t *dest, const void *buf,
     }
     if (ret != HM_TIMEOUT) {
         p->cls->c_ops.msg_buf_free(p->cls, mbuf, desc);
-        hm_na_op_destroy(op);
+        hmi_na_op_destroy(op);
     }
     return ret;
 }
 
 /* Server-side handling of one command; 1 when it is QUIT. */
-static int nt_server_cmd(struct nt_peer *p, struct nt_msg *m, hm_na_mem_t **mem,
+static int nt_server_cmd(struct nt_peer *p, struct nt_msg *m, hmi_na_mem_t **mem,
                          unsigned char **region)
 {
     if (memcmp(m->data, NT_CMD_QUIT, NT_CMD_LEN) == 0)
@@ -156,13 +156,13 @@ static int nt_server_cmd(struct nt_peer *p, struct nt_msg *m, hm_na_mem_t **mem,
             *region = malloc(NT_RMA_SIZE);
             for (size_t i = 0; i < NT_RMA_SIZE; i++)
                 (*region)[i] = nt_pattern(i, 1);
-            if (hm_na_mem_register(p->cls, *region, NT_RMA_SIZE,
+            if (hmi_na_mem_register(p->cls, *region, NT_RMA_SIZE,
                                    HM_NA_ACCESS_READ | HM_NA_ACCESS_WRITE, mem) != HM_SUCCESS)
                 fprintf(stderr, "server: mem_register failed\n");
         }
         unsigned char key[1024];
         size_t size = sizeof(key);
-        if (hm_na_mem_key_pack(*mem, key, &size) == HM_SUCCESS)
+        if (hmi_na_mem_key_pack(*mem, key, &size) == HM_SUCCESS)
             nt_send_sync(p, m->src, key, size);
         return 0;
     }
@@ -206,7 +206,7 @@ int nt_server_main(void *arg)
     /* The cancel test wants a server that does not progress until told. */
     if (getenv("NT_SERVER_WAIT_GO") != NULL)
         hm_test_await(go, sizeof(go), 60000);
-    hm_na_mem_t *mem = NULL;
+    hmi_na_mem_t *mem = NULL;
     unsigned char *region = NULL;
     int rc = 0;
     /* NT_SERVER_EXPECT=N: exactly N data messages must come before QUIT. */
@@ -253,7 +253,7 @@ int nt_server_main(void *arg)
         rc = 1;
     }
     if (mem != NULL)
-        hm_na_mem_deregister(mem);
+        hmi_na_mem_deregister(mem);
     free(region);
     nt_peer_close(&p);
     return rc;

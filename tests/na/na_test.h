@@ -32,19 +32,19 @@
 
 struct nt_msg {
     struct nt_msg *next;
-    hm_na_addr_t *src; /* referenced */
+    hmi_na_addr_t *src; /* referenced */
     size_t len;
     unsigned char data[];
 };
 
 struct nt_peer {
-    hm_na_class_t *cls;
-    hm_na_context_t *ctx;
+    hmi_na_class_t *cls;
+    hmi_na_context_t *ctx;
     struct nt_msg *head, **tail;
     unsigned int nmsgs;
     unsigned int misaligned;
     unsigned int failed;
-    hm_na_addr_t *failed_addr;
+    hmi_na_addr_t *failed_addr;
 };
 
 /* Open class and context 0 for `uri`. 0 or 1. */
@@ -58,7 +58,7 @@ void nt_msg_free(struct nt_peer *p, struct nt_msg *m);
 /* Progress until *flag != 0 or timeout. 0 or -1. */
 int nt_wait_flag(struct nt_peer *p, volatile int *flag, int timeout_ms);
 /* Send `len` bytes to `dest` and wait for completion; the status. */
-hm_return_t nt_send_sync(struct nt_peer *p, hm_na_addr_t *dest, const void *buf, size_t len);
+hm_return_t nt_send_sync(struct nt_peer *p, hmi_na_addr_t *dest, const void *buf, size_t len);
 /* Pattern byte i of a message/region tagged `tag`. */
 static inline unsigned char nt_pattern(size_t i, size_t tag)
 {

@@ -22,7 +22,7 @@ static const char *g_uri;
 static int client_lanes(void *arg)
 {
     struct nt_peer p;
-    hm_na_addr_t *srv;
+    hmi_na_addr_t *srv;
     NT_CHECK(nt_peer_open(&p, g_uri) == 0);
     NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, arg, &srv) == HM_SUCCESS);
     unsigned char ping[16] = "lanes";

@@ -102,7 +102,7 @@ static void test_tunables(void **state)
 {
     (void)state;
     int n = 0;
-    for (const struct hm_na_tunable *t = hmi_ucx_tunables; t->env; t++, n++) {
+    for (const struct hmi_na_tunable *t = hmi_ucx_tunables; t->env; t++, n++) {
         assert_non_null(t->def);
         assert_non_null(t->help);
         assert_true(strncmp(t->env, "HM_UCX_", 7) == 0);

@@ -153,7 +153,7 @@ static void test_key_codec(void **state)
 {
     (void)state;
     char region[100] = {0};
-    hm_na_mem_t mem = {.m_base = region, .m_len = sizeof(region), .m_access = RW};
+    hmi_na_mem_t mem = {.m_base = region, .m_len = sizeof(region), .m_access = RW};
     assert_int_equal(hmi_keytab_add(region, sizeof(region), RW, &mem.m_slot, &mem.m_key),
                      HM_SUCCESS);
     mem.m_exposed = true;

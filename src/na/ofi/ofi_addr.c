@@ -1,5 +1,5 @@
 /*
- * Peers. Each context keeps one canonical hm_na_addr_t per remote endpoint,
+ * Peers. Each context keeps one canonical hmi_na_addr_t per remote endpoint,
  * found by fi_addr_t (FI_SOURCE completions) or by endpoint name (lookups and
  * names carried in message headers). The context owns its peers until it
  * closes: addr_unref only drops a count, so the pointer the core compares
@@ -40,7 +40,7 @@ static bool addr_name_eq(const struct ofi_name *a, const struct ofi_name *b)
     return a->n_len == b->n_len && memcmp(a->n_bytes, b->n_bytes, a->n_len) == 0;
 }
 
-static void addr_free(hm_na_addr_t *peer)
+static void addr_free(hmi_na_addr_t *peer)
 {
     hmi_ofi_bell_peer_close(peer);
     if (peer->a_pidfd >= 0)
@@ -49,29 +49,29 @@ static void addr_free(hm_na_addr_t *peer)
 }
 
 /* Watch the pid of a peer that lives on this host; false if it is gone already. */
-static bool addr_watch_pid(struct ofi_context *x, hm_na_addr_t *peer)
+static bool addr_watch_pid(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     bool gone;
-    peer->a_pidfd = hm_na_pid_watch(x->x_epfd, peer->a_pid, peer, &gone);
+    peer->a_pidfd = hmi_na_pid_watch(x->x_epfd, peer->a_pid, peer, &gone);
     if (peer->a_pidfd >= 0)
         x->x_npeers_watched++;
     return !gone;
 }
 
-static void addr_unwatch_pid(struct ofi_context *x, hm_na_addr_t *peer)
+static void addr_unwatch_pid(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     if (peer->a_pidfd < 0)
         return;
-    hm_na_pid_unwatch(x->x_epfd, peer->a_pidfd);
+    hmi_na_pid_unwatch(x->x_epfd, peer->a_pidfd);
     peer->a_pidfd = -1;
     x->x_npeers_watched--;
 }
 
 /* Insert a new peer into the AV and both maps. */
-static hm_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *name, pid_t pid,
+static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *name, pid_t pid,
                                  uint64_t hash)
 {
-    hm_na_addr_t *peer = calloc(1, sizeof(*peer));
+    hmi_na_addr_t *peer = calloc(1, sizeof(*peer));
     if (peer == NULL)
         return NULL;
     peer->a_refs = 1; /* the context's */
@@ -108,21 +108,21 @@ err_free:
     return NULL;
 }
 
-hm_na_addr_t *hmi_ofi_peer_get(struct ofi_context *x, const struct ofi_name *name, pid_t pid)
+hmi_na_addr_t *hmi_ofi_peer_get(struct ofi_context *x, const struct ofi_name *name, pid_t pid)
 {
     uint64_t hash = addr_name_hash(name);
-    for (hm_na_addr_t *p = hmi_hmap_get(&x->x_by_name, hash); p; p = p->a_name_next)
+    for (hmi_na_addr_t *p = hmi_hmap_get(&x->x_by_name, hash); p; p = p->a_name_next)
         if (addr_name_eq(&p->a_name, name))
             return p;
     return addr_create(x, name, pid, hash);
 }
 
-hm_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
+hmi_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
                                   const struct ofi_hdr_view *view)
 {
     /* A carried name wins: shm's FI_SOURCE names a wrong AV entry (ours,
      * index 0) for a sender that is not in our AV yet. */
-    hm_na_addr_t *peer = NULL;
+    hmi_na_addr_t *peer = NULL;
     if (view->h_name) {
         struct ofi_name name = {.n_len = (uint8_t)view->h_name_len};
         memcpy(name.n_bytes, view->h_name, view->h_name_len);
@@ -145,7 +145,7 @@ hm_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
  * and rxm keeps those it accepted for a dead peer forever (no completion,
  * not even an error). The provider may still hold the latter's context; a
  * completion for it arriving later finds the op no longer posted and is
- * ignored by hm_na_op_complete, unless the op was posted again meanwhile
+ * ignored by hmi_na_op_complete, unless the op was posted again meanwhile
  * (documented gap: libfabric offers no way to take a send back).
  *
  * An RMA still in the provider is the exception where the provider returns
@@ -161,7 +161,7 @@ hm_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
  * context (shm), nothing will ever name the op again: it is finished now.
  * One queued for a retry with parts out ends in the retry pass once they are.
  */
-static void addr_fail_list(struct hmi_list *list, hm_na_addr_t *peer)
+static void addr_fail_list(struct hmi_list *list, hmi_na_addr_t *peer)
 {
     bool wait_rma = peer->a_ctx->x_cls->k_quirk->q_rma_fails_named;
     struct hmi_list *l = list->next;
@@ -182,13 +182,13 @@ static void addr_fail_list(struct hmi_list *list, hm_na_addr_t *peer)
     }
 }
 
-static void addr_fail_queued(struct ofi_context *x, hm_na_addr_t *peer)
+static void addr_fail_queued(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     addr_fail_list(&x->x_retry, peer);
     addr_fail_list(&x->x_posted, peer);
 }
 
-void hmi_ofi_peer_fail(struct ofi_context *x, hm_na_addr_t *peer, const char *why)
+void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *why)
 {
     if (peer->a_dead || peer->a_self)
         return;
@@ -200,7 +200,7 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hm_na_addr_t *peer, const char *wh
     hmi_log(HMI_SUBSYS_NA, HMI_LOG_INFO, "ofi: peer %s is dead: %s", uri, why);
     addr_unwatch_pid(x, peer);
     addr_fail_queued(x, peer);
-    hm_na_peer_failed(x->x_na, peer);
+    hmi_na_peer_failed(x->x_na, peer);
 }
 
 /* ---- Sweeps: pidfds and probes --------------------------------------------- */
@@ -208,16 +208,16 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hm_na_addr_t *peer, const char *wh
 struct addr_sweep {
     struct ofi_context *x;
     uint64_t now;
-    hm_na_addr_t *probe[ADDR_SWEEP_MAX];
+    hmi_na_addr_t *probe[ADDR_SWEEP_MAX];
     size_t nprobe;
-    hm_na_addr_t *stuck[ADDR_SWEEP_MAX];
+    hmi_na_addr_t *stuck[ADDR_SWEEP_MAX];
     size_t nstuck;
 };
 
 static void addr_sweep_one(uint64_t key, void *value, void *arg)
 {
     struct addr_sweep *sw = arg;
-    hm_na_addr_t *peer = value;
+    hmi_na_addr_t *peer = value;
     if (peer->a_stuck_since_ns && !peer->a_dead &&
         sw->now - peer->a_stuck_since_ns >= sw->x->x_cls->k_stuck_ns &&
         sw->nstuck < ADDR_SWEEP_MAX) {
@@ -236,7 +236,7 @@ static void addr_sweep_one(uint64_t key, void *value, void *arg)
         sw->probe[sw->nprobe++] = peer;
 }
 
-static void addr_probe(struct ofi_context *x, hm_na_addr_t *peer)
+static void addr_probe(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     size_t len;
     struct ofi_name none = {0};
@@ -253,14 +253,14 @@ static void addr_probe(struct ofi_context *x, hm_na_addr_t *peer)
 }
 
 /* A receive cleared a_await; the layers above still wait on the peer. */
-void hmi_ofi_peer_expect(hm_na_context_t *ctx, hm_na_addr_t *peer)
+void hmi_ofi_peer_expect(hmi_na_context_t *ctx, hmi_na_addr_t *peer)
 {
     (void)ctx;
     if (!peer->a_dead && !peer->a_self)
         peer->a_await = true; /* the sweep starts the quiet clock */
 }
 
-void hmi_ofi_probe_done(struct ofi_context *x, hm_na_addr_t *peer, int err)
+void hmi_ofi_probe_done(struct ofi_context *x, hmi_na_addr_t *peer, int err)
 {
     peer->a_probing = false;
     if (err != 0 && err != FI_ECANCELED && hmi_ofi_status(err) == HM_UNREACHABLE)
@@ -308,7 +308,7 @@ void hmi_ofi_peers_clear(struct ofi_context *x)
 
 /* ---- The contract's address slots ------------------------------------------ */
 
-hm_return_t hmi_ofi_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **out)
+hm_return_t hmi_ofi_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **out)
 {
     struct ofi_context *x = ofi_ctx(ctx);
     const struct ofi_quirk *q = x->x_cls->k_quirk;
@@ -326,7 +326,7 @@ hm_return_t hmi_ofi_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_add
                 ret == HM_UNREACHABLE ? "cannot resolve" : "malformed", uri);
         return ret;
     }
-    hm_na_addr_t *peer = hmi_ofi_peer_get(x, &name, pid);
+    hmi_na_addr_t *peer = hmi_ofi_peer_get(x, &name, pid);
     if (peer == NULL)
         return HM_NOMEM;
     if (peer->a_dead) {
@@ -338,7 +338,7 @@ hm_return_t hmi_ofi_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_add
     return HM_SUCCESS;
 }
 
-hm_return_t hmi_ofi_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out)
+hm_return_t hmi_ofi_addr_self(hmi_na_context_t *ctx, hmi_na_addr_t **out)
 {
     struct ofi_context *x = ofi_ctx(ctx);
     if (x->x_self == NULL) {
@@ -351,26 +351,26 @@ hm_return_t hmi_ofi_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out)
     return HM_SUCCESS;
 }
 
-hm_return_t hmi_ofi_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
+hm_return_t hmi_ofi_addr_to_string(hmi_na_context_t *ctx, hmi_na_addr_t *addr, char *buf,
                                    size_t *size)
 {
     const struct ofi_quirk *q = ofi_ctx(ctx)->x_cls->k_quirk;
     return hmi_ofi_uri_format(q->q_addr, q->q_protocol, &addr->a_name, addr->a_pid, buf, size);
 }
 
-uint32_t hmi_ofi_addr_pid(hm_na_addr_t *addr)
+uint32_t hmi_ofi_addr_pid(hmi_na_addr_t *addr)
 {
     /* shm: the pid in the peer's URI and message headers (the one we watch). */
     bool shm = addr->a_ctx != NULL && addr->a_ctx->x_cls->k_quirk->q_addr == OFI_ADDR_SHM;
     return shm && addr->a_pid > 0 ? (uint32_t)addr->a_pid : 0;
 }
 
-void hmi_ofi_addr_ref(hm_na_addr_t *addr)
+void hmi_ofi_addr_ref(hmi_na_addr_t *addr)
 {
     addr->a_refs++;
 }
 
-void hmi_ofi_addr_unref(hm_na_addr_t *addr)
+void hmi_ofi_addr_unref(hmi_na_addr_t *addr)
 {
     /* The context keeps its peers until it closes (see the top of the file). */
     if (hmi_unlikely(addr->a_refs <= 1)) {

@@ -116,19 +116,19 @@ void hmi_ofi_bell_close(struct ofi_context *x)
     x->x_bell_fd = -1;
 }
 
-void hmi_ofi_bell_peer_open(struct ofi_context *x, hm_na_addr_t *peer)
+void hmi_ofi_bell_peer_open(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     peer->a_armed = peer->a_self ? x->x_armed : bell_map(&peer->a_name, false);
 }
 
-void hmi_ofi_bell_peer_close(hm_na_addr_t *peer)
+void hmi_ofi_bell_peer_close(hmi_na_addr_t *peer)
 {
     if (peer->a_armed && !peer->a_self)
         munmap((void *)peer->a_armed, sizeof(atomic_uint));
     peer->a_armed = NULL;
 }
 
-void hmi_ofi_bell_ring_slow(struct ofi_context *x, hm_na_addr_t *peer)
+void hmi_ofi_bell_ring_slow(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     if (atomic_exchange(peer->a_armed, 0) == 0)
         return;

@@ -72,10 +72,10 @@ void hmi_ofi_op_finish(struct ofi_op *p, hm_return_t status)
     hmi_ofi_op_unlink(p);
     if (p->p_canceled)
         status = HM_CANCELED;
-    hm_na_op_complete(p->p_na, status);
+    hmi_na_op_complete(p->p_na, status);
 }
 
-void hmi_ofi_peer_pushback(hm_na_addr_t *peer, bool again)
+void hmi_ofi_peer_pushback(hmi_na_addr_t *peer, bool again)
 {
     if (!again)
         peer->a_stuck_since_ns = 0;
@@ -116,7 +116,7 @@ static hm_return_t ctx_name_shm_endpoint(struct ofi_context *x, unsigned int ind
 }
 
 /* Endpoint, AV and CQ, bound and enabled. */
-static hm_return_t ctx_open_endpoint(hm_na_context_t *ctx, struct ofi_context *x)
+static hm_return_t ctx_open_endpoint(hmi_na_context_t *ctx, struct ofi_context *x)
 {
     struct ofi_class *k = x->x_cls;
     const char *prov = k->k_quirk->q_provider;
@@ -220,7 +220,7 @@ static void ctx_release(struct ofi_context *x)
  * domain and otherwise logs why it falls back to it. Per-context domains
  * would need registrations per domain first.
  */
-static void ctx_check_device(hm_na_context_t *ctx, const struct ofi_class *k)
+static void ctx_check_device(hmi_na_context_t *ctx, const struct ofi_class *k)
 {
     const char *own = k->k_info->domain_attr->name;
     bool known = false;
@@ -236,7 +236,7 @@ static void ctx_check_device(hm_na_context_t *ctx, const struct ofi_class *k)
             known ? " (memory is registered on the class's domain only)" : "");
 }
 
-hm_return_t hmi_ofi_context_open(hm_na_context_t *ctx)
+hm_return_t hmi_ofi_context_open(hmi_na_context_t *ctx)
 {
     struct ofi_context *x = ofi_ctx(ctx);
     x->x_na = ctx;
@@ -263,7 +263,7 @@ hm_return_t hmi_ofi_context_open(hm_na_context_t *ctx)
         return ret;
     }
     hmi_ofi_slabs_repost(x);
-    hm_na_context_t *none = NULL;
+    hmi_na_context_t *none = NULL;
     atomic_compare_exchange_strong(&x->x_cls->k_mr_ctx, &none, ctx);
     return HM_SUCCESS;
 }
@@ -279,10 +279,10 @@ static void ctx_cancel_list(struct hmi_list *list)
     }
 }
 
-void hmi_ofi_context_close(hm_na_context_t *ctx)
+void hmi_ofi_context_close(hmi_na_context_t *ctx)
 {
     struct ofi_context *x = ofi_ctx(ctx);
-    hm_na_context_t *self = ctx;
+    hmi_na_context_t *self = ctx;
     atomic_compare_exchange_strong(&x->x_cls->k_mr_ctx, &self, NULL);
     /* The endpoint goes first: then the provider holds no buffer of ours. */
     fi_close(&x->x_ep->fid);
@@ -315,7 +315,7 @@ static void ctx_handle_error(struct ofi_context *x)
         hmi_ofi_recv_done(x, (struct ofi_slab *)req, NULL, 0, err.flags, FI_ADDR_NOTAVAIL);
         break;
     case OFI_REQ_PROBE:
-        hmi_ofi_probe_done(x, hmi_container_of(req, hm_na_addr_t, a_probe), err.err);
+        hmi_ofi_probe_done(x, hmi_container_of(req, hmi_na_addr_t, a_probe), err.err);
         break;
     case OFI_REQ_OP: {
         struct ofi_op *p = (struct ofi_op *)req;
@@ -352,7 +352,7 @@ static void ctx_handle_entry(struct ofi_context *x, const struct fi_cq_data_entr
         break;
     }
     case OFI_REQ_PROBE:
-        hmi_ofi_probe_done(x, hmi_container_of(req, hm_na_addr_t, a_probe), 0);
+        hmi_ofi_probe_done(x, hmi_container_of(req, hmi_na_addr_t, a_probe), 0);
         break;
     }
 }
@@ -438,7 +438,7 @@ static int ctx_retry_ops(struct ofi_context *x)
     return events;
 }
 
-int hmi_ofi_progress(hm_na_context_t *ctx)
+int hmi_ofi_progress(hmi_na_context_t *ctx)
 {
     struct ofi_context *x = ofi_ctx(ctx);
     if (hmi_unlikely(x->x_sleeping))
@@ -459,7 +459,7 @@ int hmi_ofi_progress(hm_na_context_t *ctx)
     return events;
 }
 
-int hmi_ofi_poll_fd(hm_na_context_t *ctx)
+int hmi_ofi_poll_fd(hmi_na_context_t *ctx)
 {
     return ofi_ctx(ctx)->x_epfd;
 }
@@ -483,7 +483,7 @@ static hm_return_t ctx_arm_doorbell(struct ofi_context *x)
     return HM_AGAIN; /* progress disarms and handles it */
 }
 
-hm_return_t hmi_ofi_poll_arm(hm_na_context_t *ctx)
+hm_return_t hmi_ofi_poll_arm(hmi_na_context_t *ctx)
 {
     struct ofi_context *x = ofi_ctx(ctx);
     if (!hmi_list_empty(&x->x_retry) || !hmi_list_empty(&x->x_repost) || x->x_nstash)
@@ -496,7 +496,7 @@ hm_return_t hmi_ofi_poll_arm(hm_na_context_t *ctx)
     return fi_trywait(x->x_cls->k_fabric, fids, 1) == 0 ? HM_SUCCESS : HM_AGAIN;
 }
 
-hm_return_t hmi_ofi_cancel(hm_na_context_t *ctx, hm_na_op_t *op)
+hm_return_t hmi_ofi_cancel(hmi_na_context_t *ctx, hmi_na_op_t *op)
 {
     struct ofi_context *x = ofi_ctx(ctx);
     struct ofi_op *p = ofi_op(op);

@@ -186,7 +186,7 @@ hm_return_t hmi_ofi_hdr_parse(uint8_t *wire, size_t len, struct ofi_hdr_view *vi
 
 /* What an fi_context points at: told apart by the kind that follows it. */
 enum ofi_req_kind {
-    OFI_REQ_OP = 1,    /* an hm_na_op_t (send, put, get) */
+    OFI_REQ_OP = 1,    /* an hmi_na_op_t (send, put, get) */
     OFI_REQ_SLAB = 2,  /* a receive slab */
     OFI_REQ_PROBE = 3, /* a peer's liveness probe */
 };
@@ -220,7 +220,7 @@ bool hmi_ofi_slab_release(struct ofi_slab *slab);
 
 /* ---- Plugin objects -------------------------------------------------------- */
 
-/* Most distinct domains a class lists as devices (hm_na_ops.devices). */
+/* Most distinct domains a class lists as devices (hmi_na_ops.devices). */
 #define OFI_DEVICES_MAX 16u
 
 struct ofi_class {
@@ -246,11 +246,11 @@ struct ofi_class {
     bool k_listen_set;      /* the URI named a listen address */
     struct ofi_name k_listen;
     uint64_t _Atomic k_next_key; /* keys we choose without FI_MR_PROV_KEY */
-    hm_na_context_t *_Atomic k_mr_ctx; /* endpoint MRs bind to, with FI_MR_ENDPOINT */
+    hmi_na_context_t *_Atomic k_mr_ctx; /* endpoint MRs bind to, with FI_MR_ENDPOINT */
 };
 
 struct ofi_context {
-    hm_na_context_t *x_na;
+    hmi_na_context_t *x_na;
     struct ofi_class *x_cls;
     struct fid_ep *x_ep;
     struct fid_av *x_av;
@@ -259,7 +259,7 @@ struct ofi_context {
     int x_cq_fd;              /* -1 if the CQ has no usable fd */
     struct ofi_name x_name;   /* our endpoint name */
     pid_t x_pid;
-    hm_na_addr_t *x_self;
+    hmi_na_addr_t *x_self;
     struct hmi_hmap x_by_fi;   /* fi_addr_t -> peer */
     struct hmi_hmap x_by_name; /* hash of name -> peer (collisions chained in peer) */
     struct ofi_slab *x_slabs;
@@ -283,12 +283,12 @@ struct ofi_context {
     fi_addr_t x_stash_src[16];
 };
 
-struct hm_na_addr {
+struct hmi_na_addr {
     unsigned int a_refs;
     struct ofi_context *a_ctx;
     fi_addr_t a_fi;
     struct ofi_name a_name;
-    hm_na_addr_t *a_name_next; /* same name hash */
+    hmi_na_addr_t *a_name_next; /* same name hash */
     pid_t a_pid;
     int a_pidfd;
     bool a_self;
@@ -309,9 +309,9 @@ enum ofi_op_kind { OFI_OP_SEND = 1, OFI_OP_PUT, OFI_OP_GET };
 
 struct ofi_op {
     struct ofi_req p_req;  /* first */
-    hm_na_op_t *p_na;
+    hmi_na_op_t *p_na;
     struct hmi_list p_link; /* x_retry or x_posted */
-    hm_na_addr_t *p_peer;   /* one reference while the op lives */
+    hmi_na_addr_t *p_peer;   /* one reference while the op lives */
     uint8_t p_kind;
     bool p_canceled;
     bool p_queued;          /* on x_retry */
@@ -358,19 +358,19 @@ struct ofi_rkey {
     uint64_t r_key;
 };
 
-static inline struct ofi_class *ofi_class(const hm_na_class_t *cls)
+static inline struct ofi_class *ofi_class(const hmi_na_class_t *cls)
 {
-    return hm_na_class_priv(cls);
+    return hmi_na_class_priv(cls);
 }
 
-static inline struct ofi_context *ofi_ctx(const hm_na_context_t *ctx)
+static inline struct ofi_context *ofi_ctx(const hmi_na_context_t *ctx)
 {
-    return hm_na_context_priv(ctx);
+    return hmi_na_context_priv(ctx);
 }
 
-static inline struct ofi_op *ofi_op(const hm_na_op_t *op)
+static inline struct ofi_op *ofi_op(const hmi_na_op_t *op)
 {
-    return hm_na_op_priv(op);
+    return hmi_na_op_priv(op);
 }
 
 /* Log a libfabric failure with its own string; returns the hm code for it. */
@@ -379,18 +379,18 @@ hm_return_t hmi_ofi_error(const char *what, const char *detail, int fi_ret);
 hm_return_t hmi_ofi_status(int fi_err);
 
 /* ofi_plugin.c */
-size_t hmi_ofi_inject_size(const hm_na_class_t *cls);
+size_t hmi_ofi_inject_size(const hmi_na_class_t *cls);
 /* Register `buf` for `access` (FI_SEND|FI_RECV|...); binds to an endpoint if needed. */
 hm_return_t hmi_ofi_mr_reg(struct ofi_class *k, struct ofi_context *x, void *buf, size_t len,
                            uint64_t access, struct fid_mr **mr_out, void **desc_out);
 
 /* ofi_context.c */
-hm_return_t hmi_ofi_context_open(hm_na_context_t *ctx);
-void hmi_ofi_context_close(hm_na_context_t *ctx);
-int hmi_ofi_progress(hm_na_context_t *ctx);
-int hmi_ofi_poll_fd(hm_na_context_t *ctx);
-hm_return_t hmi_ofi_poll_arm(hm_na_context_t *ctx);
-hm_return_t hmi_ofi_cancel(hm_na_context_t *ctx, hm_na_op_t *op);
+hm_return_t hmi_ofi_context_open(hmi_na_context_t *ctx);
+void hmi_ofi_context_close(hmi_na_context_t *ctx);
+int hmi_ofi_progress(hmi_na_context_t *ctx);
+int hmi_ofi_poll_fd(hmi_na_context_t *ctx);
+hm_return_t hmi_ofi_poll_arm(hmi_na_context_t *ctx);
+hm_return_t hmi_ofi_cancel(hmi_na_context_t *ctx, hmi_na_op_t *op);
 /* An op is in the provider now / left it. */
 void hmi_ofi_op_posted(struct ofi_context *x, struct ofi_op *p);
 /* Queue `p` to be posted again from progress. */
@@ -398,46 +398,46 @@ void hmi_ofi_op_retry_later(struct ofi_context *x, struct ofi_op *p);
 /* Take `p` off x_retry / x_posted (a post failed for good). */
 void hmi_ofi_op_unlink(struct ofi_op *p);
 /* A post to `peer` met -FI_EAGAIN (true) or went through (false). */
-void hmi_ofi_peer_pushback(hm_na_addr_t *peer, bool again);
+void hmi_ofi_peer_pushback(hmi_na_addr_t *peer, bool again);
 /* Complete `p` now (drops its peer reference). */
 void hmi_ofi_op_finish(struct ofi_op *p, hm_return_t status);
 /* The status an op ends with after a completion error `err` (positive FI_*). */
 hm_return_t hmi_ofi_op_error_status(const struct ofi_op *p, int err);
 
 /* ofi_addr.c */
-hm_return_t hmi_ofi_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **out);
-hm_return_t hmi_ofi_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out);
-hm_return_t hmi_ofi_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
+hm_return_t hmi_ofi_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **out);
+hm_return_t hmi_ofi_addr_self(hmi_na_context_t *ctx, hmi_na_addr_t **out);
+hm_return_t hmi_ofi_addr_to_string(hmi_na_context_t *ctx, hmi_na_addr_t *addr, char *buf,
                                    size_t *size);
 /* addr_pid: shm peers' pid as they announce it (URI, header); else 0. */
-uint32_t hmi_ofi_addr_pid(hm_na_addr_t *addr);
-void hmi_ofi_addr_ref(hm_na_addr_t *addr);
-void hmi_ofi_addr_unref(hm_na_addr_t *addr);
+uint32_t hmi_ofi_addr_pid(hmi_na_addr_t *addr);
+void hmi_ofi_addr_ref(hmi_na_addr_t *addr);
+void hmi_ofi_addr_unref(hmi_na_addr_t *addr);
 /* The canonical peer for `name`, inserted in the AV if new; NULL on failure. */
-hm_na_addr_t *hmi_ofi_peer_get(struct ofi_context *x, const struct ofi_name *name, pid_t pid);
+hmi_na_addr_t *hmi_ofi_peer_get(struct ofi_context *x, const struct ofi_name *name, pid_t pid);
 /* The source of a received message; NULL if it cannot be told (message dropped). */
-hm_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
+hmi_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
                                   const struct ofi_hdr_view *view);
 /* Mark `peer` dead and tell the core, once. */
-void hmi_ofi_peer_fail(struct ofi_context *x, hm_na_addr_t *peer, const char *why);
+void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *why);
 /* Pidfd events and liveness probes; returns events handled. */
 int hmi_ofi_peers_check(struct ofi_context *x, uint64_t now);
-void hmi_ofi_peer_expect(hm_na_context_t *ctx, hm_na_addr_t *peer);
-void hmi_ofi_probe_done(struct ofi_context *x, hm_na_addr_t *peer, int err);
+void hmi_ofi_peer_expect(hmi_na_context_t *ctx, hmi_na_addr_t *peer);
+void hmi_ofi_probe_done(struct ofi_context *x, hmi_na_addr_t *peer, int err);
 /* Drop every peer (context close). */
 void hmi_ofi_peers_clear(struct ofi_context *x);
 
 /* ofi_bell.c */
 hm_return_t hmi_ofi_bell_open(struct ofi_context *x);
 void hmi_ofi_bell_close(struct ofi_context *x);
-void hmi_ofi_bell_peer_open(struct ofi_context *x, hm_na_addr_t *peer);
-void hmi_ofi_bell_peer_close(hm_na_addr_t *peer);
-void hmi_ofi_bell_ring_slow(struct ofi_context *x, hm_na_addr_t *peer);
+void hmi_ofi_bell_peer_open(struct ofi_context *x, hmi_na_addr_t *peer);
+void hmi_ofi_bell_peer_close(hmi_na_addr_t *peer);
+void hmi_ofi_bell_ring_slow(struct ofi_context *x, hmi_na_addr_t *peer);
 bool hmi_ofi_bell_arm(struct ofi_context *x);
 void hmi_ofi_bell_disarm(struct ofi_context *x);
 
 /* After a post to `peer`: wake it if it sleeps on its doorbell. */
-static inline void ofi_bell_ring(struct ofi_context *x, hm_na_addr_t *peer)
+static inline void ofi_bell_ring(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     if (peer->a_armed == NULL)
         return;
@@ -447,11 +447,11 @@ static inline void ofi_bell_ring(struct ofi_context *x, hm_na_addr_t *peer)
 }
 
 /* ofi_msg.c */
-void *hmi_ofi_msg_buf_alloc(hm_na_class_t *cls, size_t size, void **desc_out);
-void hmi_ofi_msg_buf_free(hm_na_class_t *cls, void *buf, void *desc);
-hm_return_t hmi_ofi_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
-                             size_t len, void *desc, hm_na_op_t *op);
-void hmi_ofi_msg_release(hm_na_context_t *ctx, uintptr_t token);
+void *hmi_ofi_msg_buf_alloc(hmi_na_class_t *cls, size_t size, void **desc_out);
+void hmi_ofi_msg_buf_free(hmi_na_class_t *cls, void *buf, void *desc);
+hm_return_t hmi_ofi_msg_send(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const void *buf,
+                             size_t len, void *desc, hmi_na_op_t *op);
+void hmi_ofi_msg_release(hmi_na_context_t *ctx, uintptr_t token);
 /* Post (or retry) a send; -FI_EAGAIN is returned to the caller to queue. */
 ssize_t hmi_ofi_send_post(struct ofi_context *x, struct ofi_op *p);
 hm_return_t hmi_ofi_slabs_open(struct ofi_context *x);
@@ -463,15 +463,15 @@ void hmi_ofi_recv_done(struct ofi_context *x, struct ofi_slab *slab, void *buf, 
                        uint64_t flags, fi_addr_t src);
 
 /* ofi_rma.c */
-hm_return_t hmi_ofi_mem_register(hm_na_class_t *cls, hm_na_mem_t *mem);
-void hmi_ofi_mem_deregister(hm_na_class_t *cls, hm_na_mem_t *mem);
-hm_return_t hmi_ofi_mem_key_pack(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf,
+hm_return_t hmi_ofi_mem_register(hmi_na_class_t *cls, hmi_na_mem_t *mem);
+void hmi_ofi_mem_deregister(hmi_na_class_t *cls, hmi_na_mem_t *mem);
+hm_return_t hmi_ofi_mem_key_pack(hmi_na_class_t *cls, hmi_na_mem_t *mem, void *buf,
                                  size_t *size);
-hm_return_t hmi_ofi_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
+hm_return_t hmi_ofi_rkey_unpack(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const void *key,
                                 size_t key_len, void **rkey_out);
-void hmi_ofi_rkey_release(hm_na_context_t *ctx, void *rkey);
-hm_return_t hmi_ofi_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
-                        hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+void hmi_ofi_rkey_release(hmi_na_context_t *ctx, void *rkey);
+hm_return_t hmi_ofi_rma(hmi_na_context_t *ctx, hmi_na_op_t *op, enum hmi_na_rma_dir dir,
+                        hmi_na_addr_t *peer, const struct hmi_na_rma_piece *pieces,
                         unsigned int count);
 /* Post (or retry) the remaining parts of an RMA; -FI_EAGAIN to queue. */
 ssize_t hmi_ofi_rma_post(struct ofi_context *x, struct ofi_op *p);

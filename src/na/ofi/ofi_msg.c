@@ -20,7 +20,7 @@
 
 /* ---- Buffers --------------------------------------------------------------- */
 
-void *hmi_ofi_msg_buf_alloc(hm_na_class_t *cls, size_t size, void **desc_out)
+void *hmi_ofi_msg_buf_alloc(hmi_na_class_t *cls, size_t size, void **desc_out)
 {
     struct ofi_class *k = ofi_class(cls);
     size_t total = (OFI_BUF_ROOM + ofi_round8(size) + 8 + 63) & ~(size_t)63;
@@ -43,7 +43,7 @@ void *hmi_ofi_msg_buf_alloc(hm_na_class_t *cls, size_t size, void **desc_out)
     return b->b_payload;
 }
 
-void hmi_ofi_msg_buf_free(hm_na_class_t *cls, void *buf, void *desc)
+void hmi_ofi_msg_buf_free(hmi_na_class_t *cls, void *buf, void *desc)
 {
     struct ofi_buf *b = desc ? desc : (struct ofi_buf *)(void *)((uint8_t *)buf - OFI_BUF_ROOM);
     if (buf == NULL || b->b_magic != OFI_BUF_MAGIC)
@@ -88,8 +88,8 @@ ssize_t hmi_ofi_send_post(struct ofi_context *x, struct ofi_op *p)
     return rc;
 }
 
-hm_return_t hmi_ofi_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
-                             size_t len, void *desc, hm_na_op_t *op)
+hm_return_t hmi_ofi_msg_send(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const void *buf,
+                             size_t len, void *desc, hmi_na_op_t *op)
 {
     struct ofi_context *x = ofi_ctx(ctx);
     struct ofi_op *p = ofi_op(op);
@@ -224,7 +224,7 @@ static bool msg_deliver(struct ofi_context *x, struct ofi_slab *slab, uint8_t *d
                 len);
         return false;
     }
-    hm_na_addr_t *source = hmi_ofi_peer_source(x, src, &view);
+    hmi_na_addr_t *source = hmi_ofi_peer_source(x, src, &view);
     if (hmi_unlikely(view.h_flags & OFI_HDR_F_PROBE))
         return false;
     if (hmi_unlikely(source == NULL)) {
@@ -232,7 +232,7 @@ static bool msg_deliver(struct ofi_context *x, struct ofi_slab *slab, uint8_t *d
         return false;
     }
     hmi_ofi_slab_deliver(slab);
-    hm_na_deliver(x->x_na, source, view.h_payload, view.h_payload_len, (uintptr_t)slab);
+    hmi_na_deliver(x->x_na, source, view.h_payload, view.h_payload_len, (uintptr_t)slab);
     return true;
 }
 
@@ -250,7 +250,7 @@ void hmi_ofi_recv_done(struct ofi_context *x, struct ofi_slab *slab, void *buf, 
     }
 }
 
-void hmi_ofi_msg_release(hm_na_context_t *ctx, uintptr_t token)
+void hmi_ofi_msg_release(hmi_na_context_t *ctx, uintptr_t token)
 {
     struct ofi_slab *slab = (struct ofi_slab *)token;
     if (hmi_ofi_slab_release(slab)) {

@@ -55,7 +55,7 @@ hm_return_t hmi_ofi_error(const char *what, const char *detail, int fi_ret)
     return hmi_ofi_status(err);
 }
 
-size_t hmi_ofi_inject_size(const hm_na_class_t *cls)
+size_t hmi_ofi_inject_size(const hmi_na_class_t *cls)
 {
     const struct ofi_class *k = ofi_class(cls);
     return k->k_inject_size > OFI_HDR_SIZE ? k->k_inject_size - OFI_HDR_SIZE : 0;
@@ -72,7 +72,7 @@ hm_return_t hmi_ofi_mr_reg(struct ofi_class *k, struct ofi_context *x, void *buf
     if (rc != 0)
         return hmi_ofi_error("fi_mr_reg", k->k_quirk->q_protocol, rc);
     if (k->k_mr_mode & FI_MR_ENDPOINT) {
-        hm_na_context_t *owner = x ? x->x_na : atomic_load(&k->k_mr_ctx);
+        hmi_na_context_t *owner = x ? x->x_na : atomic_load(&k->k_mr_ctx);
         if (owner == NULL) {
             fi_close(&mr->fid);
             hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
@@ -165,7 +165,7 @@ static unsigned int plugin_rma_iov_limit(const struct fi_info *info)
 }
 
 /* Check what fi_getinfo granted and derive the class's limits from it. */
-static hm_return_t plugin_check_info(hm_na_class_t *cls, struct ofi_class *k)
+static hm_return_t plugin_check_info(hmi_na_class_t *cls, struct ofi_class *k)
 {
     const struct fi_info *info = k->k_info;
     k->k_mr_mode = info->domain_attr->mr_mode;
@@ -244,7 +244,7 @@ static void plugin_collect_devices(struct ofi_class *k)
  * report a device the context does not use. Registering per domain would
  * lift this (ARCHITECTURE, known limits).
  */
-static size_t ofi_devices(hm_na_class_t *cls, const char **names, size_t max)
+static size_t ofi_devices(hmi_na_class_t *cls, const char **names, size_t max)
 {
     const struct ofi_class *k = ofi_class(cls);
     if (k->k_ndevices == 0 || max == 0)
@@ -253,7 +253,7 @@ static size_t ofi_devices(hm_na_class_t *cls, const char **names, size_t max)
     return 1;
 }
 
-static hm_return_t ofi_class_open(hm_na_class_t *cls, const char *protocol, const char *listen)
+static hm_return_t ofi_class_open(hmi_na_class_t *cls, const char *protocol, const char *listen)
 {
     struct ofi_class *k = ofi_class(cls);
     k->k_quirk = hmi_ofi_quirk_find(protocol);
@@ -300,7 +300,7 @@ err_info:
     return ret == HM_SUCCESS ? HM_NOT_SUPPORTED : ret;
 }
 
-static void ofi_class_close(hm_na_class_t *cls)
+static void ofi_class_close(hmi_na_class_t *cls)
 {
     struct ofi_class *k = ofi_class(cls);
     fi_close(&k->k_domain->fid);
@@ -310,7 +310,7 @@ static void ofi_class_close(hm_na_class_t *cls)
 
 static const char *const ofi_protocols[] = {"tcp", "shm", "verbs", NULL};
 
-const struct hm_na_ops hm_na_ofi_ops = {
+const struct hmi_na_ops hmi_na_ofi_ops = {
     .name = "ofi",
     .protocols = ofi_protocols,
     .class_size = sizeof(struct ofi_class),

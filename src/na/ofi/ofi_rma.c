@@ -28,10 +28,10 @@
 #define RMA_KEY_SIZE 32u
 #define RMA_KEY_F_VIRT 0x1u
 
-hm_return_t hmi_ofi_mem_register(hm_na_class_t *cls, hm_na_mem_t *mem)
+hm_return_t hmi_ofi_mem_register(hmi_na_class_t *cls, hmi_na_mem_t *mem)
 {
     struct ofi_class *k = ofi_class(cls);
-    struct ofi_mem *m = hm_na_mem_priv(mem);
+    struct ofi_mem *m = hmi_na_mem_priv(mem);
     uint64_t access = FI_READ | FI_WRITE;
     if (mem->m_access & HM_NA_ACCESS_READ)
         access |= FI_REMOTE_READ;
@@ -45,17 +45,17 @@ hm_return_t hmi_ofi_mem_register(hm_na_class_t *cls, hm_na_mem_t *mem)
     return HM_SUCCESS;
 }
 
-void hmi_ofi_mem_deregister(hm_na_class_t *cls, hm_na_mem_t *mem)
+void hmi_ofi_mem_deregister(hmi_na_class_t *cls, hmi_na_mem_t *mem)
 {
-    struct ofi_mem *m = hm_na_mem_priv(mem);
+    struct ofi_mem *m = hmi_na_mem_priv(mem);
     fi_close(&m->m_mr->fid);
 }
 
-hm_return_t hmi_ofi_mem_key_pack(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf,
+hm_return_t hmi_ofi_mem_key_pack(hmi_na_class_t *cls, hmi_na_mem_t *mem, void *buf,
                                  size_t *size)
 {
     struct ofi_class *k = ofi_class(cls);
-    struct ofi_mem *m = hm_na_mem_priv(mem);
+    struct ofi_mem *m = hmi_na_mem_priv(mem);
     bool fits = *size >= RMA_KEY_SIZE;
     *size = RMA_KEY_SIZE;
     if (!fits)
@@ -69,7 +69,7 @@ hm_return_t hmi_ofi_mem_key_pack(hm_na_class_t *cls, hm_na_mem_t *mem, void *buf
     return HM_SUCCESS;
 }
 
-hm_return_t hmi_ofi_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const void *key,
+hm_return_t hmi_ofi_rkey_unpack(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const void *key,
                                 size_t key_len, void **rkey_out)
 {
     const uint8_t *p = key;
@@ -88,7 +88,7 @@ hm_return_t hmi_ofi_rkey_unpack(hm_na_context_t *ctx, hm_na_addr_t *peer, const 
     return HM_SUCCESS;
 }
 
-void hmi_ofi_rkey_release(hm_na_context_t *ctx, void *rkey)
+void hmi_ofi_rkey_release(hmi_na_context_t *ctx, void *rkey)
 {
     free(rkey);
 }
@@ -208,12 +208,12 @@ void hmi_ofi_rma_part_done(struct ofi_context *x, struct ofi_op *p, int err)
  * a range outside its key.
  */
 static hm_return_t rma_load(struct ofi_context *x, struct ofi_op *p,
-                            const struct hm_na_rma_piece *pieces, unsigned int count)
+                            const struct hmi_na_rma_piece *pieces, unsigned int count)
 {
     size_t total = 0;
     unsigned int n = 0;
     for (unsigned int i = 0; i < count; i++) {
-        const struct hm_na_rma_piece *pc = &pieces[i];
+        const struct hmi_na_rma_piece *pc = &pieces[i];
         const struct ofi_rkey *r = pc->rp_rkey;
         if (hmi_unlikely(pc->rp_remote_off > r->r_len ||
                          pc->rp_len > r->r_len - pc->rp_remote_off)) {
@@ -225,7 +225,7 @@ static hm_return_t rma_load(struct ofi_context *x, struct ofi_op *p,
         }
         if (pc->rp_len == 0)
             continue;
-        const struct ofi_mem *m = hm_na_mem_priv(pc->rp_local);
+        const struct ofi_mem *m = hmi_na_mem_priv(pc->rp_local);
         p->p_iov[n].iov_base = (uint8_t *)pc->rp_local->m_base + pc->rp_local_off;
         p->p_iov[n].iov_len = pc->rp_len;
         p->p_descs[n] = m->m_desc;
@@ -240,8 +240,8 @@ static hm_return_t rma_load(struct ofi_context *x, struct ofi_op *p,
     return HM_SUCCESS;
 }
 
-hm_return_t hmi_ofi_rma(hm_na_context_t *ctx, hm_na_op_t *op, enum hm_na_rma_dir dir,
-                        hm_na_addr_t *peer, const struct hm_na_rma_piece *pieces,
+hm_return_t hmi_ofi_rma(hmi_na_context_t *ctx, hmi_na_op_t *op, enum hmi_na_rma_dir dir,
+                        hmi_na_addr_t *peer, const struct hmi_na_rma_piece *pieces,
                         unsigned int count)
 {
     struct ofi_context *x = ofi_ctx(ctx);

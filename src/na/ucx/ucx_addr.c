@@ -166,15 +166,15 @@ static uint64_t ucx_hash_str(const char *s, size_t len)
 /* ---- Addresses ------------------------------------------------------------ */
 
 /* The live address of canonical URI `uri`, or NULL. */
-static hm_na_addr_t *ucx_addr_find(struct ucx_ctx *c, const char *uri, size_t len)
+static hmi_na_addr_t *ucx_addr_find(struct ucx_ctx *c, const char *uri, size_t len)
 {
     uint64_t h = ucx_hash_str(uri, len);
-    hm_na_addr_t *a = hmi_hmap_get(&c->c_by_uri, h);
+    hmi_na_addr_t *a = hmi_hmap_get(&c->c_by_uri, h);
     if (a != NULL && a->a_uri_len == len && memcmp(a->a_uri, uri, len) == 0)
         return a;
     /* Hash collision (never seen in practice): fall back to a scan. */
     for (struct hmi_list *l = c->c_addrs.next; l != &c->c_addrs; l = l->next) {
-        a = hmi_container_of(l, hm_na_addr_t, a_link);
+        a = hmi_container_of(l, hmi_na_addr_t, a_link);
         if (!a->a_dead && a->a_uri_len == len && memcmp(a->a_uri, uri, len) == 0)
             return a;
     }
@@ -182,10 +182,10 @@ static hm_na_addr_t *ucx_addr_find(struct ucx_ctx *c, const char *uri, size_t le
 }
 
 /* Watch a shm peer's pid. HM_UNREACHABLE if the process is gone. */
-static hm_return_t ucx_addr_watch(struct ucx_ctx *c, hm_na_addr_t *a)
+static hm_return_t ucx_addr_watch(struct ucx_ctx *c, hmi_na_addr_t *a)
 {
     bool gone;
-    a->a_pidfd = hm_na_pid_watch(c->c_pid_epfd, a->a_pid, a, &gone);
+    a->a_pidfd = hmi_na_pid_watch(c->c_pid_epfd, a->a_pid, a, &gone);
     if (gone)
         return HM_UNREACHABLE;
     if (a->a_pidfd >= 0)
@@ -193,13 +193,13 @@ static hm_return_t ucx_addr_watch(struct ucx_ctx *c, hm_na_addr_t *a)
     return HM_SUCCESS;
 }
 
-static void ucx_addr_unwatch(struct ucx_ctx *c, hm_na_addr_t *a)
+static void ucx_addr_unwatch(struct ucx_ctx *c, hmi_na_addr_t *a)
 {
     if (a->a_pidfd < 0)
         return;
     if (c != NULL)
         c->c_npidfds--;
-    hm_na_pid_unwatch(c != NULL ? c->c_pid_epfd : -1, a->a_pidfd);
+    hmi_na_pid_unwatch(c != NULL ? c->c_pid_epfd : -1, a->a_pidfd);
     a->a_pidfd = -1;
 }
 
@@ -208,9 +208,9 @@ static void ucx_addr_unwatch(struct ucx_ctx *c, hm_na_addr_t *a)
  * the context's reference. HM_UNREACHABLE for a shm peer already dead.
  */
 static hm_return_t ucx_addr_new(struct ucx_ctx *c, const char *uri, size_t len,
-                                const struct ucx_uri *u, hm_na_addr_t **out)
+                                const struct ucx_uri *u, hmi_na_addr_t **out)
 {
-    hm_na_addr_t *a = calloc(1, sizeof(*a));
+    hmi_na_addr_t *a = calloc(1, sizeof(*a));
     if (a == NULL)
         return HM_NOMEM;
     a->a_uri = malloc(len + 1);
@@ -240,25 +240,25 @@ static hm_return_t ucx_addr_new(struct ucx_ctx *c, const char *uri, size_t len,
     return HM_SUCCESS;
 }
 
-static void ucx_addr_free(hm_na_addr_t *a)
+static void ucx_addr_free(hmi_na_addr_t *a)
 {
     ucx_addr_unwatch(a->a_ctx, a);
     free(a->a_uri);
     free(a);
 }
 
-uint32_t hmi_ucx_addr_pid(hm_na_addr_t *addr)
+uint32_t hmi_ucx_addr_pid(hmi_na_addr_t *addr)
 {
     /* shm: the pid of the peer's URI (the one its pidfd watches); tcp: 0. */
     return addr->a_pid > 0 ? (uint32_t)addr->a_pid : 0;
 }
 
-void hmi_ucx_addr_ref(hm_na_addr_t *addr)
+void hmi_ucx_addr_ref(hmi_na_addr_t *addr)
 {
     addr->a_refs++;
 }
 
-void hmi_ucx_addr_unref(hm_na_addr_t *addr)
+void hmi_ucx_addr_unref(hmi_na_addr_t *addr)
 {
     if (--addr->a_refs == 0)
         ucx_addr_free(addr);
@@ -375,7 +375,7 @@ static void ucx_ep_close(struct ucx_ep *e)
  * aborts on a malformed worker address, so a listener never passes on a
  * dialer's bytes, but a dialer trusts the peer it dials.
  */
-static hm_return_t ucx_tcp_resolve(struct ucx_ctx *c, const hm_na_addr_t *a,
+static hm_return_t ucx_tcp_resolve(struct ucx_ctx *c, const hmi_na_addr_t *a,
                                    struct ucx_uri *u)
 {
     if (a->a_self && c->c_waddr != NULL && c->c_waddr_len <= sizeof(u->u_waddr)) {
@@ -387,7 +387,7 @@ static hm_return_t ucx_tcp_resolve(struct ucx_ctx *c, const hm_na_addr_t *a,
     char host[INET6_ADDRSTRLEN];
     if (hmi_uri_host_text(&u->u_tcp, host, sizeof(host)) == 0)
         return HM_INVALID_ARG;
-    hm_return_t ret = hm_na_hello_dial(host, (uint16_t)hmi_uri_port(&u->u_tcp),
+    hm_return_t ret = hmi_na_hello_dial(host, (uint16_t)hmi_uri_port(&u->u_tcp),
                                        &c->c_cls->k_job_key, c->c_cls->k_connect_ms,
                                        u->u_waddr, &len);
     if (ret == HM_SUCCESS && len == 0)
@@ -397,7 +397,7 @@ static hm_return_t ucx_tcp_resolve(struct ucx_ctx *c, const hm_na_addr_t *a,
 }
 
 /* Connect a new endpoint to `a`. */
-static hm_return_t ucx_addr_connect(struct ucx_ctx *c, hm_na_addr_t *a, struct ucx_ep **out)
+static hm_return_t ucx_addr_connect(struct ucx_ctx *c, hmi_na_addr_t *a, struct ucx_ep **out)
 {
     struct ucx_uri u;
     if (hmi_ucx_uri_parse(a->a_uri, false, &u) != HM_SUCCESS)
@@ -454,7 +454,7 @@ static hm_return_t ucx_addr_connect(struct ucx_ctx *c, hm_na_addr_t *a, struct u
     return HM_SUCCESS;
 }
 
-struct ucx_ep *hmi_ucx_addr_uep(hm_na_addr_t *addr)
+struct ucx_ep *hmi_ucx_addr_uep(hmi_na_addr_t *addr)
 {
     if (hmi_unlikely(addr->a_dead || addr->a_ctx == NULL))
         return NULL;
@@ -465,7 +465,7 @@ struct ucx_ep *hmi_ucx_addr_uep(hm_na_addr_t *addr)
     return addr->a_ep;
 }
 
-ucp_ep_h hmi_ucx_addr_ep(hm_na_addr_t *addr)
+ucp_ep_h hmi_ucx_addr_ep(hmi_na_addr_t *addr)
 {
     struct ucx_ep *e = hmi_ucx_addr_uep(addr);
     return e != NULL ? e->e_ep : NULL;
@@ -519,7 +519,7 @@ static void ucx_tcp_adopt(struct ucx_ctx *c, struct ucx_ep *e, const void *waddr
         ucx_ep_close_mode(x, true);
 }
 
-hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const void *hdr,
+hmi_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const void *hdr,
                                     size_t hdr_len)
 {
     struct ucx_ep *e = reply_ep ? hmi_hmap_get(&c->c_by_ep, (uint64_t)(uintptr_t)reply_ep)
@@ -548,7 +548,7 @@ hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const 
     size_t len = hmi_ucx_uri_format(&u, canon, sizeof(canon));
     if (len == 0)
         return NULL;
-    hm_na_addr_t *a = ucx_addr_find(c, canon, len);
+    hmi_na_addr_t *a = ucx_addr_find(c, canon, len);
     if (a == NULL && ucx_addr_new(c, canon, len, &u, &a) != HM_SUCCESS)
         return NULL;
     if (reply_ep == NULL)
@@ -573,7 +573,7 @@ hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const 
 /* The AM header of context `c`: our canonical URI and pid (tcp: worker address). */
 static hm_return_t ucx_hdr_build(struct ucx_ctx *c)
 {
-    hm_na_addr_t *self = c->c_self;
+    hmi_na_addr_t *self = c->c_self;
     size_t waddr_len = c->c_cls->k_proto == UCX_PROTO_TCP ? c->c_waddr_len : 0;
     if (waddr_len > 0xffff)
         return HM_NOT_SUPPORTED;
@@ -619,9 +619,10 @@ static hm_return_t ucx_listen(struct ucx_ctx *c, struct ucx_uri *self)
     char host[INET6_ADDRSTRLEN];
     if (hmi_uri_host_text(&l->u_tcp, host, sizeof(host)) == 0)
         return HM_INVALID_ARG;
-    hm_return_t ret = hm_na_listener_open(host, c->c_na->x_index == 0 ? hmi_uri_port(&l->u_tcp) : 0,
-                                          &c->c_cls->k_job_key, c->c_waddr, c->c_waddr_len,
-                                          &c->c_na->x_listen, &c->c_listener, &port);
+    uint16_t want_port = c->c_na->x_index == 0 ? hmi_uri_port(&l->u_tcp) : 0;
+    hm_return_t ret = hmi_na_listener_open(host, want_port, &c->c_cls->k_job_key, c->c_waddr,
+                                           c->c_waddr_len, &c->c_na->x_listen, &c->c_listener,
+                                           &port);
     if (ret != HM_SUCCESS)
         return ret;
     *self = *l;
@@ -680,7 +681,7 @@ err:
 
 /* ---- Failures ------------------------------------------------------------- */
 
-void hmi_ucx_addr_fail(hm_na_addr_t *a, const char *why)
+void hmi_ucx_addr_fail(hmi_na_addr_t *a, const char *why)
 {
     if (a == NULL || a->a_dead || a->a_self || a->a_ctx == NULL)
         return;
@@ -707,13 +708,13 @@ void hmi_ucx_addr_fail(hm_na_addr_t *a, const char *why)
             continue;
         hmi_list_remove(&p->p_link);
         p->p_queued = false;
-        hm_na_op_complete(p->p_op, HM_UNREACHABLE);
+        hmi_na_op_complete(p->p_op, HM_UNREACHABLE);
     }
     a->a_refs++; /* until reported */
     hmi_list_push_back(&c->c_failed, &a->a_fail_link);
 }
 
-bool hmi_ucx_addr_exited(hm_na_addr_t *a)
+bool hmi_ucx_addr_exited(hmi_na_addr_t *a)
 {
     if (a->a_dead || a->a_exited)
         return true;
@@ -766,7 +767,7 @@ int hmi_ucx_addr_scan_pids(struct ucx_ctx *c)
     if (n <= 0)
         return 0;
     for (int i = 0; i < n; i++)
-        ((hm_na_addr_t *)evs[i].data.ptr)->a_exited = true;
+        ((hmi_na_addr_t *)evs[i].data.ptr)->a_exited = true;
     /* The context holds a reference to each: they outlive the drain. */
     ucx_drain_exited(c);
     for (int i = 0; i < n; i++)
@@ -789,7 +790,7 @@ int hmi_ucx_addr_progress_failed(struct ucx_ctx *c)
         }
     }
     while ((link = hmi_list_pop_front(&c->c_failed)) != NULL) {
-        hm_na_addr_t *a = hmi_container_of(link, hm_na_addr_t, a_fail_link);
+        hmi_na_addr_t *a = hmi_container_of(link, hmi_na_addr_t, a_fail_link);
         for (struct hmi_list *l = c->c_eps.next; l != &c->c_eps; l = l->next) {
             struct ucx_ep *e = hmi_container_of(l, struct ucx_ep, e_link);
             if (e->e_addr == a)
@@ -803,7 +804,7 @@ int hmi_ucx_addr_progress_failed(struct ucx_ctx *c)
         if (c->c_cls->k_proto == UCX_PROTO_SHM)
             hmi_ucx_op_orphan_addr(c, a);
         if (!c->c_closing)
-            hm_na_peer_failed(c->c_na, a);
+            hmi_na_peer_failed(c->c_na, a);
         hmi_ucx_addr_unref(a);
         n++;
     }
@@ -811,7 +812,7 @@ int hmi_ucx_addr_progress_failed(struct ucx_ctx *c)
 }
 
 /* Has `a` an op posted (a UCX request in flight)? */
-static bool ucx_addr_has_posted(struct ucx_ctx *c, const hm_na_addr_t *a)
+static bool ucx_addr_has_posted(struct ucx_ctx *c, const hmi_na_addr_t *a)
 {
     for (struct hmi_list *l = c->c_posted.next; l != &c->c_posted; l = l->next)
         if (hmi_container_of(l, struct ucx_op, p_link)->p_addr == a)
@@ -833,7 +834,7 @@ void hmi_ucx_addr_close_eps(struct ucx_ctx *c)
         struct ucx_ep *e = hmi_container_of(l, struct ucx_ep, e_link);
         if (e->e_closed)
             continue;
-        hm_na_addr_t *a = e->e_addr;
+        hmi_na_addr_t *a = e->e_addr;
         bool force = e->e_failed ||
                      (a != NULL && (a->a_dead || a->a_exited || ucx_addr_has_posted(c, a)));
         ucx_ep_close_mode(e, force);
@@ -860,12 +861,12 @@ void hmi_ucx_addr_fini(struct ucx_ctx *c)
 {
     struct hmi_list *link;
     while ((link = hmi_list_pop_front(&c->c_failed)) != NULL)
-        hmi_ucx_addr_unref(hmi_container_of(link, hm_na_addr_t, a_fail_link));
+        hmi_ucx_addr_unref(hmi_container_of(link, hmi_na_addr_t, a_fail_link));
     /* Endpoint records stay until the worker is gone (hmi_ucx_addr_free_eps). */
     for (link = c->c_eps.next; link != &c->c_eps; link = link->next)
         ucx_ep_close(hmi_container_of(link, struct ucx_ep, e_link));
     while ((link = hmi_list_pop_front(&c->c_addrs)) != NULL) {
-        hm_na_addr_t *a = hmi_container_of(link, hm_na_addr_t, a_link);
+        hmi_na_addr_t *a = hmi_container_of(link, hmi_na_addr_t, a_link);
         ucx_addr_unwatch(c, a);
         a->a_ctx = NULL; /* survivors are only freed by the core's unref */
         a->a_ep = NULL;
@@ -879,7 +880,7 @@ void hmi_ucx_addr_fini(struct ucx_ctx *c)
         ucp_worker_release_address(c->c_worker, c->c_waddr);
         c->c_waddr = NULL;
     }
-    hm_na_listener_close(c->c_listener);
+    hmi_na_listener_close(c->c_listener);
     c->c_listener = NULL;
 }
 
@@ -892,7 +893,7 @@ void hmi_ucx_addr_free_eps(struct ucx_ctx *c)
 
 /* ---- Ops slots ------------------------------------------------------------ */
 
-hm_return_t hmi_ucx_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **out)
+hm_return_t hmi_ucx_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **out)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     struct ucx_uri u;
@@ -909,7 +910,7 @@ hm_return_t hmi_ucx_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_add
     size_t len = hmi_ucx_uri_format(&u, canon, sizeof(canon));
     if (len == 0)
         return HM_INVALID_ARG;
-    hm_na_addr_t *a = ucx_addr_find(c, canon, len);
+    hmi_na_addr_t *a = ucx_addr_find(c, canon, len);
     if (a == NULL) {
         hm_return_t ret = ucx_addr_new(c, canon, len, &u, &a);
         if (ret == HM_UNREACHABLE)
@@ -927,7 +928,7 @@ hm_return_t hmi_ucx_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_add
     return HM_SUCCESS;
 }
 
-hm_return_t hmi_ucx_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out)
+hm_return_t hmi_ucx_addr_self(hmi_na_context_t *ctx, hmi_na_addr_t **out)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     c->c_self->a_refs++;
@@ -935,7 +936,7 @@ hm_return_t hmi_ucx_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out)
     return HM_SUCCESS;
 }
 
-hm_return_t hmi_ucx_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
+hm_return_t hmi_ucx_addr_to_string(hmi_na_context_t *ctx, hmi_na_addr_t *addr, char *buf,
                                    size_t *size)
 {
     (void)ctx;

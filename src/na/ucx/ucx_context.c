@@ -48,12 +48,12 @@ static hm_return_t ucx_op_final_status(struct ucx_op *p, ucs_status_t status)
 
 void hmi_ucx_op_done(struct ucx_op *p, void *req, ucs_status_t status)
 {
-    hm_na_op_t *op = p->p_op;
+    hmi_na_op_t *op = p->p_op;
     (void)req;
     if (status != UCS_OK && status != UCS_ERR_CANCELED && p->p_force == HM_SUCCESS)
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: operation to %s failed: %s",
                 p->p_addr ? p->p_addr->a_uri : "?", ucs_status_string(status));
-    hm_na_op_complete(op, ucx_op_final_status(p, status));
+    hmi_na_op_complete(op, ucx_op_final_status(p, status));
 }
 
 /* Request callback of every send. */
@@ -71,7 +71,7 @@ static void ucx_req_cb(void *request, ucs_status_t status, void *user_data)
     hmi_ucx_op_done(p, request, status);
 }
 
-void hmi_ucx_op_posted(struct ucx_ctx *c, hm_na_op_t *op, void *req, ucs_status_t imm)
+void hmi_ucx_op_posted(struct ucx_ctx *c, hmi_na_op_t *op, void *req, ucs_status_t imm)
 {
     struct ucx_op *p = ucx_op(op);
     if (req != NULL) {
@@ -83,7 +83,7 @@ void hmi_ucx_op_posted(struct ucx_ctx *c, hm_na_op_t *op, void *req, ucs_status_
     hmi_ucx_op_done(p, NULL, imm);
 }
 
-void hmi_ucx_op_orphan_addr(struct ucx_ctx *c, hm_na_addr_t *addr)
+void hmi_ucx_op_orphan_addr(struct ucx_ctx *c, hmi_na_addr_t *addr)
 {
     struct hmi_list *l, *next;
     for (l = c->c_posted.next; l != &c->c_posted; l = next) {
@@ -94,11 +94,11 @@ void hmi_ucx_op_orphan_addr(struct ucx_ctx *c, hm_na_addr_t *addr)
         ((struct ucx_req *)p->p_req)->r_op = NULL;
         p->p_req = NULL;
         hmi_list_remove(&p->p_link);
-        hm_na_op_complete(p->p_op, ucx_op_final_status(p, UCS_ERR_CANCELED));
+        hmi_na_op_complete(p->p_op, ucx_op_final_status(p, UCS_ERR_CANCELED));
     }
 }
 
-void hmi_ucx_op_queue(struct ucx_ctx *c, hm_na_op_t *op)
+void hmi_ucx_op_queue(struct ucx_ctx *c, hmi_na_op_t *op)
 {
     struct ucx_op *p = ucx_op(op);
     p->p_queued = true;
@@ -128,20 +128,20 @@ static int ucx_retry(struct ucx_ctx *c)
         p->p_queued = false;
         hm_return_t ret = hmi_ucx_msg_post(c, p->p_op);
         if (ret != HM_SUCCESS)
-            hm_na_op_complete(p->p_op, ret);
+            hmi_na_op_complete(p->p_op, ret);
         n++;
     }
     return n;
 }
 
-hm_return_t hmi_ucx_cancel(hm_na_context_t *ctx, hm_na_op_t *op)
+hm_return_t hmi_ucx_cancel(hmi_na_context_t *ctx, hmi_na_op_t *op)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     struct ucx_op *p = ucx_op(op);
     if (p->p_queued) {
         p->p_queued = false;
         hmi_list_remove(&p->p_link);
-        hm_na_op_complete(op, HM_CANCELED);
+        hmi_na_op_complete(op, HM_CANCELED);
         return HM_SUCCESS;
     }
     if (p->p_req == NULL)
@@ -201,7 +201,7 @@ err:
     return HM_NOMEM;
 }
 
-hm_return_t hmi_ucx_context_open(hm_na_context_t *ctx)
+hm_return_t hmi_ucx_context_open(hmi_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     c->c_na = ctx;
@@ -290,19 +290,19 @@ static void ucx_close_drain(struct ucx_ctx *c)
     }
 }
 
-void hmi_ucx_context_close(hm_na_context_t *ctx)
+void hmi_ucx_context_close(hmi_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     c->c_closing = true;
     /* No peer learns our worker address any more. */
-    hm_na_listener_close(c->c_listener);
+    hmi_na_listener_close(c->c_listener);
     c->c_listener = NULL;
     /* Queued ops never reached UCX: they complete now. */
     struct hmi_list *link;
     while ((link = hmi_list_pop_front(&c->c_retry)) != NULL) {
         struct ucx_op *p = hmi_container_of(link, struct ucx_op, p_link);
         p->p_queued = false;
-        hm_na_op_complete(p->p_op, HM_CANCELED);
+        hmi_na_op_complete(p->p_op, HM_CANCELED);
     }
     /* Posted ops complete with HM_CANCELED when the forced closes purge them. */
     for (link = c->c_posted.next; link != &c->c_posted; link = link->next) {
@@ -318,7 +318,7 @@ void hmi_ucx_context_close(hm_na_context_t *ctx)
          * now, their requests orphaned.
          */
         for (link = c->c_addrs.next; link != &c->c_addrs; link = link->next)
-            hmi_ucx_op_orphan_addr(c, hmi_container_of(link, hm_na_addr_t, a_link));
+            hmi_ucx_op_orphan_addr(c, hmi_container_of(link, hmi_na_addr_t, a_link));
     }
     ucx_close_drain(c);
     hmi_ucx_msg_fini(c);
@@ -340,7 +340,7 @@ void hmi_ucx_context_close(hm_na_context_t *ctx)
     while ((link = hmi_list_pop_front(&c->c_posted)) != NULL) {
         struct ucx_op *p = hmi_container_of(link, struct ucx_op, p_link);
         p->p_req = NULL;
-        hm_na_op_complete(p->p_op, HM_CANCELED);
+        hmi_na_op_complete(p->p_op, HM_CANCELED);
     }
     close(c->c_epfd);
     close(c->c_pid_epfd);
@@ -350,7 +350,7 @@ void hmi_ucx_context_close(hm_na_context_t *ctx)
 
 /* ---- Progress ------------------------------------------------------------- */
 
-int hmi_ucx_progress(hm_na_context_t *ctx)
+int hmi_ucx_progress(hmi_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     int n = 0;
@@ -374,12 +374,12 @@ int hmi_ucx_progress(hm_na_context_t *ctx)
     return n;
 }
 
-int hmi_ucx_poll_fd(hm_na_context_t *ctx)
+int hmi_ucx_poll_fd(hmi_na_context_t *ctx)
 {
     return ucx_ctx(ctx)->c_epfd;
 }
 
-hm_return_t hmi_ucx_poll_arm(hm_na_context_t *ctx)
+hm_return_t hmi_ucx_poll_arm(hmi_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     if (!hmi_list_empty(&ctx->x_done) || !hmi_list_empty(&c->c_retry) ||

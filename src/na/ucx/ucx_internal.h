@@ -6,7 +6,7 @@
  *
  * Design notes (the reasons behind the less obvious choices):
  *
- * Addresses. One struct hm_na_addr per peer URI and context, found through a
+ * Addresses. One struct hmi_na_addr per peer URI and context, found through a
  * hash of the canonical URI ("ucx+tcp://127.0.0.1:4000", "ucx+shm://PID/HEX").
  * An address may own several UCP endpoints: the one we created (lookup) and
  * the ones the peer created towards us (tcp: accepted connections; shm: the
@@ -50,7 +50,7 @@
  * on them with UCS_ERR_CANCELED, reported as HM_UNREACHABLE); shm endpoints
  * cannot be force-closed in error mode NONE, so what is posted to a dead shm
  * peer is completed by the plugin with its requests orphaned. New posts fail
- * with HM_UNREACHABLE and the core hears of it through hm_na_peer_failed.
+ * with HM_UNREACHABLE and the core hears of it through hmi_na_peer_failed.
  * Rendezvous receives are never started with a peer known to have
  * exited (cma on a dead pid with error mode NONE is fatal to UCX).
  *
@@ -89,14 +89,14 @@
 #include "util/list.h"
 
 /* A plugin tunable: environment variable, default, help. hm_info prints them. */
-struct hm_na_tunable {
+struct hmi_na_tunable {
     const char *env;
     const char *def;
     const char *help;
 };
 
 /* The UCX plugin's tunables, terminated by an entry whose env is NULL. */
-extern const struct hm_na_tunable *hmi_ucx_tunables;
+extern const struct hmi_na_tunable *hmi_ucx_tunables;
 
 /* The one active-message id the plugin uses. */
 #define UCX_AM_ID 0x2a
@@ -145,7 +145,7 @@ struct ucx_class {
     ucp_context_h k_ucp;
     enum ucx_proto k_proto;
     struct ucx_uri k_listen; /* tcp: where context 0 listens */
-    struct hm_na_hello_key k_job_key; /* tcp: HM_JOB_KEY, for our listeners and dials */
+    struct hmi_na_hello_key k_job_key; /* tcp: HM_JOB_KEY, for our listeners and dials */
     unsigned int k_connect_ms;        /* tcp: bound of one hello exchange */
     size_t k_eager_limit;
     size_t k_pool_keep; /* receive buffers kept per context */
@@ -157,7 +157,7 @@ struct ucx_ctx;
 struct ucx_ep {
     ucp_ep_h e_ep;
     struct ucx_ctx *e_ctx;
-    hm_na_addr_t *e_addr;   /* owner; NULL until its first message names it */
+    hmi_na_addr_t *e_addr;   /* owner; NULL until its first message names it */
     bool e_closed;          /* ucp_ep_close_nbx called (or detached), e_ep invalid */
     bool e_failed;          /* error callback ran */
     bool e_peer_bound;      /* a message came on it: the peer names our sends */
@@ -168,7 +168,7 @@ struct ucx_ep {
 };
 
 /* A peer (or self) address: canonical per URI and context, refcounted. */
-struct hm_na_addr {
+struct hmi_na_addr {
     struct ucx_ctx *a_ctx;   /* NULL once the context is closed */
     unsigned int a_refs;
     char *a_uri;
@@ -189,7 +189,7 @@ struct hm_na_addr {
 struct ucx_rbuf {
     struct hmi_list r_link;   /* pool free list or ctx->c_rbufs_used */
     struct ucx_ctx *r_ctx;
-    hm_na_addr_t *r_source;
+    hmi_na_addr_t *r_source;
     size_t r_len;
     bool r_inflight;          /* a rendezvous receive is writing into it */
     alignas(16) unsigned char r_data[];
@@ -210,12 +210,12 @@ struct ucx_req {
     struct ucx_op *r_op;
 };
 
-/* The plugin's part of an hm_na_op_t. */
+/* The plugin's part of an hmi_na_op_t. */
 struct ucx_op {
-    hm_na_op_t *p_op;
+    hmi_na_op_t *p_op;
     enum ucx_op_kind p_kind;
     void *p_req;             /* UCX request in flight, or NULL */
-    hm_na_addr_t *p_addr;
+    hmi_na_addr_t *p_addr;
     hm_return_t p_force;     /* HM_SUCCESS, or the status to report */
     bool p_canceled;
     bool p_queued;           /* in ctx->c_retry */
@@ -226,13 +226,13 @@ struct ucx_op {
 };
 
 struct ucx_ctx {
-    hm_na_context_t *c_na;
+    hmi_na_context_t *c_na;
     struct ucx_class *c_cls;
     ucp_worker_h c_worker;
-    struct hm_na_listener *c_listener; /* tcp: answers hellos with c_waddr */
+    struct hmi_na_listener *c_listener; /* tcp: answers hellos with c_waddr */
     ucp_address_t *c_waddr;        /* our worker address */
     size_t c_waddr_len;
-    hm_na_addr_t *c_self;
+    hmi_na_addr_t *c_self;
     unsigned char *c_hdr;          /* AM header: our URI and pid */
     size_t c_hdr_len;
     int c_epfd;                    /* poll_fd: worker efd + c_pid_epfd */
@@ -249,7 +249,7 @@ struct ucx_ctx {
     unsigned int c_closing_eps;    /* ucp_ep_close_nbx requests in flight */
     unsigned int c_rndv_inflight;  /* rendezvous receives in flight */
     struct hmi_hmap c_by_ep;       /* ucp_ep_h -> struct ucx_ep */
-    struct hmi_hmap c_by_uri;      /* hash of URI -> hm_na_addr_t */
+    struct hmi_hmap c_by_uri;      /* hash of URI -> hmi_na_addr_t */
     struct hmi_list c_addrs;
     struct hmi_list c_eps;
     struct hmi_list c_posted;      /* ops with a UCX request */
@@ -260,19 +260,19 @@ struct ucx_ctx {
     struct hmi_list c_rbufs_used;  /* buffers in flight or held by the core */
 };
 
-static inline struct ucx_class *ucx_cls(const hm_na_class_t *cls)
+static inline struct ucx_class *ucx_cls(const hmi_na_class_t *cls)
 {
-    return hm_na_class_priv(cls);
+    return hmi_na_class_priv(cls);
 }
 
-static inline struct ucx_ctx *ucx_ctx(const hm_na_context_t *ctx)
+static inline struct ucx_ctx *ucx_ctx(const hmi_na_context_t *ctx)
 {
-    return hm_na_context_priv(ctx);
+    return hmi_na_context_priv(ctx);
 }
 
-static inline struct ucx_op *ucx_op(const hm_na_op_t *op)
+static inline struct ucx_op *ucx_op(const hmi_na_op_t *op)
 {
-    return hm_na_op_priv(op);
+    return hmi_na_op_priv(op);
 }
 
 /* ---- Cross-file helpers --------------------------------------------------- */
@@ -282,48 +282,48 @@ hm_return_t hmi_ucx_status(ucs_status_t status);
 size_t hmi_ucx_tunable_size(const char *env, size_t def);
 
 /* ucx_context.c */
-hm_return_t hmi_ucx_context_open(hm_na_context_t *ctx);
-void hmi_ucx_context_close(hm_na_context_t *ctx);
-int hmi_ucx_progress(hm_na_context_t *ctx);
-int hmi_ucx_poll_fd(hm_na_context_t *ctx);
-hm_return_t hmi_ucx_poll_arm(hm_na_context_t *ctx);
-hm_return_t hmi_ucx_cancel(hm_na_context_t *ctx, hm_na_op_t *op);
+hm_return_t hmi_ucx_context_open(hmi_na_context_t *ctx);
+void hmi_ucx_context_close(hmi_na_context_t *ctx);
+int hmi_ucx_progress(hmi_na_context_t *ctx);
+int hmi_ucx_poll_fd(hmi_na_context_t *ctx);
+hm_return_t hmi_ucx_poll_arm(hmi_na_context_t *ctx);
+hm_return_t hmi_ucx_cancel(hmi_na_context_t *ctx, hmi_na_op_t *op);
 /* Track `op` as posted with UCX request `req` (NULL: completed at once). */
-void hmi_ucx_op_posted(struct ucx_ctx *c, hm_na_op_t *op, void *req, ucs_status_t imm);
+void hmi_ucx_op_posted(struct ucx_ctx *c, hmi_na_op_t *op, void *req, ucs_status_t imm);
 /* The request callback of sends: status of a finished request. */
 void hmi_ucx_op_done(struct ucx_op *p, void *req, ucs_status_t status);
 /* Complete the ops posted to dead `addr` that UCX kept after a forced close. */
-void hmi_ucx_op_orphan_addr(struct ucx_ctx *c, hm_na_addr_t *addr);
+void hmi_ucx_op_orphan_addr(struct ucx_ctx *c, hmi_na_addr_t *addr);
 /* Queue a post the transport refused with UCS_ERR_NO_RESOURCE. */
-void hmi_ucx_op_queue(struct ucx_ctx *c, hm_na_op_t *op);
+void hmi_ucx_op_queue(struct ucx_ctx *c, hmi_na_op_t *op);
 /* Request parameters for a post of `p`: the shared callback, `p` as user data. */
 ucp_request_param_t hmi_ucx_req_param(struct ucx_op *p);
 
 /* ucx_addr.c */
-hm_return_t hmi_ucx_addr_lookup(hm_na_context_t *ctx, const char *uri, hm_na_addr_t **out);
-hm_return_t hmi_ucx_addr_self(hm_na_context_t *ctx, hm_na_addr_t **out);
-hm_return_t hmi_ucx_addr_to_string(hm_na_context_t *ctx, hm_na_addr_t *addr, char *buf,
+hm_return_t hmi_ucx_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **out);
+hm_return_t hmi_ucx_addr_self(hmi_na_context_t *ctx, hmi_na_addr_t **out);
+hm_return_t hmi_ucx_addr_to_string(hmi_na_context_t *ctx, hmi_na_addr_t *addr, char *buf,
                                    size_t *size);
 /* addr_pid: a shm peer's pid as its URI says; 0 for tcp. */
-uint32_t hmi_ucx_addr_pid(hm_na_addr_t *addr);
-void hmi_ucx_addr_ref(hm_na_addr_t *addr);
-void hmi_ucx_addr_unref(hm_na_addr_t *addr);
+uint32_t hmi_ucx_addr_pid(hmi_na_addr_t *addr);
+void hmi_ucx_addr_ref(hmi_na_addr_t *addr);
+void hmi_ucx_addr_unref(hmi_na_addr_t *addr);
 /* Create the context's self address and listener / worker address. */
 hm_return_t hmi_ucx_addr_init(struct ucx_ctx *c);
 /* The endpoint to send to `addr` on, connecting if needed; NULL if dead. */
-ucp_ep_h hmi_ucx_addr_ep(hm_na_addr_t *addr);
+ucp_ep_h hmi_ucx_addr_ep(hmi_na_addr_t *addr);
 /* The same, as the plugin's endpoint record. */
-struct ucx_ep *hmi_ucx_addr_uep(hm_na_addr_t *addr);
+struct ucx_ep *hmi_ucx_addr_uep(hmi_na_addr_t *addr);
 /* The address an incoming message came from (reply_ep + header). */
-hm_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const void *hdr,
+hmi_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const void *hdr,
                                     size_t hdr_len);
 /* Mark `addr` dead: fail what is queued, report it from progress. */
-void hmi_ucx_addr_fail(hm_na_addr_t *addr, const char *why);
+void hmi_ucx_addr_fail(hmi_na_addr_t *addr, const char *why);
 /*
  * Has a shm peer's process exited? Checks its pidfd now (one poll). Does not
  * declare it dead (progress does, after draining what it sent).
  */
-bool hmi_ucx_addr_exited(hm_na_addr_t *addr);
+bool hmi_ucx_addr_exited(hmi_na_addr_t *addr);
 /* Progress part: close endpoints of dead peers, report them. */
 int hmi_ucx_addr_progress_failed(struct ucx_ctx *c);
 /*
@@ -343,17 +343,17 @@ void hmi_ucx_addr_fini(struct ucx_ctx *c);
 void hmi_ucx_addr_free_eps(struct ucx_ctx *c);
 
 /* ucx_msg.c */
-void *hmi_ucx_msg_buf_alloc(hm_na_class_t *cls, size_t size, void **desc_out);
-void hmi_ucx_msg_buf_free(hm_na_class_t *cls, void *buf, void *desc);
-hm_return_t hmi_ucx_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
-                             size_t len, void *desc, hm_na_op_t *op);
-void hmi_ucx_msg_release(hm_na_context_t *ctx, uintptr_t token);
+void *hmi_ucx_msg_buf_alloc(hmi_na_class_t *cls, size_t size, void **desc_out);
+void hmi_ucx_msg_buf_free(hmi_na_class_t *cls, void *buf, void *desc);
+hm_return_t hmi_ucx_msg_send(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const void *buf,
+                             size_t len, void *desc, hmi_na_op_t *op);
+void hmi_ucx_msg_release(hmi_na_context_t *ctx, uintptr_t token);
 hm_return_t hmi_ucx_msg_init(struct ucx_ctx *c);
 /* Free the receive buffers, except those a rendezvous still writes into. */
 void hmi_ucx_msg_fini(struct ucx_ctx *c);
 /* After ucp_worker_destroy: free the rest. */
 void hmi_ucx_msg_fini_late(struct ucx_ctx *c);
 /* Post (or re-post) a send op; used by msg_send and the retry queue. */
-hm_return_t hmi_ucx_msg_post(struct ucx_ctx *c, hm_na_op_t *op);
+hm_return_t hmi_ucx_msg_post(struct ucx_ctx *c, hmi_na_op_t *op);
 
 #endif /* HM_NA_UCX_INTERNAL_H */

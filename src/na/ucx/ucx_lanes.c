@@ -51,7 +51,7 @@ static const char *ucx_lanes_tl(const char *line, size_t *len_out)
     return colon + 1;
 }
 
-hm_return_t hmi_ucx_addr_describe(hm_na_addr_t *addr, char *buf, size_t size)
+hm_return_t hmi_ucx_addr_describe(hmi_na_addr_t *addr, char *buf, size_t size)
 {
     if (buf == NULL || size == 0)
         return HM_MSGSIZE;

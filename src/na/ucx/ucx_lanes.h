@@ -20,6 +20,6 @@
  * HM_UNREACHABLE for a dead peer, HM_MSGSIZE if `size` is too small,
  * HM_NOMEM.
  */
-hm_return_t hmi_ucx_addr_describe(hm_na_addr_t *addr, char *buf, size_t size);
+hm_return_t hmi_ucx_addr_describe(hmi_na_addr_t *addr, char *buf, size_t size);
 
 #endif

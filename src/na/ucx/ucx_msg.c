@@ -67,7 +67,7 @@ static void ucx_rbuf_put(struct ucx_ctx *c, struct ucx_rbuf *r)
 
 static void ucx_rbuf_deliver(struct ucx_ctx *c, struct ucx_rbuf *r)
 {
-    hm_na_deliver(c->c_na, r->r_source, r->r_data, r->r_len,
+    hmi_na_deliver(c->c_na, r->r_source, r->r_data, r->r_len,
                   (uintptr_t)r | UCX_TOKEN_POOL);
 }
 
@@ -96,7 +96,7 @@ static void ucx_rndv_cb(void *request, ucs_status_t status, size_t length, void 
 }
 
 /* Rendezvous: pull the data into a pool buffer, deliver when it is there. */
-static ucs_status_t ucx_recv_rndv(struct ucx_ctx *c, hm_na_addr_t *src, void *desc,
+static ucs_status_t ucx_recv_rndv(struct ucx_ctx *c, hmi_na_addr_t *src, void *desc,
                                   size_t length)
 {
     struct ucx_rbuf *r = ucx_rbuf_get(c);
@@ -129,7 +129,7 @@ static ucs_status_t ucx_recv_rndv(struct ucx_ctx *c, hm_na_addr_t *src, void *de
 }
 
 /* Copy a message UCX does not let us keep (or keeps misaligned). */
-static ucs_status_t ucx_recv_copy(struct ucx_ctx *c, hm_na_addr_t *src, const void *data,
+static ucs_status_t ucx_recv_copy(struct ucx_ctx *c, hmi_na_addr_t *src, const void *data,
                                   size_t length)
 {
     struct ucx_rbuf *r = ucx_rbuf_get(c);
@@ -155,7 +155,7 @@ static ucs_status_t ucx_am_cb(void *arg, const void *header, size_t header_lengt
         return rndv ? UCS_ERR_CANCELED : UCS_OK;
     ucp_ep_h reply_ep =
         (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL;
-    hm_na_addr_t *src = hmi_ucx_addr_from_msg(c, reply_ep, header, header_length);
+    hmi_na_addr_t *src = hmi_ucx_addr_from_msg(c, reply_ep, header, header_length);
     if (hmi_unlikely(src == NULL || src->a_dead)) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ucx: message of %zu bytes from %s dropped",
                 length, src ? "a dead peer" : "an unidentified sender");
@@ -185,13 +185,13 @@ static ucs_status_t ucx_am_cb(void *arg, const void *header, size_t header_lengt
     c->c_cb_data = data;
     c->c_cb_released = false;
     c->c_eager_held++;
-    hm_na_deliver(c->c_na, src, data, length, (uintptr_t)data);
+    hmi_na_deliver(c->c_na, src, data, length, (uintptr_t)data);
     c->c_in_am_cb = false;
     c->c_cb_data = NULL;
     return c->c_cb_released ? UCS_OK : UCS_INPROGRESS;
 }
 
-void hmi_ucx_msg_release(hm_na_context_t *ctx, uintptr_t token)
+void hmi_ucx_msg_release(hmi_na_context_t *ctx, uintptr_t token)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     if (token & UCX_TOKEN_POOL) {
@@ -254,7 +254,7 @@ void hmi_ucx_msg_fini_late(struct ucx_ctx *c)
 
 /* ---- Send ----------------------------------------------------------------- */
 
-void *hmi_ucx_msg_buf_alloc(hm_na_class_t *cls, size_t size, void **desc_out)
+void *hmi_ucx_msg_buf_alloc(hmi_na_class_t *cls, size_t size, void **desc_out)
 {
     (void)cls;
     *desc_out = NULL;
@@ -262,14 +262,14 @@ void *hmi_ucx_msg_buf_alloc(hm_na_class_t *cls, size_t size, void **desc_out)
     return aligned_alloc(64, rounded ? rounded : 64);
 }
 
-void hmi_ucx_msg_buf_free(hm_na_class_t *cls, void *buf, void *desc)
+void hmi_ucx_msg_buf_free(hmi_na_class_t *cls, void *buf, void *desc)
 {
     (void)cls;
     (void)desc;
     free(buf);
 }
 
-hm_return_t hmi_ucx_msg_post(struct ucx_ctx *c, hm_na_op_t *op)
+hm_return_t hmi_ucx_msg_post(struct ucx_ctx *c, hmi_na_op_t *op)
 {
     struct ucx_op *p = ucx_op(op);
     struct ucx_ep *e = hmi_ucx_addr_uep(p->p_addr);
@@ -296,8 +296,8 @@ hm_return_t hmi_ucx_msg_post(struct ucx_ctx *c, hm_na_op_t *op)
     return HM_SUCCESS;
 }
 
-hm_return_t hmi_ucx_msg_send(hm_na_context_t *ctx, hm_na_addr_t *dest, const void *buf,
-                             size_t len, void *desc, hm_na_op_t *op)
+hm_return_t hmi_ucx_msg_send(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const void *buf,
+                             size_t len, void *desc, hmi_na_op_t *op)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     struct ucx_op *p = ucx_op(op);

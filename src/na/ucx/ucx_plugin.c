@@ -27,7 +27,7 @@
 
 /* ---- Tunables ------------------------------------------------------------- */
 
-static const struct hm_na_tunable ucx_tunables[] = {
+static const struct hmi_na_tunable ucx_tunables[] = {
     {.env = "HM_UCX_EAGER_LIMIT",
      .def = "65536",
      .help = "Largest message in bytes, Hermod header included (4096..16777216)."},
@@ -49,14 +49,14 @@ static const struct hm_na_tunable ucx_tunables[] = {
     {.env = NULL, .def = NULL, .help = NULL},
 };
 
-const struct hm_na_tunable *hmi_ucx_tunables = ucx_tunables;
+const struct hmi_na_tunable *hmi_ucx_tunables = ucx_tunables;
 
 static const char *ucx_tunable(const char *env)
 {
     const char *value = getenv(env);
     if (value != NULL && value[0] != '\0')
         return value;
-    for (const struct hm_na_tunable *t = ucx_tunables; t->env; t++)
+    for (const struct hmi_na_tunable *t = ucx_tunables; t->env; t++)
         if (strcmp(t->env, env) == 0)
             return t->def;
     return NULL;
@@ -189,7 +189,7 @@ static hm_return_t ucx_config(const struct ucx_class *k, ucp_config_t **config_o
     return HM_SUCCESS;
 }
 
-static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, const char *listen)
+static hm_return_t ucx_class_open(hmi_na_class_t *cls, const char *protocol, const char *listen)
 {
     struct ucx_class *k = ucx_cls(cls);
     if (strcmp(protocol, "tcp") == 0) {
@@ -214,7 +214,7 @@ static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, cons
     k->k_eager_limit &= ~(size_t)7;
     k->k_pool_keep = hmi_ucx_tunable_size("HM_UCX_POOL_KEEP", 64);
     k->k_connect_ms = (unsigned int)hmi_ucx_tunable_size("HM_UCX_CONNECT_MS", 10000);
-    hm_na_hello_key_from_env(&k->k_job_key);
+    hmi_na_hello_key_from_env(&k->k_job_key);
 
     ucp_config_t *config;
     hm_return_t ret = ucx_config(k, &config);
@@ -254,7 +254,7 @@ static hm_return_t ucx_class_open(hm_na_class_t *cls, const char *protocol, cons
     return HM_SUCCESS;
 }
 
-static void ucx_class_close(hm_na_class_t *cls)
+static void ucx_class_close(hmi_na_class_t *cls)
 {
     struct ucx_class *k = ucx_cls(cls);
     ucp_cleanup(k->k_ucp);
@@ -265,7 +265,7 @@ static void ucx_class_close(hm_na_class_t *cls)
 
 static const char *const ucx_protocols[] = {"tcp", "shm", NULL};
 
-const struct hm_na_ops hm_na_ucx_ops = {
+const struct hmi_na_ops hmi_na_ucx_ops = {
     .name = "ucx",
     .protocols = ucx_protocols,
     .class_size = sizeof(struct ucx_class),

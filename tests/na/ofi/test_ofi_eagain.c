@@ -27,24 +27,24 @@
 static const char *g_uri;
 
 struct ea_rx {
-    hm_na_context_t *ctx;
+    hmi_na_context_t *ctx;
     unsigned int received;
     unsigned int bad;
 };
 
-static void ea_recv(void *arg, hm_na_addr_t *source, void *buf, size_t len, uintptr_t token)
+static void ea_recv(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token)
 {
     struct ea_rx *rx = arg;
     const uint8_t *b = buf;
     if (((uintptr_t)buf & 7) != 0 || len == 0 || b[0] != 0x5a || b[len - 1] != 0x5a)
         rx->bad++;
     rx->received++;
-    hm_na_msg_release(rx->ctx, token);
+    hmi_na_msg_release(rx->ctx, token);
 }
 
 static unsigned int ea_done, ea_failed;
 
-static void ea_send_cb(hm_na_op_t *op, hm_return_t status)
+static void ea_send_cb(hmi_na_op_t *op, hm_return_t status)
 {
     ea_done++;
     if (status != HM_SUCCESS && ea_failed++ == 0)
@@ -53,14 +53,14 @@ static void ea_send_cb(hm_na_op_t *op, hm_return_t status)
 
 static void test_send_queue_full(void **state)
 {
-    hm_na_class_t *cls;
-    assert_int_equal(hm_na_class_open(g_uri, &cls), HM_SUCCESS);
+    hmi_na_class_t *cls;
+    assert_int_equal(hmi_na_class_open(g_uri, &cls), HM_SUCCESS);
     struct ea_rx rx = {0};
-    hm_na_context_t *srv, *cli;
-    assert_int_equal(hm_na_context_open(cls, 0, ea_recv, &rx, NULL, NULL, &srv), HM_SUCCESS);
+    hmi_na_context_t *srv, *cli;
+    assert_int_equal(hmi_na_context_open(cls, 0, ea_recv, &rx, NULL, NULL, &srv), HM_SUCCESS);
     rx.ctx = srv;
-    assert_int_equal(hm_na_context_open(cls, 1, ea_recv, &rx, NULL, NULL, &cli), HM_SUCCESS);
-    hm_na_addr_t *self, *dest;
+    assert_int_equal(hmi_na_context_open(cls, 1, ea_recv, &rx, NULL, NULL, &cli), HM_SUCCESS);
+    hmi_na_addr_t *self, *dest;
     char uri[256];
     size_t size = sizeof(uri);
     assert_int_equal(cls->c_ops.addr_self(srv, &self), HM_SUCCESS);
@@ -72,32 +72,32 @@ static void test_send_queue_full(void **state)
     uint8_t *buf = cls->c_ops.msg_buf_alloc(cls, len, &desc);
     assert_non_null(buf);
     memset(buf, 0x5a, len);
-    hm_na_op_t **ops = calloc(EA_SENDS, sizeof(*ops));
+    hmi_na_op_t **ops = calloc(EA_SENDS, sizeof(*ops));
     for (int i = 0; i < EA_SENDS; i++) {
-        ops[i] = hm_na_op_create(cls);
+        ops[i] = hmi_na_op_create(cls);
         ops[i]->o_cb = ea_send_cb;
-        assert_int_equal(hm_na_msg_send(cli, dest, buf, len, desc, ops[i]), HM_SUCCESS);
+        assert_int_equal(hmi_na_msg_send(cli, dest, buf, len, desc, ops[i]), HM_SUCCESS);
     }
     /* The provider pushed back at some point: ops wait in the plugin's queue. */
     assert_false(hmi_list_empty(&ofi_ctx(cli)->x_retry));
     uint64_t deadline = hmi_time_ns() + 60ull * 1000000000u;
     while ((ea_done < EA_SENDS || rx.received < EA_SENDS) && hmi_time_ns() < deadline) {
-        hm_na_progress(cli);
-        hm_na_progress(srv);
+        hmi_na_progress(cli);
+        hmi_na_progress(srv);
     }
     assert_int_equal(ea_done, EA_SENDS);
     assert_int_equal(ea_failed, 0);
     assert_int_equal(rx.received, EA_SENDS);
     assert_int_equal(rx.bad, 0);
     for (int i = 0; i < EA_SENDS; i++)
-        hm_na_op_destroy(ops[i]);
+        hmi_na_op_destroy(ops[i]);
     free(ops);
     cls->c_ops.msg_buf_free(cls, buf, desc);
     cls->c_ops.addr_unref(dest);
     cls->c_ops.addr_unref(self);
-    hm_na_context_close(cli);
-    hm_na_context_close(srv);
-    assert_int_equal(hm_na_class_close(cls), HM_SUCCESS);
+    hmi_na_context_close(cli);
+    hmi_na_context_close(srv);
+    assert_int_equal(hmi_na_class_close(cls), HM_SUCCESS);
 }
 
 /*
@@ -107,11 +107,11 @@ static void test_send_queue_full(void **state)
 static void test_rma_iov_limit(void **state)
 {
     (void)state;
-    hm_na_class_t *cls;
-    assert_int_equal(hm_na_class_open(g_uri, &cls), HM_SUCCESS);
+    hmi_na_class_t *cls;
+    assert_int_equal(hmi_na_class_open(g_uri, &cls), HM_SUCCESS);
     if (cls->c_rma_kind == HM_NA_RMA_OWNER_CHECKED) {
         assert_int_equal(cls->c_rma_iov_limit, HM_NA_RMA_IOV_MAX);
-        hm_na_class_close(cls);
+        hmi_na_class_close(cls);
         return;
     }
     const struct fi_tx_attr *tx = ofi_class(cls)->k_info->tx_attr;
@@ -121,7 +121,7 @@ static void test_rma_iov_limit(void **state)
     if (tx->rma_iov_limit < want)
         want = tx->rma_iov_limit;
     assert_int_equal(cls->c_rma_iov_limit, want == 0 ? 1 : want);
-    hm_na_class_close(cls);
+    hmi_na_class_close(cls);
 }
 
 #define EA_RMAS 1024
@@ -129,7 +129,7 @@ static void test_rma_iov_limit(void **state)
 
 static unsigned int ea_rma_done, ea_rma_failed;
 
-static void ea_rma_cb(hm_na_op_t *op, hm_return_t status)
+static void ea_rma_cb(hmi_na_op_t *op, hm_return_t status)
 {
     (void)op;
     ea_rma_done++;
@@ -139,15 +139,15 @@ static void ea_rma_cb(hm_na_op_t *op, hm_return_t status)
 
 /* Both sides of the RMA test: the server's region and the client's two. */
 struct ea_rma {
-    hm_na_class_t *cls;
-    hm_na_context_t *srv, *cli;
-    hm_na_addr_t *dest;
+    hmi_na_class_t *cls;
+    hmi_na_context_t *srv, *cli;
+    hmi_na_addr_t *dest;
     struct ea_rx rx;             /* no message is expected */
     size_t size;                 /* bytes of each region */
     uint8_t *remote, *out, *in;  /* remote: the server's; out: put from; in: get into */
-    hm_na_mem_t *rmem, *omem, *imem;
+    hmi_na_mem_t *rmem, *omem, *imem;
     void *rkey;
-    hm_na_op_t *ops[EA_RMAS];
+    hmi_na_op_t *ops[EA_RMAS];
 };
 
 /*
@@ -156,16 +156,16 @@ struct ea_rma {
  * piece limit - 1 - j of the same op, so a swapped iov shows. Returns whether
  * the provider pushed back (some op waited in the plugin's retry queue).
  */
-static bool ea_rma_round(struct ea_rma *t, enum hm_na_rma_dir dir, hm_na_mem_t *local)
+static bool ea_rma_round(struct ea_rma *t, enum hmi_na_rma_dir dir, hmi_na_mem_t *local)
 {
     unsigned int limit = t->cls->c_rma_iov_limit;
     ea_rma_done = ea_rma_failed = 0;
     bool pushed_back = false;
     for (unsigned int o = 0; o < EA_RMAS; o++) {
-        struct hm_na_rma_piece pieces[HM_NA_RMA_IOV_MAX];
+        struct hmi_na_rma_piece pieces[HM_NA_RMA_IOV_MAX];
         for (unsigned int j = 0; j < limit; j++) {
             size_t base = (size_t)o * limit * EA_PIECE;
-            pieces[j] = (struct hm_na_rma_piece){
+            pieces[j] = (struct hmi_na_rma_piece){
                 .rp_local = local,
                 .rp_local_off = base + (size_t)j * EA_PIECE,
                 .rp_rkey = t->rkey,
@@ -173,13 +173,13 @@ static bool ea_rma_round(struct ea_rma *t, enum hm_na_rma_dir dir, hm_na_mem_t *
                 .rp_len = EA_PIECE,
             };
         }
-        assert_int_equal(hm_na_rma(t->cli, t->ops[o], dir, t->dest, pieces, limit), HM_SUCCESS);
+        assert_int_equal(hmi_na_rma(t->cli, t->ops[o], dir, t->dest, pieces, limit), HM_SUCCESS);
         pushed_back |= !hmi_list_empty(&ofi_ctx(t->cli)->x_retry);
     }
     uint64_t deadline = hmi_time_ns() + 60ull * 1000000000u;
     while (ea_rma_done < EA_RMAS && hmi_time_ns() < deadline) {
-        hm_na_progress(t->cli);
-        hm_na_progress(t->srv);
+        hmi_na_progress(t->cli);
+        hmi_na_progress(t->srv);
     }
     fprintf(stderr, "%s: %u %s ops of %u pieces, provider pushed back: %s\n", g_uri, EA_RMAS,
             dir == HM_NA_RMA_PUT ? "put" : "get", limit, pushed_back ? "yes" : "no");
@@ -190,13 +190,13 @@ static bool ea_rma_round(struct ea_rma *t, enum hm_na_rma_dir dir, hm_na_mem_t *
 
 static void ea_rma_open(struct ea_rma *t)
 {
-    assert_int_equal(hm_na_class_open(g_uri, &t->cls), HM_SUCCESS);
-    assert_int_equal(hm_na_context_open(t->cls, 0, ea_recv, &t->rx, NULL, NULL, &t->srv),
+    assert_int_equal(hmi_na_class_open(g_uri, &t->cls), HM_SUCCESS);
+    assert_int_equal(hmi_na_context_open(t->cls, 0, ea_recv, &t->rx, NULL, NULL, &t->srv),
                      HM_SUCCESS);
     t->rx.ctx = t->srv;
-    assert_int_equal(hm_na_context_open(t->cls, 1, ea_recv, &t->rx, NULL, NULL, &t->cli),
+    assert_int_equal(hmi_na_context_open(t->cls, 1, ea_recv, &t->rx, NULL, NULL, &t->cli),
                      HM_SUCCESS);
-    hm_na_addr_t *self;
+    hmi_na_addr_t *self;
     char uri[256], key[256];
     size_t size = sizeof(uri), key_len = sizeof(key);
     assert_int_equal(t->cls->c_ops.addr_self(t->srv, &self), HM_SUCCESS);
@@ -210,14 +210,14 @@ static void ea_rma_open(struct ea_rma *t)
     for (size_t i = 0; i < t->size; i++)
         t->out[i] = (uint8_t)(i * 131u + (i >> 8));
     unsigned int rw = HM_NA_ACCESS_READ | HM_NA_ACCESS_WRITE;
-    assert_int_equal(hm_na_mem_register(t->cls, t->remote, t->size, rw, &t->rmem), HM_SUCCESS);
-    assert_int_equal(hm_na_mem_register(t->cls, t->out, t->size, 0, &t->omem), HM_SUCCESS);
-    assert_int_equal(hm_na_mem_register(t->cls, t->in, t->size, 0, &t->imem), HM_SUCCESS);
-    assert_int_equal(hm_na_mem_key_pack(t->rmem, key, &key_len), HM_SUCCESS);
-    assert_int_equal(hm_na_rkey_unpack(t->cli, t->dest, key, key_len, &t->rkey),
+    assert_int_equal(hmi_na_mem_register(t->cls, t->remote, t->size, rw, &t->rmem), HM_SUCCESS);
+    assert_int_equal(hmi_na_mem_register(t->cls, t->out, t->size, 0, &t->omem), HM_SUCCESS);
+    assert_int_equal(hmi_na_mem_register(t->cls, t->in, t->size, 0, &t->imem), HM_SUCCESS);
+    assert_int_equal(hmi_na_mem_key_pack(t->rmem, key, &key_len), HM_SUCCESS);
+    assert_int_equal(hmi_na_rkey_unpack(t->cli, t->dest, key, key_len, &t->rkey),
                      HM_SUCCESS);
     for (unsigned int o = 0; o < EA_RMAS; o++) {
-        t->ops[o] = hm_na_op_create(t->cls);
+        t->ops[o] = hmi_na_op_create(t->cls);
         t->ops[o]->o_cb = ea_rma_cb;
     }
 }
@@ -225,18 +225,18 @@ static void ea_rma_open(struct ea_rma *t)
 static void ea_rma_close(struct ea_rma *t)
 {
     for (unsigned int o = 0; o < EA_RMAS; o++)
-        hm_na_op_destroy(t->ops[o]);
-    hm_na_rkey_release(t->cli, t->rkey);
-    hm_na_mem_deregister(t->imem);
-    hm_na_mem_deregister(t->omem);
-    hm_na_mem_deregister(t->rmem);
+        hmi_na_op_destroy(t->ops[o]);
+    hmi_na_rkey_release(t->cli, t->rkey);
+    hmi_na_mem_deregister(t->imem);
+    hmi_na_mem_deregister(t->omem);
+    hmi_na_mem_deregister(t->rmem);
     free(t->in);
     free(t->out);
     free(t->remote);
     t->cls->c_ops.addr_unref(t->dest);
-    hm_na_context_close(t->cli);
-    hm_na_context_close(t->srv);
-    assert_int_equal(hm_na_class_close(t->cls), HM_SUCCESS);
+    hmi_na_context_close(t->cli);
+    hmi_na_context_close(t->srv);
+    assert_int_equal(hmi_na_class_close(t->cls), HM_SUCCESS);
 }
 
 /* The first remote byte a put round got wrong, or t->size. */
@@ -264,8 +264,8 @@ static void test_rma_queue_full(void **state)
     uint64_t deadline = hmi_time_ns() + 5ull * 1000000000u;
     size_t bad;
     while ((bad = ea_put_mismatch(&t, piece_bytes)) < t.size && hmi_time_ns() < deadline) {
-        hm_na_progress(t.srv);
-        hm_na_progress(t.cli);
+        hmi_na_progress(t.srv);
+        hmi_na_progress(t.cli);
     }
     if (bad < t.size)
         fail_msg("put: remote byte %zu differs", bad);
