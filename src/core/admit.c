@@ -108,9 +108,10 @@ hm_return_t hmi_admit_check(hm_context_t *ctx, hm_addr_t *peer,
     *bytes_out = bytes;
     if ((ad->ad_max_bytes_peer != 0 && bytes > ad->ad_max_bytes_peer) ||
         (ad->ad_max_bytes != 0 && bytes > ad->ad_max_bytes)) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
-                "context %u refused an overflow of %llu bytes: above its budget",
-                ctx->c_index, (unsigned long long)bytes);
+        static struct hmi_log_limit budget_log; /* a peer can cause it: rate-limited */
+        hmi_log_limited(&budget_log, HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                        "context %u refused an overflow of %llu bytes: above its budget",
+                        ctx->c_index, (unsigned long long)bytes);
         return HM_MSGSIZE;
     }
     const hm_addr_t *sender = hmi_admit_acct(peer);

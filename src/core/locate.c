@@ -59,8 +59,9 @@ void hmi_locate_serve(hm_context_t *ctx, hmi_na_addr_t *source, const struct hmi
 {
     char uri[sizeof(ctx->c_self_uri)];
     if (!locate_find(ctx->c_class, hdr->target_ctx, uri, sizeof(uri))) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "a peer asked for context %u, which we lack",
-                hdr->target_ctx);
+        static struct hmi_log_limit lack_log; /* a peer can cause it: rate-limited */
+        hmi_log_limited(&lack_log, HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                        "a peer asked for context %u, which we lack", hdr->target_ctx);
         hmi_send_error_reply(ctx, source, hdr, HM_NOENTRY);
         return;
     }

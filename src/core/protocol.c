@@ -141,18 +141,19 @@ hm_return_t hmi_protocol_admit(hm_context_t *ctx, const struct hmi_wire_header *
         return rpc != NULL && rpc->r_handler != NULL ? HM_SUCCESS : HM_NOENTRY;
     const struct hmi_rpc_proto *proto = hmi_protocol_find(ctx->c_class, hdr->proto_id);
     if (proto == NULL || proto->p_major != hdr->proto_major) {
+        static struct hmi_log_limit unserved_log, version_log; /* peer-caused: rate-limited */
         ctx->c_stats.incompatible_replies++;
         if (proto == NULL)
-            hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
-                    "request for RPC 0x%08x of protocol 0x%08x %u.%u, which this class "
-                    "does not serve: answered HM_INCOMPATIBLE",
-                    hdr->rpc_id, hdr->proto_id, hdr->proto_major, hdr->proto_minor);
+            hmi_log_limited(&unserved_log, HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                            "request for RPC 0x%08x of protocol 0x%08x %u.%u, which this "
+                            "class does not serve: answered HM_INCOMPATIBLE",
+                            hdr->rpc_id, hdr->proto_id, hdr->proto_major, hdr->proto_minor);
         else
-            hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
-                    "request for RPC 0x%08x of %s %u.%u, this class serves %u.%u: "
-                    "answered HM_INCOMPATIBLE",
-                    hdr->rpc_id, proto->p_name, hdr->proto_major, hdr->proto_minor,
-                    proto->p_major, proto->p_minor);
+            hmi_log_limited(&version_log, HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                            "request for RPC 0x%08x of %s %u.%u, this class serves %u.%u: "
+                            "answered HM_INCOMPATIBLE",
+                            hdr->rpc_id, proto->p_name, hdr->proto_major, hdr->proto_minor,
+                            proto->p_major, proto->p_minor);
         return HM_INCOMPATIBLE;
     }
     if (rpc == NULL || rpc->r_handler == NULL || rpc->r_proto != proto)

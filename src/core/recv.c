@@ -14,8 +14,10 @@ static void recv_drop(hm_context_t *ctx, hmi_wire_verdict_t verdict, size_t len,
         ctx->c_stats.dropped_checksum++;
     else
         ctx->c_stats.dropped_malformed++;
-    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "context %u dropped a %zu-byte message: %s",
-            ctx->c_index, len, hmi_wire_verdict_str(verdict));
+    static struct hmi_log_limit drop_log; /* a peer can cause it: rate-limited */
+    hmi_log_limited(&drop_log, HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                    "context %u dropped a %zu-byte message: %s", ctx->c_index, len,
+                    hmi_wire_verdict_str(verdict));
     hmi_na_msg_release(ctx->c_na, token);
 }
 

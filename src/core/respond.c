@@ -15,9 +15,10 @@
 static void respond_noentry(hm_context_t *ctx, hm_addr_t *peer,
                             const struct hmi_wire_header *hdr)
 {
+    static struct hmi_log_limit noentry_log; /* a peer can cause it: rate-limited */
     ctx->c_stats.noentry_replies++;
-    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
-            "request for unknown RPC id 0x%08x, answered HM_NOENTRY", hdr->rpc_id);
+    hmi_log_limited(&noentry_log, HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                    "request for unknown RPC id 0x%08x, answered HM_NOENTRY", hdr->rpc_id);
     hmi_admit_reply(ctx, peer, hdr, HM_NOENTRY);
 }
 

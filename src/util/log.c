@@ -23,6 +23,7 @@
 
 #include "util/compiler.h"
 #include "util/log.h"
+#include "util/time.h"
 
 /* Longest line written in one write(2); longer messages are truncated. */
 #define LOG_LINE_MAX 1024
@@ -150,7 +151,12 @@ static void log_write_line(hmi_log_subsys_t subsys, hmi_log_level_t level, const
     (void)!write(STDERR_FILENO, line, len);
 }
 
-void hmi_log(hmi_log_subsys_t subsys, hmi_log_level_t level, const char *fmt, ...)
+/*
+ * Format, keep an error line for hm_error_detail, and write it if enabled.
+ * `limit` (may be NULL) rate-limits the write only.
+ */
+static void log_vline(struct hmi_log_limit *limit, hmi_log_subsys_t subsys, hmi_log_level_t level,
+                      const char *fmt, va_list ap)
 {
     if ((unsigned)subsys >= HMI_SUBSYS_COUNT || level <= HMI_LOG_NONE || level > HMI_LOG_DEBUG)
         return;
@@ -158,17 +164,64 @@ void hmi_log(hmi_log_subsys_t subsys, hmi_log_level_t level, const char *fmt, ..
     bool enabled = hmi_log_enabled(subsys, level);
     if (!enabled && level != HMI_LOG_ERROR)
         return;
+    uint32_t suppressed = 0;
+    if (enabled && limit != NULL)
+        enabled = hmi_log_limit_admit(limit, hmi_time_ns() / 1000000000u, &suppressed);
+    if (!enabled && level != HMI_LOG_ERROR)
+        return; /* suppressed: not even formatted */
     char msg[LOG_DETAIL_MAX];
-    va_list ap;
-    va_start(ap, fmt);
     int n = vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
     if (n < 0)
         msg[0] = '\0';
     if (level == HMI_LOG_ERROR)
         memcpy(log_detail, msg, strlen(msg) + 1); /* same size: fits */
-    if (enabled)
+    if (!enabled)
+        return;
+    if (suppressed == 0) {
         log_write_line(subsys, level, msg);
+        return;
+    }
+    char line[LOG_LINE_MAX];
+    snprintf(line, sizeof(line), "%s (%u similar lines suppressed)", msg, suppressed);
+    log_write_line(subsys, level, line);
+}
+
+void hmi_log(hmi_log_subsys_t subsys, hmi_log_level_t level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_vline(NULL, subsys, level, fmt, ap);
+    va_end(ap);
+}
+
+void hmi_log_limited(struct hmi_log_limit *limit, hmi_log_subsys_t subsys, hmi_log_level_t level,
+                     const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_vline(limit, subsys, level, fmt, ap);
+    va_end(ap);
+}
+
+/*
+ * Threads race only on which of them opens a new window; at worst a window
+ * lets a few more lines through, or reports a suppressed count one window
+ * late. Window 0 is never "current" (second + 1 is stored).
+ */
+bool hmi_log_limit_admit(struct hmi_log_limit *limit, uint64_t second, uint32_t *suppressed_out)
+{
+    uint64_t window = second + 1;
+    uint64_t seen = atomic_load_explicit(&limit->l_second, memory_order_relaxed);
+    if (seen != window && atomic_compare_exchange_strong(&limit->l_second, &seen, window))
+        atomic_store_explicit(&limit->l_written, 0, memory_order_relaxed);
+    uint32_t written = atomic_fetch_add_explicit(&limit->l_written, 1, memory_order_relaxed);
+    if (written >= HMI_LOG_LIMIT_LINES) {
+        atomic_fetch_add_explicit(&limit->l_suppressed, 1, memory_order_relaxed);
+        *suppressed_out = 0;
+        return false;
+    }
+    *suppressed_out = atomic_exchange_explicit(&limit->l_suppressed, 0, memory_order_relaxed);
+    return true;
 }
 
 const char *hm_error_detail(void)

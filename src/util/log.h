@@ -10,7 +10,9 @@
 #ifndef HM_UTIL_LOG_H
 #define HM_UTIL_LOG_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef enum hmi_log_level {
     HMI_LOG_NONE = 0,
@@ -47,5 +49,33 @@ static inline bool hmi_log_enabled(hmi_log_subsys_t subsys, hmi_log_level_t leve
 /* Write one line if enabled; error lines are always kept for hm_error_detail. */
 void hmi_log(hmi_log_subsys_t subsys, hmi_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/*
+ * Lines a peer can cause (a malformed message dropped, a refused key, an
+ * incompatible request answered) are rate-limited, so a flood of bad
+ * requests does not become a flood of log lines: each call site owns one
+ * zero-initialised `static struct hmi_log_limit`, and at most
+ * HMI_LOG_LIMIT_LINES of its lines are written per second. The first line
+ * written in a new second says how many the last one suppressed. Error
+ * lines still go to hm_error_detail, suppressed or not. Counters, not
+ * logs, are what count every event (hm_stats_t).
+ */
+#define HMI_LOG_LIMIT_LINES 10u
+
+struct hmi_log_limit {
+    _Atomic uint64_t l_second;     /* the current one-second window */
+    _Atomic uint32_t l_written;    /* lines written in it */
+    _Atomic uint32_t l_suppressed; /* lines suppressed since the last written one */
+};
+
+void hmi_log_limited(struct hmi_log_limit *limit, hmi_log_subsys_t subsys, hmi_log_level_t level,
+                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/*
+ * The limiter's decision at time `second` (exposed for its unit test):
+ * true if a line may be written, with *suppressed_out the count to report
+ * with it (0 if none); false if the line is suppressed (and counted).
+ */
+bool hmi_log_limit_admit(struct hmi_log_limit *limit, uint64_t second, uint32_t *suppressed_out);
 
 #endif

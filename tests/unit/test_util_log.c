@@ -1,7 +1,8 @@
 /*
  * Logging: hm_error_detail with logging off, line format, environment
  * parsing (each case in a forked child, since the environment is read once
- * per process) and the subsystem filter.
+ * per process), the subsystem filter, and the rate limit of lines a peer
+ * can cause (hmi_log_limited).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -205,6 +206,57 @@ static void test_subsys_filter_output(void **state)
     assert_string_equal(out, "hm: core: info: core info\n");
 }
 
+/* The limiter's decisions over explicit seconds: 10 a second, then a count. */
+static void test_limit_admit(void **state)
+{
+    struct hmi_log_limit limit = {0};
+    uint32_t suppressed = 99;
+    for (unsigned i = 0; i < HMI_LOG_LIMIT_LINES; i++) {
+        assert_true(hmi_log_limit_admit(&limit, 5, &suppressed));
+        assert_int_equal(suppressed, 0);
+    }
+    for (unsigned i = 0; i < 15; i++)
+        assert_false(hmi_log_limit_admit(&limit, 5, &suppressed));
+    assert_true(hmi_log_limit_admit(&limit, 6, &suppressed)); /* a new second */
+    assert_int_equal(suppressed, 15);
+    assert_true(hmi_log_limit_admit(&limit, 6, &suppressed));
+    assert_int_equal(suppressed, 0); /* reported once */
+    assert_true(hmi_log_limit_admit(&limit, 0, &suppressed)); /* second 0 is a window too */
+}
+
+static size_t count_lines(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/*
+ * 1000 peer-caused lines from one call site write at most two windows'
+ * worth (the calls may straddle a second), and a suppressed error line
+ * still sets hm_error_detail.
+ */
+static void test_limited_lines(void **state)
+{
+    static char out[64 * 1024];
+    static struct hmi_log_limit limit;
+    struct capture c;
+    hmi_log_set_level(HMI_SUBSYS_CORE, HMI_LOG_WARN);
+    capture_begin(&c);
+    for (int i = 0; i < 1000; i++)
+        hmi_log_limited(&limit, HMI_SUBSYS_CORE, HMI_LOG_WARN, "dropped message %d", i);
+    hmi_log_limited(&limit, HMI_SUBSYS_CORE, HMI_LOG_ERROR, "the last one");
+    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "an unlimited line");
+    capture_end(&c, out, sizeof(out));
+    hmi_log_set_level(HMI_SUBSYS_CORE, HMI_LOG_NONE);
+    size_t lines = count_lines(out, "hm: core: warn: dropped message ");
+    assert_true(lines >= HMI_LOG_LIMIT_LINES && lines <= 2 * HMI_LOG_LIMIT_LINES);
+    assert_non_null(strstr(out, "hm: core: warn: dropped message 0\n"));
+    assert_non_null(strstr(out, "hm: core: warn: an unlimited line\n"));
+    assert_string_equal(hm_error_detail(), "the last one");
+}
+
 int main(void)
 {
     /* The process under test starts with logging off whatever the caller's shell says. */
@@ -219,6 +271,8 @@ int main(void)
         cmocka_unit_test(test_detail_is_per_thread),
         cmocka_unit_test(test_line_format_and_filter),
         cmocka_unit_test(test_long_message_truncated),
+        cmocka_unit_test(test_limit_admit),
+        cmocka_unit_test(test_limited_lines),
     };
     return cmocka_run_group_tests_name("util_log", tests, NULL, NULL);
 }
