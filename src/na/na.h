@@ -56,14 +56,23 @@
  *     sets c_trusted_only (the core then refuses it unless peers are
  *     declared trusted), or is put behind Hermod's own listener
  *     (na_listen.h, na_hello.h).
- *   - Its tunables: environment variables HM_<PLUGIN>_*, read at
- *     class_open, listed in README's table.
+ *   - Its tunables: environment variables HM_<PLUGIN>_*, one const array
+ *     of struct hmi_na_tunable (na_tunable.h: name, kind, default, bounds,
+ *     help) that the ops table points at (.tunables, .ntunables), read with
+ *     hmi_na_tunable_size / _bool / _string at class_open (one rule: a bad
+ *     value is a warning naming the variable, and the default). hm_info
+ *     prints the table; README's environment table must have a row for
+ *     each variable (the na_tunables_readme style test fails otherwise).
+ *     Variables every plugin shares (HM_JOB_KEY, HM_CMA,
+ *     HM_SWRMA_JOBS_PEER) are the NA layer's table, hmi_na_tunables.
  * Shared helpers: na_uri.h (one strict parser for listen addresses and
- * URIs), na_pidwatch.h, na_listen.h, na_hello.h, na_keytab.h.
+ * URIs), na_pidwatch.h, na_listen.h, na_hello.h, na_keytab.h,
+ * na_tunable.h.
  *
  * Besides its table and its folder, a plugin touches: na_registry.c (its
  * table, under its build flag), src/na/CMakeLists.txt (add_subdirectory),
- * the top CMakeLists.txt (hm_plugin_option, hm_find_plugin_lib, and
+ * src/CMakeLists.txt (its HM_NA_<NAME> flag in the plugin loop), the top
+ * CMakeLists.txt (hm_plugin_option, hm_find_plugin_lib, and
  * HM_TEST_PROTOCOLS: the URIs the multi-process tests run over), and
  * README's tables. The layers above call only this header's functions,
  * never the table's slots.
@@ -80,6 +89,7 @@
 #include <hermod/types.h>
 
 #include "na/na_keytab.h"
+#include "na/na_tunable.h"
 #include "util/list.h"
 
 typedef struct hmi_na_class hmi_na_class_t;
@@ -204,6 +214,14 @@ struct hmi_na_ops {
     /* URI scheme before '+', e.g. "ucx", and the protocols after it. */
     const char *name;
     const char *const *protocols; /* NULL-terminated, e.g. {"tcp", "shm", NULL} */
+
+    /*
+     * The plugin's tunables (na_tunable.h): environment variables
+     * HM_<PLUGIN>_*, read with hmi_na_tunable_size/_bool/_string at
+     * class_open. hm_info prints them; README's table lists each one.
+     */
+    const struct hmi_na_tunable *tunables;
+    size_t ntunables;
 
     /* Sizes of the plugin's private state the NA layer allocates. */
     size_t class_size;

@@ -88,15 +88,6 @@ extern const size_t hmi_ofi_nquirks;
 /* Most pieces an RMA op of this plugin carries (its op state holds them). */
 #define OFI_RMA_IOV_MAX HM_NA_RMA_IOV_MAX
 
-/* Tunables: environment name, default, help; read once per class open. */
-struct ofi_tunable {
-    const char *t_env;
-    size_t t_default;
-    size_t t_min;
-    size_t t_max;
-    const char *t_help;
-};
-
 enum ofi_tunable_id {
     OFI_TUNE_EAGER_LIMIT,
     OFI_TUNE_SLAB_SIZE,
@@ -107,8 +98,9 @@ enum ofi_tunable_id {
     OFI_TUNE_COUNT
 };
 
-extern const struct ofi_tunable hmi_ofi_tunables[OFI_TUNE_COUNT];
-/* The value in force for `id`: the environment if set and in range, else the default. */
+/* The plugin's tunables (na_tunable.h), read once per class open. */
+extern const struct hmi_na_tunable hmi_ofi_tunables[OFI_TUNE_COUNT];
+/* The value in force for `id` (hmi_na_tunable_size: the rule of na_tunable.h). */
 size_t hmi_ofi_tunable(enum ofi_tunable_id id);
 
 /* ---- Pure logic: URIs, header, slabs (ofi_uri.c) -------------------------- */

@@ -88,15 +88,16 @@
 #include "util/hmap.h"
 #include "util/list.h"
 
-/* A plugin tunable: environment variable, default, help. hm_info prints them. */
-struct hmi_na_tunable {
-    const char *env;
-    const char *def;
-    const char *help;
+/* The UCX plugin's tunables (na_tunable.h), read at class_open (ucx_plugin.c). */
+enum ucx_tunable_id {
+    UCX_TUNE_EAGER_LIMIT,
+    UCX_TUNE_POOL_KEEP,
+    UCX_TUNE_TCP_TLS,
+    UCX_TUNE_SHM_TLS,
+    UCX_TUNE_CONNECT_MS,
+    UCX_TUNE_COUNT
 };
-
-/* The UCX plugin's tunables, terminated by an entry whose env is NULL. */
-extern const struct hmi_na_tunable *hmi_ucx_tunables;
+extern const struct hmi_na_tunable hmi_ucx_tunables[UCX_TUNE_COUNT];
 
 /* The one active-message id the plugin uses. */
 #define UCX_AM_ID 0x2a
@@ -279,7 +280,6 @@ static inline struct ucx_op *ucx_op(const hmi_na_op_t *op)
 
 /* ucx_plugin.c */
 hm_return_t hmi_ucx_status(ucs_status_t status);
-size_t hmi_ucx_tunable_size(const char *env, size_t def);
 
 /* ucx_context.c */
 hm_return_t hmi_ucx_context_open(hmi_na_context_t *ctx);
