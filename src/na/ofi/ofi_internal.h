@@ -38,6 +38,7 @@
 #include <rdma/fi_rma.h>
 
 #include "na/na.h"
+#include "na/na_addrtab.h"
 #include "util/hmap.h"
 #include "util/compiler.h"
 #include "util/list.h"
@@ -253,7 +254,7 @@ struct ofi_context {
     pid_t x_pid;
     hmi_na_addr_t *x_self;
     struct hmi_hmap x_by_fi;   /* fi_addr_t -> peer */
-    struct hmi_hmap x_by_name; /* hash of name -> peer (collisions chained in peer) */
+    struct hmi_na_addrtab x_by_name; /* endpoint name -> peer (a_entry), dead ones too */
     struct ofi_slab *x_slabs;
     size_t x_nslabs;
     uint8_t *x_slab_mem;
@@ -280,7 +281,7 @@ struct hmi_na_addr {
     struct ofi_context *a_ctx;
     fi_addr_t a_fi;
     struct ofi_name a_name;
-    hmi_na_addr_t *a_name_next; /* same name hash */
+    struct hmi_na_addrtab_entry a_entry; /* x_by_name, by a_name's bytes */
     pid_t a_pid;
     int a_pidfd;
     bool a_self;
