@@ -6,7 +6,9 @@
  * and the eager limit when it does, with where a context per NUMA node
  * would be placed: its device and why, and for tcp the interfaces a URI may
  * name to listen on), then the topology: NUMA nodes, their
- * cores, and the network devices with the node closest to each. Exit
+ * cores, and the network devices with the node closest to each, then the
+ * environment: the core's variables and every network tunables table (the
+ * NA layer's and each plugin's, hm_tunables_print). Exit
  * status: 0 when at least one protocol opens, 1 otherwise (a topology that
  * cannot be read is reported but does not change it).
  */
@@ -112,7 +114,10 @@ static void info_print_topo(void)
         printf("topology: unavailable: %s: %s\n", hm_strerror(ret), hm_error_detail());
 }
 
-/* info_print_env: the environment variables that change Hermod's behaviour. */
+/*
+ * info_print_env: the environment variables that change Hermod's behaviour:
+ * the core's here, then the network layer's tables (hm_tunables_print).
+ */
 static void info_print_env(void)
 {
     static const char *const vars[][2] = {
@@ -127,7 +132,6 @@ static void info_print_env(void)
         {"HM_RETRY_HINT_US", "server: retry hint of HM_OVERLOADED answers (default 500)"},
         {"HM_BULK_RCACHE", "idle bulk registrations kept for reuse (default 256; 0: off)"},
         {"HM_TOPO_XML", "hwloc XML file to read the topology from (default: this machine)"},
-        {"HM_CMA", "0: no process_vm_readv/writev for shm bulk RMA (default: on)"},
     };
 
     printf("environment:\n");
@@ -135,6 +139,9 @@ static void info_print_env(void)
         const char *val = getenv(vars[i][0]);
         printf("  %-14s %-10s %s\n", vars[i][0], val != NULL ? val : "(unset)", vars[i][1]);
     }
+    hm_return_t ret = hm_tunables_print(stdout);
+    if (ret != HM_SUCCESS)
+        printf("network tunables: %s\n", hm_strerror(ret));
 }
 
 int main(int argc, char **argv)

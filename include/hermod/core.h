@@ -561,6 +561,17 @@ HM_EXPORT hm_return_t hm_addr_to_string(const hm_addr_t *addr, char *buf, size_t
  * compiled in: shm has no interfaces), HM_TRANSPORT_ERROR (getifaddrs).
  */
 HM_EXPORT hm_return_t hm_listen_interfaces_print(const char *protocol, FILE *out);
+/*
+ * hm_tunables_print: print to `out` the network layer's tunables, grouped by
+ * owner (the NA layer's shared ones, then each plugin compiled in): each
+ * environment variable with its default, its value when set (a secret one,
+ * HM_JOB_KEY, only as "set"), what it accepts and one line of help. An
+ * unset or empty variable means its default; a set value that does not
+ * parse or is out of bounds is shown "not valid" and the default is used
+ * (with a warning when the plugin reads it).
+ * Errors: HM_INVALID_ARG (NULL), HM_FAULT (writing failed).
+ */
+HM_EXPORT hm_return_t hm_tunables_print(FILE *out);
 
 /*
  * hm_addr_cmp: order two addresses: 0 when both name the same peer context

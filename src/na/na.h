@@ -40,30 +40,57 @@
  * UCS_THREAD_MODE_SERIALIZED). Class-level calls (mem_register,
  * msg_buf_alloc, ...) may come from any thread at the same time.
  *
- * What your plugin must solve (the NA layer does not do it for you):
+ * What your plugin must solve (the NA layer does not do it for you), and
+ * why each stays in the plugin:
  *   - Canonical addresses: one object per (peer, context), found again from
- *     the source of every arriving message (a table keyed by the
- *     transport's own name for the peer: ucx_addr.c, ofi_addr.c).
+ *     the source of every arriving message. The table is shared: a
+ *     struct hmi_na_addrtab per context, keyed by the transport's own name
+ *     for the peer as bytes, its entry inside the plugin's address
+ *     (na_addrtab.h; ucx keys the peer's URI, ofi its endpoint name). What
+ *     stays in the plugin: the address object itself (what it holds is the
+ *     transport's: endpoints, fi_addr_t, AV entries) and when a dead peer
+ *     leaves the table (ucx at once, so a new lookup dials again; ofi at
+ *     context close, as its AV entry stays). A plugin whose transport also
+ *     names a source by a handle (fi_addr_t, ucp_ep_h) keeps that second
+ *     map itself.
  *   - Sender identity: the receive callback's `source` is the process the
  *     transport says sent the bytes. Where the transport names no sender
- *     (libfabric's rxm has no FI_SOURCE) the plugin carries the sender's
- *     name in each message (ofi_msg.c) and must say so in its quirks:
- *     owner-checked RMA and admission key on `source`.
+ *     (libfabric's rxm has no FI_SOURCE; a UCX endpoint a peer connected
+ *     from) the plugin carries the sender's name in each message until the
+ *     peer has shown it knows us (ofi_msg.c, ucx_addr.c) and must say so in
+ *     its quirks: owner-checked RMA and admission key on `source`. Not
+ *     shared: what the name is (a URI with a worker address, a 16-byte
+ *     endpoint name), where it rides (AM header, message header) and what
+ *     proves the peer bound us differ with each transport.
  *   - Peer death: call hmi_na_peer_failed once, when the transport reports a
- *     peer gone or the plugin's own watch does (na_pidwatch.h: a pidfd per
- *     same-host peer; ofi+tcp: probes of quiet peers).
+ *     peer gone or the plugin's own watch does. Shared: the pidfd watch of
+ *     same-host peers (na_pidwatch.h). Not shared: what else reveals a death
+ *     depends on the transport (UCX's endpoint error callback; for
+ *     libfabric's rxm only a failed send, hence probes of quiet peers after
+ *     HM_OFI_PROBE_MS, ofi_addr.c), and what must be drained or completed
+ *     before reporting it (ucx drains the worker so nothing the peer sent
+ *     is lost; ofi ends its queued and posted ops).
  *   - Hostile bytes: a transport library that aborts on malformed input
  *     sets c_trusted_only (the core then refuses it unless peers are
  *     declared trusted), or is put behind Hermod's own listener
  *     (na_listen.h, na_hello.h).
- *   - Its tunables: environment variables HM_<PLUGIN>_*, read at
- *     class_open, listed in README's table.
+ *   - Its tunables: environment variables HM_<PLUGIN>_*, one const array
+ *     of struct hmi_na_tunable (na_tunable.h: name, kind, default, bounds,
+ *     help) that the ops table points at (.tunables, .ntunables), read with
+ *     hmi_na_tunable_size / _bool / _string at class_open (one rule: a bad
+ *     value is a warning naming the variable, and the default). hm_info
+ *     prints the table; README's environment table must have a row for
+ *     each variable (the na_tunables_readme style test fails otherwise).
+ *     Variables every plugin shares (HM_JOB_KEY, HM_CMA,
+ *     HM_SWRMA_JOBS_PEER) are the NA layer's table, hmi_na_tunables.
  * Shared helpers: na_uri.h (one strict parser for listen addresses and
- * URIs), na_pidwatch.h, na_listen.h, na_hello.h, na_keytab.h.
+ * URIs), na_addrtab.h, na_pidwatch.h, na_listen.h, na_hello.h,
+ * na_keytab.h, na_tunable.h.
  *
  * Besides its table and its folder, a plugin touches: na_registry.c (its
  * table, under its build flag), src/na/CMakeLists.txt (add_subdirectory),
- * the top CMakeLists.txt (hm_plugin_option, hm_find_plugin_lib, and
+ * src/CMakeLists.txt (its HM_NA_<NAME> flag in the plugin loop), the top
+ * CMakeLists.txt (hm_plugin_option, hm_find_plugin_lib, and
  * HM_TEST_PROTOCOLS: the URIs the multi-process tests run over), and
  * README's tables. The layers above call only this header's functions,
  * never the table's slots.
@@ -80,6 +107,7 @@
 #include <hermod/types.h>
 
 #include "na/na_keytab.h"
+#include "na/na_tunable.h"
 #include "util/list.h"
 
 typedef struct hmi_na_class hmi_na_class_t;
@@ -204,6 +232,14 @@ struct hmi_na_ops {
     /* URI scheme before '+', e.g. "ucx", and the protocols after it. */
     const char *name;
     const char *const *protocols; /* NULL-terminated, e.g. {"tcp", "shm", NULL} */
+
+    /*
+     * The plugin's tunables (na_tunable.h): environment variables
+     * HM_<PLUGIN>_*, read with hmi_na_tunable_size/_bool/_string at
+     * class_open. hm_info prints them; README's table lists each one.
+     */
+    const struct hmi_na_tunable *tunables;
+    size_t ntunables;
 
     /* Sizes of the plugin's private state the NA layer allocates. */
     size_t class_size;

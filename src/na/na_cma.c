@@ -78,8 +78,7 @@ static atomic_bool cma_warned;
 
 bool hmi_cma_enabled(void)
 {
-    const char *v = getenv("HM_CMA");
-    return v == NULL || v[0] == '\0' || strcmp(v, "0") != 0;
+    return hmi_na_tunable_bool(&hmi_na_tunables[HMI_NA_TUNE_CMA]);
 }
 
 void hmi_cma_context_fini(hmi_na_context_t *ctx)

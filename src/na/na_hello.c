@@ -1,5 +1,6 @@
 /* The hello frame: encoding and checks (layout in na_hello.h). */
 #include "na/na_hello.h"
+#include "na/na_tunable.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,7 @@ void hmi_na_hello_key_set(struct hmi_na_hello_key *key, const char *text)
 
 void hmi_na_hello_key_from_env(struct hmi_na_hello_key *key)
 {
-    hmi_na_hello_key_set(key, getenv("HM_JOB_KEY"));
+    hmi_na_hello_key_set(key, hmi_na_tunable_string(&hmi_na_tunables[HMI_NA_TUNE_JOB_KEY]));
 }
 
 size_t hmi_na_hello_encode(void *buf, size_t size, const struct hmi_na_hello_key *key,

@@ -1,7 +1,9 @@
 /*
  * The one list of NA plugins, each under its build flag. A new plugin adds
- * its table here; na.h ("What your plugin must solve") lists the few other
- * places it touches (CMake and README).
+ * its ops table here, and that is the only source file outside its folder
+ * it edits (its tunables ride on the ops table, na_tunable.h); na.h ("What
+ * your plugin must solve") lists the other places it touches: three CMake
+ * files and README's tables.
  */
 #include "na/na.h"
 

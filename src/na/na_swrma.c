@@ -12,19 +12,11 @@
 #include "util/compiler.h"
 #include "util/log.h"
 
-/* The per-peer job cap: HM_SWRMA_JOBS_PEER (0: none but SWRMA_JOBS), else the default. */
+/* The per-peer job cap: HM_SWRMA_JOBS_PEER; 0 or past SWRMA_JOBS means SWRMA_JOBS. */
 static unsigned int swrma_jobs_peer_max(void)
 {
-    const char *env = getenv("HM_SWRMA_JOBS_PEER");
-    if (env == NULL || *env == '\0')
-        return SWRMA_JOBS_PEER;
-    char *end;
-    unsigned long long parsed = strtoull(env, &end, 10);
-    if (*end != '\0') {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "HM_SWRMA_JOBS_PEER=%s ignored (a count)", env);
-        return SWRMA_JOBS_PEER;
-    }
-    return parsed == 0 || parsed > SWRMA_JOBS ? SWRMA_JOBS : (unsigned int)parsed;
+    size_t cap = hmi_na_tunable_size(&hmi_na_tunables[HMI_NA_TUNE_SWRMA_JOBS_PEER]);
+    return cap == 0 || cap > SWRMA_JOBS ? SWRMA_JOBS : (unsigned int)cap;
 }
 
 hm_return_t hmi_swrma_context_init(hmi_na_context_t *ctx)

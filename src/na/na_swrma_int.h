@@ -51,7 +51,7 @@
 #define SWRMA_BUFS 256u
 #define SWRMA_REQ_BUFS 192u      /* the requester's part: the owner's replies always find one */
 #define SWRMA_JOBS 4096u
-#define SWRMA_JOBS_PEER 256u     /* default per-peer cap */
+#define SWRMA_JOBS_PEER 256u     /* default per-peer cap: HM_SWRMA_JOBS_PEER's default (na_tunable.c) */
 #define SWRMA_CANCELS 64u
 #define SWRMA_SHARE 8u           /* send buffers in flight to one peer */
 #define SWRMA_PEER_WINDOW 64u    /* requests outstanding at one peer (requester) */

@@ -1093,6 +1093,7 @@ static void test_topo(void **state)
     assert_int_equal(hm_listen_interfaces_print("ofi+shm", stdout), HM_NOT_SUPPORTED);
     assert_int_equal(hm_listen_interfaces_print("ofi+tcpx", stdout), HM_NOT_SUPPORTED);
     assert_int_equal(hm_listen_interfaces_print("", stdout), HM_NOT_SUPPORTED);
+    assert_int_equal(hm_tunables_print(NULL), HM_INVALID_ARG);
 }
 
 int main(int argc, char **argv)

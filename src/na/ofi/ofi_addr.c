@@ -27,14 +27,6 @@
 #define ADDR_MAX_PROBES 6u
 #define ADDR_SWEEP_MAX 64u
 
-static uint64_t addr_name_hash(const struct ofi_name *name)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < name->n_len; i++)
-        h = (h ^ name->n_bytes[i]) * 1099511628211ull;
-    return hmi_hash64(h ^ name->n_len);
-}
-
 static bool addr_name_eq(const struct ofi_name *a, const struct ofi_name *b)
 {
     return a->n_len == b->n_len && memcmp(a->n_bytes, b->n_bytes, a->n_len) == 0;
@@ -68,8 +60,7 @@ static void addr_unwatch_pid(struct ofi_context *x, hmi_na_addr_t *peer)
 }
 
 /* Insert a new peer into the AV and both maps. */
-static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *name, pid_t pid,
-                                 uint64_t hash)
+static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *name, pid_t pid)
 {
     hmi_na_addr_t *peer = calloc(1, sizeof(*peer));
     if (peer == NULL)
@@ -88,10 +79,8 @@ static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *
     }
     if (hmi_hmap_put(&x->x_by_fi, peer->a_fi, peer) != HM_SUCCESS)
         goto err_av;
-    peer->a_name_next = hmi_hmap_remove(&x->x_by_name, hash);
-    if (hmi_hmap_put(&x->x_by_name, hash, peer) != HM_SUCCESS) {
-        if (peer->a_name_next)
-            hmi_hmap_put(&x->x_by_name, hash, peer->a_name_next);
+    if (hmi_na_addrtab_insert(&x->x_by_name, &peer->a_entry, peer->a_name.n_bytes,
+                              peer->a_name.n_len) != HM_SUCCESS) {
         hmi_hmap_remove(&x->x_by_fi, peer->a_fi);
         goto err_av;
     }
@@ -110,11 +99,10 @@ err_free:
 
 hmi_na_addr_t *hmi_ofi_peer_get(struct ofi_context *x, const struct ofi_name *name, pid_t pid)
 {
-    uint64_t hash = addr_name_hash(name);
-    for (hmi_na_addr_t *p = hmi_hmap_get(&x->x_by_name, hash); p; p = p->a_name_next)
-        if (addr_name_eq(&p->a_name, name))
-            return p;
-    return addr_create(x, name, pid, hash);
+    struct hmi_na_addrtab_entry *e = hmi_na_addrtab_find(&x->x_by_name, name->n_bytes, name->n_len);
+    if (e != NULL)
+        return hmi_container_of(e, hmi_na_addr_t, a_entry);
+    return addr_create(x, name, pid);
 }
 
 hmi_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
@@ -297,11 +285,11 @@ static void addr_free_one(uint64_t key, void *value, void *arg)
 
 void hmi_ofi_peers_clear(struct ofi_context *x)
 {
+    hmi_na_addrtab_fini(&x->x_by_name); /* walks the peers: before they are freed */
     hmi_hmap_foreach(&x->x_by_fi, addr_free_one, NULL);
     hmi_hmap_destroy(&x->x_by_fi);
-    hmi_hmap_destroy(&x->x_by_name);
     hmi_hmap_init(&x->x_by_fi, 0);
-    hmi_hmap_init(&x->x_by_name, 0);
+    hmi_na_addrtab_init(&x->x_by_name, NULL);
     x->x_self = NULL;
     x->x_npeers_watched = 0;
 }

@@ -208,7 +208,7 @@ static void ctx_release(struct ofi_context *x)
     if (x->x_epfd >= 0)
         close(x->x_epfd);
     hmi_hmap_destroy(&x->x_by_fi);
-    hmi_hmap_destroy(&x->x_by_name);
+    hmi_na_addrtab_fini(&x->x_by_name);
 }
 
 /*
@@ -249,7 +249,7 @@ hm_return_t hmi_ofi_context_open(hmi_na_context_t *ctx)
     hmi_list_init(&x->x_retry);
     hmi_list_init(&x->x_posted);
     hmi_hmap_init(&x->x_by_fi, 16);
-    hmi_hmap_init(&x->x_by_name, 16);
+    hmi_na_addrtab_init(&x->x_by_name, NULL);
     ctx_check_device(ctx, x->x_cls);
     hm_return_t ret = ctx_open_endpoint(ctx, x);
     if (ret == HM_SUCCESS)

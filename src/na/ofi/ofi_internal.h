@@ -38,6 +38,7 @@
 #include <rdma/fi_rma.h>
 
 #include "na/na.h"
+#include "na/na_addrtab.h"
 #include "util/hmap.h"
 #include "util/compiler.h"
 #include "util/list.h"
@@ -88,15 +89,6 @@ extern const size_t hmi_ofi_nquirks;
 /* Most pieces an RMA op of this plugin carries (its op state holds them). */
 #define OFI_RMA_IOV_MAX HM_NA_RMA_IOV_MAX
 
-/* Tunables: environment name, default, help; read once per class open. */
-struct ofi_tunable {
-    const char *t_env;
-    size_t t_default;
-    size_t t_min;
-    size_t t_max;
-    const char *t_help;
-};
-
 enum ofi_tunable_id {
     OFI_TUNE_EAGER_LIMIT,
     OFI_TUNE_SLAB_SIZE,
@@ -107,8 +99,9 @@ enum ofi_tunable_id {
     OFI_TUNE_COUNT
 };
 
-extern const struct ofi_tunable hmi_ofi_tunables[OFI_TUNE_COUNT];
-/* The value in force for `id`: the environment if set and in range, else the default. */
+/* The plugin's tunables (na_tunable.h), read once per class open. */
+extern const struct hmi_na_tunable hmi_ofi_tunables[OFI_TUNE_COUNT];
+/* The value in force for `id` (hmi_na_tunable_size: the rule of na_tunable.h). */
 size_t hmi_ofi_tunable(enum ofi_tunable_id id);
 
 /* ---- Pure logic: URIs, header, slabs (ofi_uri.c) -------------------------- */
@@ -261,7 +254,7 @@ struct ofi_context {
     pid_t x_pid;
     hmi_na_addr_t *x_self;
     struct hmi_hmap x_by_fi;   /* fi_addr_t -> peer */
-    struct hmi_hmap x_by_name; /* hash of name -> peer (collisions chained in peer) */
+    struct hmi_na_addrtab x_by_name; /* endpoint name -> peer (a_entry), dead ones too */
     struct ofi_slab *x_slabs;
     size_t x_nslabs;
     uint8_t *x_slab_mem;
@@ -288,7 +281,7 @@ struct hmi_na_addr {
     struct ofi_context *a_ctx;
     fi_addr_t a_fi;
     struct ofi_name a_name;
-    hmi_na_addr_t *a_name_next; /* same name hash */
+    struct hmi_na_addrtab_entry a_entry; /* x_by_name, by a_name's bytes */
     pid_t a_pid;
     int a_pidfd;
     bool a_self;

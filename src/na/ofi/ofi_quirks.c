@@ -121,31 +121,25 @@ void hmi_ofi_provider_env(void)
     (void)pthread_once(&once, ofi_provider_env_once);
 }
 
-const struct ofi_tunable hmi_ofi_tunables[OFI_TUNE_COUNT] = {
-    [OFI_TUNE_EAGER_LIMIT] = {"HM_OFI_EAGER_LIMIT", 64u << 10, 256, 16u << 20,
+const struct hmi_na_tunable hmi_ofi_tunables[OFI_TUNE_COUNT] = {
+    [OFI_TUNE_EAGER_LIMIT] = {"HM_OFI_EAGER_LIMIT", HMI_NA_TUNABLE_SIZE, "65536", 256, 16u << 20,
                               "largest message (bytes, Hermod header included)"},
-    [OFI_TUNE_SLAB_SIZE] = {"HM_OFI_SLAB_SIZE", 512u << 10, 4096, 1u << 30,
+    [OFI_TUNE_SLAB_SIZE] = {"HM_OFI_SLAB_SIZE", HMI_NA_TUNABLE_SIZE, "524288", 4096, 1u << 30,
                             "bytes per multi-receive slab (raised to hold 4 eager messages)"},
-    [OFI_TUNE_SLABS] = {"HM_OFI_SLABS", 8, 2, 4096, "receive slabs posted per context"},
-    [OFI_TUNE_PROBE_MS] = {"HM_OFI_PROBE_MS", 1000, 10, 600000,
+    [OFI_TUNE_SLABS] = {"HM_OFI_SLABS", HMI_NA_TUNABLE_SIZE, "8", 2, 4096,
+                        "receive slabs posted per context (ofi+tcp: buffers, at least 256)"},
+    [OFI_TUNE_PROBE_MS] = {"HM_OFI_PROBE_MS", HMI_NA_TUNABLE_SIZE, "1000", 10, 600000,
                            "silence (ms) after a send before a quiet peer is probed"},
-    [OFI_TUNE_STUCK_MS] = {"HM_OFI_STUCK_MS", 5000, 100, 3600000,
+    [OFI_TUNE_STUCK_MS] = {"HM_OFI_STUCK_MS", HMI_NA_TUNABLE_SIZE, "5000", 100, 3600000,
                            "a peer whose posts meet -FI_EAGAIN this long (ms) is dead"},
-    [OFI_TUNE_RMA_IOV] = {"HM_OFI_RMA_IOV", OFI_RMA_IOV_MAX, 1, OFI_RMA_IOV_MAX,
+    /* The default is OFI_RMA_IOV_MAX (16); the test suite parses it against the bound. */
+    [OFI_TUNE_RMA_IOV] = {"HM_OFI_RMA_IOV", HMI_NA_TUNABLE_SIZE, "16", 1,
+                          OFI_RMA_IOV_MAX,
                           "most pieces per RMA op (also capped by the provider's "
                           "iov_limit and rma_iov_limit; 1: one fi_read/fi_write each)"},
 };
 
 size_t hmi_ofi_tunable(enum ofi_tunable_id id)
 {
-    const struct ofi_tunable *t = &hmi_ofi_tunables[id];
-    const char *env = getenv(t->t_env);
-    if (env == NULL || *env == '\0')
-        return t->t_default;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(env, &end, 0);
-    if (errno != 0 || *end != '\0' || v < t->t_min || v > t->t_max)
-        return t->t_default;
-    return (size_t)v;
+    return hmi_na_tunable_size(&hmi_ofi_tunables[id]);
 }

@@ -153,32 +153,13 @@ size_t hmi_ucx_uri_format(const struct ucx_uri *u, char *buf, size_t size)
     return (size_t)n;
 }
 
-static uint64_t ucx_hash_str(const char *s, size_t len)
-{
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* ---- Addresses ------------------------------------------------------------ */
 
 /* The live address of canonical URI `uri`, or NULL. */
 static hmi_na_addr_t *ucx_addr_find(struct ucx_ctx *c, const char *uri, size_t len)
 {
-    uint64_t h = ucx_hash_str(uri, len);
-    hmi_na_addr_t *a = hmi_hmap_get(&c->c_by_uri, h);
-    if (a != NULL && a->a_uri_len == len && memcmp(a->a_uri, uri, len) == 0)
-        return a;
-    /* Hash collision (never seen in practice): fall back to a scan. */
-    for (struct hmi_list *l = c->c_addrs.next; l != &c->c_addrs; l = l->next) {
-        a = hmi_container_of(l, hmi_na_addr_t, a_link);
-        if (!a->a_dead && a->a_uri_len == len && memcmp(a->a_uri, uri, len) == 0)
-            return a;
-    }
-    return NULL;
+    struct hmi_na_addrtab_entry *e = hmi_na_addrtab_find(&c->c_by_uri, uri, len);
+    return e != NULL ? hmi_container_of(e, hmi_na_addr_t, a_entry) : NULL;
 }
 
 /* Watch a shm peer's pid. HM_UNREACHABLE if the process is gone. */
@@ -220,21 +201,23 @@ static hm_return_t ucx_addr_new(struct ucx_ctx *c, const char *uri, size_t len,
     }
     memcpy(a->a_uri, uri, len + 1);
     a->a_uri_len = len;
-    a->a_hash = ucx_hash_str(uri, len);
     a->a_ctx = c;
     a->a_refs = 1; /* the context's */
     a->a_pidfd = -1;
     a->a_pid = u->u_proto == UCX_PROTO_SHM ? u->u_pid : 0;
     hmi_list_init(&a->a_fail_link);
-    if (a->a_pid != 0 && a->a_pid != getpid()) {
-        hm_return_t ret = ucx_addr_watch(c, a);
-        if (ret != HM_SUCCESS) {
-            free(a->a_uri);
-            free(a);
-            return ret;
-        }
+    /* Out of the table, a second lookup would make a second object. */
+    hm_return_t ret = hmi_na_addrtab_insert(&c->c_by_uri, &a->a_entry, a->a_uri, len);
+    if (ret == HM_SUCCESS && a->a_pid != 0 && a->a_pid != getpid()) {
+        ret = ucx_addr_watch(c, a);
+        if (ret != HM_SUCCESS)
+            hmi_na_addrtab_remove(&c->c_by_uri, &a->a_entry);
     }
-    a->a_in_map = hmi_hmap_put(&c->c_by_uri, a->a_hash, a) == HM_SUCCESS;
+    if (ret != HM_SUCCESS) {
+        free(a->a_uri);
+        free(a);
+        return ret;
+    }
     hmi_list_push_back(&c->c_addrs, &a->a_link);
     *out = a;
     return HM_SUCCESS;
@@ -689,10 +672,7 @@ void hmi_ucx_addr_fail(hmi_na_addr_t *a, const char *why)
     a->a_dead = true;
     if (!c->c_closing)
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: peer %s is unreachable: %s", a->a_uri, why);
-    if (a->a_in_map) {
-        hmi_hmap_remove(&c->c_by_uri, a->a_hash);
-        a->a_in_map = false;
-    }
+    hmi_na_addrtab_remove(&c->c_by_uri, &a->a_entry); /* a new lookup dials again */
     ucx_addr_unwatch(c, a);
     /* Posted ops end when their endpoint is force-closed; queued ones now. */
     struct hmi_list *l, *next;
@@ -870,7 +850,7 @@ void hmi_ucx_addr_fini(struct ucx_ctx *c)
         ucx_addr_unwatch(c, a);
         a->a_ctx = NULL; /* survivors are only freed by the core's unref */
         a->a_ep = NULL;
-        a->a_in_map = false;
+        hmi_na_addrtab_remove(&c->c_by_uri, &a->a_entry);
         hmi_ucx_addr_unref(a);
     }
     c->c_self = NULL;

@@ -217,9 +217,7 @@ hm_return_t hmi_ucx_context_open(hmi_na_context_t *ctx)
     hm_return_t ret = hmi_hmap_init(&c->c_by_ep, 16);
     if (ret != HM_SUCCESS)
         return ret;
-    ret = hmi_hmap_init(&c->c_by_uri, 16);
-    if (ret != HM_SUCCESS)
-        goto err_by_ep;
+    hmi_na_addrtab_init(&c->c_by_uri, NULL);
     ret = ucx_worker_open(c);
     if (ret != HM_SUCCESS)
         goto err_by_uri;
@@ -243,8 +241,7 @@ err_worker:
     ucp_worker_destroy(c->c_worker);
     hmi_ucx_addr_free_eps(c);
 err_by_uri:
-    hmi_hmap_destroy(&c->c_by_uri);
-err_by_ep:
+    hmi_na_addrtab_fini(&c->c_by_uri);
     hmi_hmap_destroy(&c->c_by_ep);
     return ret;
 }
@@ -344,7 +341,7 @@ void hmi_ucx_context_close(hmi_na_context_t *ctx)
     }
     close(c->c_epfd);
     close(c->c_pid_epfd);
-    hmi_hmap_destroy(&c->c_by_uri);
+    hmi_na_addrtab_fini(&c->c_by_uri);
     hmi_hmap_destroy(&c->c_by_ep);
 }
 

@@ -82,21 +82,23 @@
 #include <ucp/api/ucp.h>
 
 #include "na/na.h"
+#include "na/na_addrtab.h"
 #include "na/na_hello.h"
 #include "na/na_uri.h"
 #include "util/compiler.h"
 #include "util/hmap.h"
 #include "util/list.h"
 
-/* A plugin tunable: environment variable, default, help. hm_info prints them. */
-struct hmi_na_tunable {
-    const char *env;
-    const char *def;
-    const char *help;
+/* The UCX plugin's tunables (na_tunable.h), read at class_open (ucx_plugin.c). */
+enum ucx_tunable_id {
+    UCX_TUNE_EAGER_LIMIT,
+    UCX_TUNE_POOL_KEEP,
+    UCX_TUNE_TCP_TLS,
+    UCX_TUNE_SHM_TLS,
+    UCX_TUNE_CONNECT_MS,
+    UCX_TUNE_COUNT
 };
-
-/* The UCX plugin's tunables, terminated by an entry whose env is NULL. */
-extern const struct hmi_na_tunable *hmi_ucx_tunables;
+extern const struct hmi_na_tunable hmi_ucx_tunables[UCX_TUNE_COUNT];
 
 /* The one active-message id the plugin uses. */
 #define UCX_AM_ID 0x2a
@@ -173,14 +175,13 @@ struct hmi_na_addr {
     unsigned int a_refs;
     char *a_uri;
     size_t a_uri_len;
-    uint64_t a_hash;
+    struct hmi_na_addrtab_entry a_entry; /* ctx->c_by_uri, by a_uri; out once dead */
     struct ucx_ep *a_ep;     /* endpoint used for sends; NULL until needed */
     pid_t a_pid;             /* shm: the peer's pid; 0 if unknown */
     int a_pidfd;             /* shm: -1 if none */
     bool a_self;
     bool a_dead;
     bool a_exited;           /* shm: its pidfd fired; dead once drained */
-    bool a_in_map;           /* in ctx->c_by_uri */
     struct hmi_list a_link;  /* ctx->c_addrs */
     struct hmi_list a_fail_link; /* ctx->c_failed, until reported */
 };
@@ -249,7 +250,7 @@ struct ucx_ctx {
     unsigned int c_closing_eps;    /* ucp_ep_close_nbx requests in flight */
     unsigned int c_rndv_inflight;  /* rendezvous receives in flight */
     struct hmi_hmap c_by_ep;       /* ucp_ep_h -> struct ucx_ep */
-    struct hmi_hmap c_by_uri;      /* hash of URI -> hmi_na_addr_t */
+    struct hmi_na_addrtab c_by_uri; /* canonical URI -> live hmi_na_addr_t (a_entry) */
     struct hmi_list c_addrs;
     struct hmi_list c_eps;
     struct hmi_list c_posted;      /* ops with a UCX request */
@@ -279,7 +280,6 @@ static inline struct ucx_op *ucx_op(const hmi_na_op_t *op)
 
 /* ucx_plugin.c */
 hm_return_t hmi_ucx_status(ucs_status_t status);
-size_t hmi_ucx_tunable_size(const char *env, size_t def);
 
 /* ucx_context.c */
 hm_return_t hmi_ucx_context_open(hmi_na_context_t *ctx);

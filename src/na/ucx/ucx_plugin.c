@@ -17,7 +17,6 @@
  */
 #include "na/ucx/ucx_internal.h"
 
-#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,57 +26,22 @@
 
 /* ---- Tunables ------------------------------------------------------------- */
 
-static const struct hmi_na_tunable ucx_tunables[] = {
-    {.env = "HM_UCX_EAGER_LIMIT",
-     .def = "65536",
-     .help = "Largest message in bytes, Hermod header included (4096..16777216)."},
-    {.env = "HM_UCX_POOL_KEEP",
-     .def = "64",
-     .help = "Receive buffers (of the eager limit each) a context keeps for reuse."},
-    {.env = "HM_UCX_TCP_TLS",
-     .def = "tcp",
-     .help = "UCX transports (UCX_TLS syntax) behind ucx+tcp."},
-    {.env = "HM_UCX_SHM_TLS",
-     /* No "cma": UCX's cma transport reads a rendezvous message's payload
-      * from the pid the sender's own UCX address names, so a peer forging
-      * it could make us read another process into our receive buffer. */
-     .def = "posix,sysv,self",
-     .help = "UCX transports (UCX_TLS syntax) behind ucx+shm."},
-    {.env = "HM_UCX_CONNECT_MS",
-     .def = "10000",
-     .help = "ucx+tcp: longest a connection's hello exchange may take (ms)."},
-    {.env = NULL, .def = NULL, .help = NULL},
+const struct hmi_na_tunable hmi_ucx_tunables[UCX_TUNE_COUNT] = {
+    [UCX_TUNE_EAGER_LIMIT] = {"HM_UCX_EAGER_LIMIT", HMI_NA_TUNABLE_SIZE, "65536", 4096,
+                              16u << 20, "largest message in bytes, Hermod header included"},
+    [UCX_TUNE_POOL_KEEP] = {"HM_UCX_POOL_KEEP", HMI_NA_TUNABLE_SIZE, "64", 0, 1u << 20,
+                            "receive buffers (of the eager limit each) a context keeps for "
+                            "reuse"},
+    [UCX_TUNE_TCP_TLS] = {"HM_UCX_TCP_TLS", HMI_NA_TUNABLE_STRING, "tcp", 0, 0,
+                          "UCX transports (UCX_TLS syntax) behind ucx+tcp"},
+    /* No "cma": UCX's cma transport reads a rendezvous message's payload
+     * from the pid the sender's own UCX address names, so a peer forging
+     * it could make us read another process into our receive buffer. */
+    [UCX_TUNE_SHM_TLS] = {"HM_UCX_SHM_TLS", HMI_NA_TUNABLE_STRING, "posix,sysv,self", 0, 0,
+                          "UCX transports (UCX_TLS syntax) behind ucx+shm"},
+    [UCX_TUNE_CONNECT_MS] = {"HM_UCX_CONNECT_MS", HMI_NA_TUNABLE_SIZE, "10000", 0, 86400000u,
+                             "ucx+tcp: longest a connection's hello exchange may take (ms)"},
 };
-
-const struct hmi_na_tunable *hmi_ucx_tunables = ucx_tunables;
-
-static const char *ucx_tunable(const char *env)
-{
-    const char *value = getenv(env);
-    if (value != NULL && value[0] != '\0')
-        return value;
-    for (const struct hmi_na_tunable *t = ucx_tunables; t->env; t++)
-        if (strcmp(t->env, env) == 0)
-            return t->def;
-    return NULL;
-}
-
-/* A size tunable; `def` when unset or not a number. */
-size_t hmi_ucx_tunable_size(const char *env, size_t def)
-{
-    const char *value = ucx_tunable(env);
-    if (value == NULL)
-        return def;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(value, &end, 0);
-    if (errno != 0 || end == value || *end != '\0') {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ucx: %s=\"%s\" is not a number, using %zu", env,
-                value, def);
-        return def;
-    }
-    return (size_t)v;
-}
 
 /* ---- Status mapping ------------------------------------------------------- */
 
@@ -165,7 +129,8 @@ static hm_return_t ucx_config(const struct ucx_class *k, ucp_config_t **config_o
                 ucs_status_string(status));
         return HM_NOT_SUPPORTED;
     }
-    const char *tls = ucx_tunable(proto == UCX_PROTO_TCP ? "HM_UCX_TCP_TLS" : "HM_UCX_SHM_TLS");
+    const char *tls = hmi_na_tunable_string(
+        &hmi_ucx_tunables[proto == UCX_PROTO_TCP ? UCX_TUNE_TCP_TLS : UCX_TUNE_SHM_TLS]);
     hm_return_t ret = ucx_config_set(config, "TLS", tls);
     if (ret == HM_SUCCESS)
         ret = ucx_config_set(config, "WARN_UNUSED_ENV_VARS", "n");
@@ -205,15 +170,11 @@ static hm_return_t ucx_class_open(hmi_na_class_t *cls, const char *protocol, con
                 listen);
         return HM_INVALID_ARG;
     }
-    k->k_eager_limit = hmi_ucx_tunable_size("HM_UCX_EAGER_LIMIT", 65536);
-    if (k->k_eager_limit < 4096 || k->k_eager_limit > (16u << 20)) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: HM_UCX_EAGER_LIMIT=%zu out of range",
-                k->k_eager_limit);
-        return HM_INVALID_ARG;
-    }
-    k->k_eager_limit &= ~(size_t)7;
-    k->k_pool_keep = hmi_ucx_tunable_size("HM_UCX_POOL_KEEP", 64);
-    k->k_connect_ms = (unsigned int)hmi_ucx_tunable_size("HM_UCX_CONNECT_MS", 10000);
+    /* The table's bounds hold: 4096..16 MiB, at most a day in ms. */
+    k->k_eager_limit = hmi_na_tunable_size(&hmi_ucx_tunables[UCX_TUNE_EAGER_LIMIT]) & ~(size_t)7;
+    k->k_pool_keep = hmi_na_tunable_size(&hmi_ucx_tunables[UCX_TUNE_POOL_KEEP]);
+    k->k_connect_ms =
+        (unsigned int)hmi_na_tunable_size(&hmi_ucx_tunables[UCX_TUNE_CONNECT_MS]);
     hmi_na_hello_key_from_env(&k->k_job_key);
 
     ucp_config_t *config;
@@ -271,6 +232,8 @@ const struct hmi_na_ops hmi_na_ucx_ops = {
     .class_size = sizeof(struct ucx_class),
     .context_size = sizeof(struct ucx_ctx),
     .op_size = sizeof(struct ucx_op),
+    .tunables = hmi_ucx_tunables,
+    .ntunables = UCX_TUNE_COUNT,
     .class_open = ucx_class_open,
     .class_close = ucx_class_close,
     /* .devices stays NULL: UCX 1.13 chooses devices per ucp_context
