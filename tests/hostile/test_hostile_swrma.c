@@ -798,12 +798,8 @@ static void wait_pull_or_foreign(const struct pull_wait *w, uint64_t target)
 static void foreign_start(struct hm_test_child *attacker, struct foreign_args *fa)
 {
     char line[64];
-    hm_addr_t *self;
     static char uri[512];
-    size_t size = sizeof(uri);
-    assert_int_equal(hm_addr_self(g_cli.ctx, &self), HM_SUCCESS);
-    assert_int_equal(hm_addr_to_string(self, uri, &size), HM_SUCCESS);
-    hm_addr_free(self);
+    assert_int_equal(hm_test_self_uri(g_cli.ctx, uri, sizeof(uri)), 0);
     fa->victim_uri = uri;
     assert_int_equal(hm_test_spawn(attacker, foreign_main, fa), 0);
     assert_int_equal(recv_progressing(attacker, line, sizeof(line)), 0);

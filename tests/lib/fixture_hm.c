@@ -4,16 +4,20 @@
 #include <stdio.h>
 #include <string.h>
 
-int hm_test_ready_self(hm_context_t *ctx)
+int hm_test_self_uri(hm_context_t *ctx, char *buf, size_t size)
 {
     hm_addr_t *self;
-    char uri[HM_TEST_URI_MAX];
-    size_t size = sizeof(uri);
     if (hm_addr_self(ctx, &self) != HM_SUCCESS)
         return -1;
-    hm_return_t ret = hm_addr_to_string(self, uri, &size);
+    hm_return_t ret = hm_addr_to_string(self, buf, &size);
     hm_addr_free(self);
-    if (ret != HM_SUCCESS)
+    return ret == HM_SUCCESS ? 0 : -1;
+}
+
+int hm_test_ready_self(hm_context_t *ctx)
+{
+    char uri[HM_TEST_URI_MAX];
+    if (hm_test_self_uri(ctx, uri, sizeof(uri)) != 0)
         return -1;
     return hm_test_ready(uri);
 }

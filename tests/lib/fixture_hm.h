@@ -13,6 +13,9 @@
 
 #include "fixture.h"
 
+/* hm_test_self_uri: ctx's own address as a string into buf. 0 or -1. */
+int hm_test_self_uri(hm_context_t *ctx, char *buf, size_t size);
+
 /*
  * hm_test_ready_self: in a server child, announce ctx's own address as the
  * ready line (hm_test_server_start puts it in srv->uri). 0, or -1 (the
