@@ -244,8 +244,10 @@ static void server_loop(void)
     hm_test_context_close(srv.ctx, 100);
 }
 
-static int server_main(const char *protocol)
+/* The server child's body (hm_test_server_start); arg is the protocol URI. */
+static int server_main(void *arg)
 {
+    const char *protocol = arg;
     hm_class_t *cls;
     if (hm_class_create(protocol, core_class_opts, &cls) != HM_SUCCESS) {
         fprintf(stderr, "server: cannot open %s: %s\n", protocol, hm_error_detail());
@@ -260,15 +262,10 @@ static int server_main(const char *protocol)
     return hm_class_destroy(cls) == HM_SUCCESS ? 0 : 5;
 }
 
-static int server_child_main(void *arg)
-{
-    return server_main(arg);
-}
-
 int core_server_start(struct hm_test_server *server, const char *protocol, unsigned life_s)
 {
     /* The bound: SIGALRM ends a server nobody stops. */
-    return hm_test_server_start(server, server_child_main, (void *)protocol, life_s);
+    return hm_test_server_start(server, server_main, (void *)protocol, life_s);
 }
 
 void core_server_stop(struct hm_test_server *server, hm_context_t *ctx, hm_addr_t *addr,
