@@ -53,7 +53,8 @@ struct ctx_server_args {
                                   answer them all */
     uint32_t expect;           /* ...or until one client has sent this many (its last
                                   batch) */
-    unsigned int life_s;       /* the server exits after this long at most (SIGALRM) */
+    unsigned int life_s;       /* the server exits after life_s + CTX_SERVER_GRACE_S at
+                                  most (SIGALRM); the test's own alarm comes first */
     bool respond_threads;      /* "tagged" answered at once by two worker threads, which
                                   free the input, respond and drop the handle (the
                                   submission queue's server side) */
@@ -62,7 +63,8 @@ struct ctx_server_args {
 hm_return_t ctx_register(hm_class_t *cls, struct ctx_ids *ids);
 /* Child body (hm_test_server_start): runs the server described by `arg`. */
 int ctx_server_main(void *arg);
-/* Start it (the fixture, bound to args->life_s); its URI is server->uri. 0 or -1. */
+#define CTX_SERVER_GRACE_S 30u
+/* Start it (the fixture); its URI is server->uri. 0 or -1. */
 int ctx_server_start(struct hm_test_server *server, struct ctx_server_args *args);
 /* hm_call with a timeout; the output is decoded into `out` then freed. */
 hm_return_t ctx_call(hm_context_t *ctx, hm_addr_t *addr, hm_id_t id, struct ctx_tag *in,
