@@ -444,21 +444,14 @@ static void srv_fire_cancels(void)
 int bulk_server_main(void *arg)
 {
     const char *protocol = arg;
-    alarm(300);
     hm_class_t *cls;
     if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS)
         return 2;
     if (bulk_register(cls, &srv.ids, true) != HM_SUCCESS ||
         hm_context_create(cls, NULL, &srv.ctx) != HM_SUCCESS)
         return 3;
-    hm_addr_t *self;
-    char uri[512];
-    size_t size = sizeof(uri);
-    if (hm_addr_self(srv.ctx, &self) != HM_SUCCESS ||
-        hm_addr_to_string(self, uri, &size) != HM_SUCCESS)
+    if (hm_test_ready_self(srv.ctx) != 0)
         return 4;
-    hm_addr_free(self);
-    hm_test_ready(uri);
     while (!srv.shutdown) {
         hm_progress(srv.ctx, 1);
         srv_fire_cancels();
@@ -466,10 +459,7 @@ int bulk_server_main(void *arg)
         hm_trigger(srv.ctx, UINT32_MAX, NULL);
     }
     srv_unexpose();
-    for (int i = 0; i < 200 && hm_context_destroy(srv.ctx) == HM_BUSY; i++) {
-        hm_progress(srv.ctx, 10);
-        hm_trigger(srv.ctx, UINT32_MAX, NULL);
-    }
+    hm_test_context_close(srv.ctx, 200);
     return hm_class_destroy(cls) == HM_SUCCESS ? 0 : 5;
 }
 
@@ -477,18 +467,14 @@ int bulk_server_main(void *arg)
 
 const char *bulk_protocol = "ucx+tcp://127.0.0.1:0";
 struct bulk_client bulk_cli;
-struct hm_test_child bulk_server;
-char bulk_server_uri[512];
+struct hm_test_server bulk_server;
 
 hm_return_t bulk_client_open(struct bulk_client *c, const char *protocol,
                              const char *server_uri)
 {
     char mine[128];
-    const char *sep = strstr(protocol, "://");
-    if (sep == NULL)
+    if (hm_test_client_uri(protocol, mine, sizeof(mine)) != 0)
         return HM_INVALID_ARG;
-    snprintf(mine, sizeof(mine), "%.*s://%s", (int)(sep - protocol), protocol,
-             strstr(protocol, "+tcp") ? "127.0.0.1:0" : "");
     memset(c, 0, sizeof(*c));
     hm_return_t ret = hm_class_create(mine, NULL, &c->cls);
     if (ret == HM_SUCCESS)
@@ -603,23 +589,18 @@ hm_return_t bulk_transfer_wait(struct bulk_client *c, const hm_bulk_xfer_t *xfer
     return ret;
 }
 
-int bulk_server_start(struct hm_test_child *child, char *uri, size_t uri_size)
+int bulk_server_start(struct hm_test_server *server)
 {
-    if (hm_test_spawn(child, bulk_server_main, (void *)bulk_protocol) != 0)
-        return -1;
-    if (hm_test_recv(child, uri, uri_size, 20000) != 0) {
-        hm_test_child_kill(child);
-        return -1;
-    }
-    return 0;
+    return hm_test_server_start(server, bulk_server_main, (void *)bulk_protocol,
+                                BULK_SERVER_LIFE_S);
 }
 
 int bulk_setup(void **state)
 {
     (void)state;
-    if (bulk_server_start(&bulk_server, bulk_server_uri, sizeof(bulk_server_uri)) != 0)
+    if (bulk_server_start(&bulk_server) != 0)
         return -1;
-    hm_return_t ret = bulk_client_open(&bulk_cli, bulk_protocol, bulk_server_uri);
+    hm_return_t ret = bulk_client_open(&bulk_cli, bulk_protocol, bulk_server.uri);
     if (ret != HM_SUCCESS) {
         fprintf(stderr, "bulk_setup: cannot open a %s client: %s\n", bulk_protocol,
                 hm_strerror(ret));
@@ -633,7 +614,7 @@ int bulk_teardown(void **state)
     (void)state;
     if (bulk_cli.server)
         bulk_call(&bulk_cli, bulk_cli.ids.shutdown, NULL, NULL);
-    int status = hm_test_wait(&bulk_server, 10);
+    int status = hm_test_server_stop(&bulk_server, 10);
     hm_return_t ret = bulk_client_close(&bulk_cli);
     if (ret != HM_SUCCESS)
         fprintf(stderr, "bulk_teardown: closing the client: %s\n", hm_strerror(ret));

@@ -22,7 +22,7 @@
 
 #include <hermod.h>
 
-#include "harness.h"
+#include "fixture_hm.h"
 
 /* ---- the RPCs ------------------------------------------------------------------ */
 
@@ -121,8 +121,10 @@ void seg_buf_init(struct seg_buf *b, size_t total, uint32_t n, uint32_t salt);
 
 /* ---- server ------------------------------------------------------------------------- */
 
-/* The server's main (hm_test_spawn); arg is the protocol URI. Exits on "shutdown". */
+/* The server's main (hm_test_server_start); arg is the protocol URI. Exits on
+ * "shutdown", or SIGALRM ends it after BULK_SERVER_LIFE_S. */
 int bulk_server_main(void *arg);
+#define BULK_SERVER_LIFE_S 300u
 
 /* ---- client ------------------------------------------------------------------------- */
 
@@ -169,12 +171,11 @@ double bulk_now_ms(void);
  */
 extern const char *bulk_protocol;
 extern struct bulk_client bulk_cli;
-extern struct hm_test_child bulk_server;
-extern char bulk_server_uri[512];
+extern struct hm_test_server bulk_server; /* its process and URI */
 int bulk_setup(void **state);
 int bulk_teardown(void **state);
 
-/* Fork a server for `bulk_protocol`; its URI into `uri`. 0 or -1. */
-int bulk_server_start(struct hm_test_child *child, char *uri, size_t uri_size);
+/* Fork a server for `bulk_protocol` (the fixture); its URI is server->uri. 0 or -1. */
+int bulk_server_start(struct hm_test_server *server);
 
 #endif

@@ -141,7 +141,7 @@ static void open_uncached(struct bulk_client *c)
     const char *was = getenv("HM_BULK_RCACHE");
     char *saved = was ? strdup(was) : NULL;
     setenv("HM_BULK_RCACHE", "0", 1);
-    hm_return_t ret = bulk_client_open(c, bulk_protocol, bulk_server_uri);
+    hm_return_t ret = bulk_client_open(c, bulk_protocol, bulk_server.uri);
     if (saved) {
         setenv("HM_BULK_RCACHE", saved, 1);
         free(saved);
@@ -266,8 +266,7 @@ static void test_256mib_pull_push(void **state)
 
 /* Servers this group kills, forked by big_setup: one for a pull, one for a push. */
 static struct victim {
-    struct hm_test_child child;
-    char uri[512];
+    struct hm_test_server server; /* its process and URI */
 } victims[2];
 
 struct death_watch {
@@ -305,7 +304,7 @@ static void run_until_landed(struct bulk_client *c, struct victim *v, hm_bulk_op
     for (;;) {
         if (op == HM_BULK_PULL && bulk_pattern_find(data, DEATH_CHUNK, 61, 0) == DEATH_CHUNK)
             return;
-        if (op == HM_BULK_PUSH && hm_test_recv(&v->child, line, sizeof(line), 1) == 0) {
+        if (op == HM_BULK_PUSH && hm_test_recv(&v->server.child, line, sizeof(line), 1) == 0) {
             assert_string_equal(line, "landed");
             return;
         }
@@ -321,7 +320,7 @@ static void run_until_landed(struct bulk_client *c, struct victim *v, hm_bulk_op
 static void die_mid_transfer(struct victim *v, hm_bulk_op_t op)
 {
     struct bulk_client vc = bulk_cli; /* the same class and context, the victim as server */
-    assert_int_equal(hm_addr_lookup(vc.ctx, v->uri, &vc.server), HM_SUCCESS);
+    assert_int_equal(hm_addr_lookup(vc.ctx, v->server.uri, &vc.server), HM_SUCCESS);
     hm_bulk_t *origin;
     struct expose_in ein = {.size = DEATH_SIZE, .segs = 4, .seed = 61, .fill = 1,
                             .watch = op == HM_BULK_PUSH};
@@ -343,7 +342,7 @@ static void die_mid_transfer(struct victim *v, hm_bulk_op_t op)
     struct death_watch w = {0};
     assert_int_equal(hm_bulk_transfer(vc.ctx, &x, &opts, death_cb, &w, NULL), HM_SUCCESS);
     run_until_landed(&vc, v, op, b.data, &w);
-    assert_int_equal(hm_test_child_kill(&v->child), -SIGKILL);
+    assert_int_equal(hm_test_server_kill(&v->server), -SIGKILL);
 
     double killed = bulk_now_ms();
     death_wait(&vc, &w, DEATH_BOUND_MS);
@@ -426,7 +425,7 @@ static void test_peer_dies_mid_push(void **state)
 static int big_setup(void **state)
 {
     for (size_t i = 0; i < sizeof(victims) / sizeof(victims[0]); i++)
-        if (bulk_server_start(&victims[i].child, victims[i].uri, sizeof(victims[i].uri)) != 0)
+        if (bulk_server_start(&victims[i].server) != 0)
             return -1;
     return bulk_setup(state);
 }
@@ -435,8 +434,8 @@ static int big_teardown(void **state)
 {
     /* Victims a failed test left alive: ours, killed by pid. */
     for (size_t i = 0; i < sizeof(victims) / sizeof(victims[0]); i++)
-        if (victims[i].child.pid != 0)
-            hm_test_child_kill(&victims[i].child);
+        if (victims[i].server.child.pid != 0)
+            hm_test_server_kill(&victims[i].server);
     return bulk_teardown(state);
 }
 

@@ -241,14 +241,13 @@ static void server_loop(void)
     }
     server_release_parked(true);
     /* Let the last responses leave before tearing down. */
-    for (int i = 0; i < 100 && hm_context_destroy(srv.ctx) == HM_BUSY; i++) {
-        hm_progress(srv.ctx, 10);
-        hm_trigger(srv.ctx, UINT32_MAX, NULL);
-    }
+    hm_test_context_close(srv.ctx, 100);
 }
 
-static int server_main(const char *protocol)
+/* The server child's body (hm_test_server_start); arg is the protocol URI. */
+static int server_main(void *arg)
 {
+    const char *protocol = arg;
     hm_class_t *cls;
     if (hm_class_create(protocol, core_class_opts, &cls) != HM_SUCCESS) {
         fprintf(stderr, "server: cannot open %s: %s\n", protocol, hm_error_detail());
@@ -257,47 +256,22 @@ static int server_main(const char *protocol)
     if (core_register(cls, &srv.ids, true) != HM_SUCCESS ||
         hm_context_create(cls, NULL, &srv.ctx) != HM_SUCCESS)
         return 3;
-    hm_addr_t *self;
-    char uri[512];
-    size_t size = sizeof(uri);
-    if (hm_addr_self(srv.ctx, &self) != HM_SUCCESS ||
-        hm_addr_to_string(self, uri, &size) != HM_SUCCESS)
+    if (hm_test_ready_self(srv.ctx) != 0)
         return 4;
-    hm_addr_free(self);
-    hm_test_ready(uri);
     server_loop();
     return hm_class_destroy(cls) == HM_SUCCESS ? 0 : 5;
 }
 
-struct server_args {
-    const char *protocol;
-    unsigned life_s;
-};
-
-static int server_child_main(void *arg)
+int core_server_start(struct hm_test_server *server, const char *protocol, unsigned life_s)
 {
-    struct server_args *args = arg;
-    alarm(args->life_s); /* the bound: SIGALRM ends a server nobody stops */
-    return server_main(args->protocol);
+    /* The bound: SIGALRM ends a server nobody stops. */
+    return hm_test_server_start(server, server_main, (void *)protocol, life_s);
 }
 
-int core_server_start(struct hm_test_child *child, const char *protocol, char *uri,
-                      size_t uri_size, unsigned life_s)
-{
-    struct server_args args = {.protocol = protocol, .life_s = life_s};
-    if (hm_test_spawn(child, server_child_main, &args) != 0)
-        return -1;
-    if (hm_test_recv(child, uri, uri_size, 20000) != 0) {
-        hm_test_child_kill(child);
-        return -1;
-    }
-    return 0;
-}
-
-void core_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t *addr,
+void core_server_stop(struct hm_test_server *server, hm_context_t *ctx, hm_addr_t *addr,
                       const struct core_ids *ids)
 {
-    if (child->pid <= 0)
+    if (server->child.pid <= 0)
         return;
     if (ctx && addr) {
         hm_handle_t *handle;
@@ -306,7 +280,7 @@ void core_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t 
             hm_handle_destroy(handle);
         }
     }
-    hm_test_wait(child, 5);
+    hm_test_server_stop(server, 5);
 }
 
 /* ---- client -------------------------------------------------------------------- */
@@ -318,10 +292,9 @@ hm_return_t core_client_open(struct core_client *client, const char *protocol,
     client->ctx = NULL;
     client->server = NULL;
     char uri[128];
-    const char *sep = strstr(protocol, "://");
     /* The client listens on the same protocol, any port. */
-    snprintf(uri, sizeof(uri), "%.*s://%s", (int)(sep - protocol), protocol,
-             strstr(protocol, "+tcp") ? "127.0.0.1:0" : "");
+    if (hm_test_client_uri(protocol, uri, sizeof(uri)) != 0)
+        return HM_INVALID_ARG;
     hm_return_t ret = hm_class_create(uri, core_class_opts, &client->cls);
     if (ret != HM_SUCCESS)
         return ret;
@@ -337,12 +310,8 @@ void core_client_close(struct core_client *client)
 {
     if (client->server)
         hm_addr_free(client->server);
-    if (client->ctx) {
-        for (int i = 0; i < 100 && hm_context_destroy(client->ctx) == HM_BUSY; i++) {
-            hm_progress(client->ctx, 10);
-            hm_trigger(client->ctx, UINT32_MAX, NULL);
-        }
-    }
+    if (client->ctx)
+        hm_test_context_close(client->ctx, 100);
     if (client->cls)
         hm_class_destroy(client->cls);
     client->cls = NULL;
@@ -353,10 +322,9 @@ void core_client_close(struct core_client *client)
 int core_fixture_start(struct core_client *client, const char *protocol)
 {
     memset(client, 0, sizeof(*client));
-    if (core_server_start(&client->server_child, protocol, client->server_uri,
-                          sizeof(client->server_uri), 300) != 0)
+    if (core_server_start(&client->server_proc, protocol, 300) != 0)
         return -1;
-    hm_return_t ret = core_client_open(client, protocol, client->server_uri);
+    hm_return_t ret = core_client_open(client, protocol, client->server_proc.uri);
     if (ret != HM_SUCCESS) {
         fprintf(stderr, "client: cannot open %s: %s (%s)\n", protocol, hm_strerror(ret),
                 hm_error_detail());
@@ -368,7 +336,7 @@ int core_fixture_start(struct core_client *client, const char *protocol)
 
 int core_fixture_stop(struct core_client *client)
 {
-    core_server_stop(&client->server_child, client->ctx, client->server, &client->ids);
+    core_server_stop(&client->server_proc, client->ctx, client->server, &client->ids);
     core_client_close(client);
     return 0;
 }

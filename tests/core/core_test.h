@@ -8,7 +8,7 @@
 
 #include <hermod.h>
 
-#include "harness.h"
+#include "fixture_hm.h"
 
 /* RPC ids of the test service; every process registers all of them. */
 struct core_ids {
@@ -54,14 +54,14 @@ struct core_server_stats {
 hm_return_t core_register(hm_class_t *cls, struct core_ids *ids, bool server);
 
 /*
- * Start a test server for `protocol` in a child process and write its URI to
- * `uri`. The child exits on "shutdown" or after `life_s` seconds, whichever
- * comes first. 0 or -1.
+ * Start a test server for `protocol` in a child process (the fixture,
+ * fixture.h); its URI is server->uri. The child exits on "shutdown" or
+ * after `life_s` seconds, whichever comes first. 0 or -1.
  */
-int core_server_start(struct hm_test_child *child, const char *protocol, char *uri,
-                      size_t uri_size, unsigned life_s);
-/* Ask the server to shut down and reap it (SIGKILL after a bound). */
-void core_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t *addr,
+int core_server_start(struct hm_test_server *server, const char *protocol, unsigned life_s);
+/* Ask the server to shut down (through ctx and addr, if given) and reap it
+ * (SIGKILL after a bound). */
+void core_server_stop(struct hm_test_server *server, hm_context_t *ctx, hm_addr_t *addr,
                       const struct core_ids *ids);
 
 /* A client of the test server. */
@@ -70,8 +70,7 @@ struct core_client {
     hm_context_t *ctx;
     hm_addr_t *server;
     struct core_ids ids;
-    struct hm_test_child server_child;
-    char server_uri[512];
+    struct hm_test_server server_proc; /* its process and URI (core_fixture_start) */
 };
 
 hm_return_t core_client_open(struct core_client *client, const char *protocol,

@@ -48,7 +48,7 @@ static void test_peer_without_checksum_refused(void **state)
     assert_int_equal(core_server_stats(&core_client, &before), HM_SUCCESS);
     struct core_client plain = {0};
     core_class_opts = NULL; /* this client sends no CRC */
-    hm_return_t ret = core_client_open(&plain, core_protocol, core_client.server_uri);
+    hm_return_t ret = core_client_open(&plain, core_protocol, core_client.server_proc.uri);
     core_class_opts = &checksum_on;
     assert_int_equal(ret, HM_SUCCESS);
     for (int i = 0; i < 3; i++)

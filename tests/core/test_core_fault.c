@@ -53,7 +53,7 @@ static void raw_open(struct raw_peer *raw)
     assert_int_equal(hmi_na_context_open(raw->cls, 0, raw_recv, &raw->ctx, NULL, NULL,
                                         &raw->ctx),
                      HM_SUCCESS);
-    assert_int_equal(raw->cls->c_ops.addr_lookup(raw->ctx, core_client.server_uri, &raw->server),
+    assert_int_equal(raw->cls->c_ops.addr_lookup(raw->ctx, core_client.server_proc.uri, &raw->server),
                      HM_SUCCESS);
     raw->op = hmi_na_op_create(raw->cls);
     raw->buf = raw->cls->c_ops.msg_buf_alloc(raw->cls, 256, &raw->desc);
@@ -180,7 +180,7 @@ static void never_called(const hm_cb_info_t *info)
 static int dying_client(void *arg)
 {
     struct core_client doomed = {0};
-    if (core_client_open(&doomed, core_protocol, core_client.server_uri) != HM_SUCCESS)
+    if (core_client_open(&doomed, core_protocol, core_client.server_proc.uri) != HM_SUCCESS)
         _exit(2);
     struct core_ms delay = {.ms = 200};
     for (int i = 0; i < 3; i++) {
@@ -228,7 +228,7 @@ static void test_server_dies_mid_rpc(void **state)
     double end = core_now_ms() + 200;
     while (core_now_ms() < end)
         hm_progress(victim_client.ctx, 10);
-    hm_test_child_kill(&victim_client.server_child);
+    hm_test_server_kill(&victim_client.server_proc);
     while (o.calls == 0 && core_now_ms() - start < 25000) {
         hm_progress(victim_client.ctx, 100);
         hm_trigger(victim_client.ctx, UINT32_MAX, NULL);

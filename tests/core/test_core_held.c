@@ -31,6 +31,8 @@
 
 #include <hermod.h>
 
+#include "fixture_hm.h"
+
 #define HELD 600
 #define WAIT_S 30 /* bound on each wait */
 #define REQ_MAX (16u << 10) /* 8 KiB on average: 600 fill ofi+shm's 8 slabs too */
@@ -312,13 +314,7 @@ static int open_one(hm_class_t **cls_out, const hm_context_opts_t *opts, hm_cont
 static int look_up(hm_context_t *from, hm_context_t *to, hm_addr_t **addr_out)
 {
     char name[512];
-    size_t size = sizeof(name);
-    hm_addr_t *self;
-    if (hm_addr_self(to, &self) != HM_SUCCESS)
-        return -1;
-    hm_return_t ret = hm_addr_to_string(self, name, &size);
-    hm_addr_free(self);
-    if (ret != HM_SUCCESS)
+    if (hm_test_self_uri(to, name, sizeof(name)) != 0)
         return -1;
     return hm_addr_lookup(from, name, addr_out) == HM_SUCCESS ? 0 : -1;
 }

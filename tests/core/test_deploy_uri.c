@@ -75,12 +75,14 @@ static int client_main(void *arg)
 static void reach(const char *listen, const char *expect, const char *client_listen,
                   const char *peer_host)
 {
-    char cls_uri[128], uri[512], peer[512], cli_uri[128];
-    struct hm_test_child srv, cli;
+    char cls_uri[128], peer[HM_TEST_URI_MAX + 64], cli_uri[128];
+    struct hm_test_server srv;
+    struct hm_test_child cli;
     snprintf(cls_uri, sizeof(cls_uri), "%s%s", scheme, listen);
     snprintf(cli_uri, sizeof(cli_uri), "%s%s", scheme, client_listen);
     hm_test_alarm(60, cls_uri);
-    assert_int_equal(core_server_start(&srv, cls_uri, uri, sizeof(uri), 60), 0);
+    assert_int_equal(core_server_start(&srv, cls_uri, 60), 0);
+    const char *uri = srv.uri;
     print_message("%s -> %s\n", cls_uri, uri);
     assert_int_equal(strncmp(uri, scheme, strlen(scheme)), 0);
     const char *hostport = uri + strlen(scheme);
@@ -97,7 +99,7 @@ static void reach(const char *listen, const char *expect, const char *client_lis
     struct deploy_client dc = {.cls_uri = cli_uri, .peer = peer};
     assert_int_equal(hm_test_spawn(&cli, client_main, &dc), 0);
     int cli_status = hm_test_wait(&cli, 40);
-    int srv_status = hm_test_wait(&srv, 10);
+    int srv_status = hm_test_server_stop(&srv, 10);
     hm_test_alarm(0, NULL);
     assert_int_equal(cli_status, 0);
     assert_int_equal(srv_status, 0);

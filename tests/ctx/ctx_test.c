@@ -331,16 +331,10 @@ int ctx_server_main(void *arg)
         ctx_register(cls, &ids) != HM_SUCCESS || srv_expose_open(cls) != HM_SUCCESS ||
         srv_open(cls, ctxs, &nctx) != 0)
         return 2;
-    hm_addr_t *self;
-    char uri[1024];
-    size_t size = sizeof(uri);
-    if (hm_addr_self(ctxs[0], &self) != HM_SUCCESS ||
-        hm_addr_to_string(self, uri, &size) != HM_SUCCESS)
-        return 3;
-    hm_addr_free(self);
     if (srv.args->respond_threads)
         work_start();
-    hm_test_ready(uri);
+    if (hm_test_ready_self(ctxs[0]) != 0)
+        return 3;
     while (!srv.stop) {
         for (unsigned int i = 0; i < nctx; i++) {
             hm_progress(ctxs[i], nctx > 1 ? 0 : 100);
@@ -361,12 +355,13 @@ int ctx_server_main(void *arg)
     return 0;
 }
 
-int ctx_server_start(struct hm_test_child *child, struct ctx_server_args *args, char *uri,
-                     size_t size)
+int ctx_server_start(struct hm_test_server *server, struct ctx_server_args *args)
 {
-    if (hm_test_spawn(child, ctx_server_main, args) != 0)
-        return -1;
-    return hm_test_recv(child, uri, size, 20000);
+    /* Each test sets life_s just under its own alarm: the server's SIGALRM
+     * comes CTX_SERVER_GRACE_S later, so a slow run still ends on the test's
+     * bound, as before the fixture bounded the server. */
+    return hm_test_server_start(server, ctx_server_main, args,
+                                args->life_s + CTX_SERVER_GRACE_S);
 }
 
 hm_return_t ctx_call(hm_context_t *ctx, hm_addr_t *addr, hm_id_t id, struct ctx_tag *in,
@@ -383,17 +378,17 @@ hm_return_t ctx_call(hm_context_t *ctx, hm_addr_t *addr, hm_id_t id, struct ctx_
     return ret;
 }
 
-int ctx_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t *addr,
+int ctx_server_stop(struct hm_test_server *server, hm_context_t *ctx, hm_addr_t *addr,
                     const struct ctx_ids *ids)
 {
     if (ctx != NULL && addr != NULL)
         (void)ctx_call(ctx, addr, ids->stop, NULL, NULL, 5000);
-    return hm_test_wait(child, 30); /* kills it past the bound */
+    return hm_test_server_stop(server, 30); /* kills it past the bound */
 }
 
 int ctx_env_open(struct ctx_env *env, struct ctx_server_args *args, const char *protocol)
 {
-    if (ctx_server_start(&env->child, args, env->uri, sizeof(env->uri)) != 0)
+    if (ctx_server_start(&env->server, args) != 0)
         return -1;
     if (hm_class_create(protocol, NULL, &env->cls) != HM_SUCCESS)
         return -1;
@@ -402,7 +397,7 @@ int ctx_env_open(struct ctx_env *env, struct ctx_server_args *args, const char *
 
 int ctx_env_stop(struct ctx_env *env, hm_context_t *ctx, hm_addr_t *addr)
 {
-    return ctx_server_stop(&env->child, ctx, addr, &env->ids);
+    return ctx_server_stop(&env->server, ctx, addr, &env->ids);
 }
 
 hm_context_t *ctx_threaded_context(hm_class_t *cls)

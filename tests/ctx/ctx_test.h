@@ -9,7 +9,7 @@
 
 #include <hermod.h>
 
-#include "harness.h"
+#include "fixture_hm.h"
 
 #define CTX_TEST_CLIENTS 8u /* client ids 0..7 */
 
@@ -53,27 +53,27 @@ struct ctx_server_args {
                                   answer them all */
     uint32_t expect;           /* ...or until one client has sent this many (its last
                                   batch) */
-    unsigned int life_s;       /* the server exits after this long at most */
+    unsigned int life_s;       /* the server exits after life_s + CTX_SERVER_GRACE_S at
+                                  most (SIGALRM); the test's own alarm comes first */
     bool respond_threads;      /* "tagged" answered at once by two worker threads, which
                                   free the input, respond and drop the handle (the
                                   submission queue's server side) */
 };
 
 hm_return_t ctx_register(hm_class_t *cls, struct ctx_ids *ids);
-/* Child body (hm_test_spawn): runs the server described by `arg`. */
+/* Child body (hm_test_server_start): runs the server described by `arg`. */
 int ctx_server_main(void *arg);
-/* Spawn it and read its URI. 0 or -1. */
-int ctx_server_start(struct hm_test_child *child, struct ctx_server_args *args, char *uri,
-                     size_t size);
+#define CTX_SERVER_GRACE_S 30u
+/* Start it (the fixture); its URI is server->uri. 0 or -1. */
+int ctx_server_start(struct hm_test_server *server, struct ctx_server_args *args);
 /* hm_call with a timeout; the output is decoded into `out` then freed. */
 hm_return_t ctx_call(hm_context_t *ctx, hm_addr_t *addr, hm_id_t id, struct ctx_tag *in,
                      void *out, unsigned timeout_ms);
 /* A test's server child and the client class that talks to it. */
 struct ctx_env {
-    struct hm_test_child child;
+    struct hm_test_server server; /* its process; its URI is context 0's */
     hm_class_t *cls;
     struct ctx_ids ids;
-    char uri[1024]; /* the server's context 0 */
 };
 
 /* Start the server `args` describes, then create and register the client class. 0 or -1. */
@@ -89,7 +89,7 @@ int ctx_env_stop(struct ctx_env *env, hm_context_t *ctx, hm_addr_t *addr);
  * status: 0 when clean (a sanitizer's report makes it non-zero), else what
  * hm_test_wait says.
  */
-int ctx_server_stop(struct hm_test_child *child, hm_context_t *ctx, hm_addr_t *addr,
+int ctx_server_stop(struct hm_test_server *server, hm_context_t *ctx, hm_addr_t *addr,
                     const struct ctx_ids *ids);
 
 #endif

@@ -128,7 +128,7 @@ static void test_credits_per_peer(void **state)
                                    .life_s = 280};
     struct ctx_env env;
     assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
-    const char *uri = env.uri;
+    const char *uri = env.server.uri;
     hm_class_t *cls = env.cls;
     const struct ctx_ids *ids = &env.ids;
     struct client clients[2] = {0};
@@ -177,7 +177,7 @@ static void test_credits_total(void **state)
     char uri1[1100];
     struct ctx_env env;
     assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
-    const char *uri = env.uri;
+    const char *uri = env.server.uri;
     hm_class_t *cls = env.cls;
     const struct ctx_ids *ids = &env.ids;
     snprintf(uri1, sizeof(uri1), "%s#1", uri);
@@ -239,7 +239,7 @@ static void test_credits_timeout_cancel(void **state)
     struct ctx_server_args args = {.protocol = protocol, .contexts = 1, .life_s = 110};
     struct ctx_env env;
     assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
-    const char *uri = env.uri;
+    const char *uri = env.server.uri;
     hm_class_t *cls = env.cls;
     const struct ctx_ids *ids = &env.ids;
     hm_context_t *ctx = open_context(cls, 1, 0), *other = open_context(cls, 0, 0);
@@ -304,7 +304,7 @@ static void test_no_credits_flood(void **state)
     struct ctx_server_args args = {.protocol = protocol, .contexts = 1, .life_s = 280};
     struct ctx_env env;
     assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
-    const char *uri = env.uri;
+    const char *uri = env.server.uri;
     hm_class_t *cls = env.cls;
     const struct ctx_ids *ids = &env.ids;
     struct client c = {.ctx = open_context(cls, 0, 0)};
@@ -349,7 +349,7 @@ static void test_destroy_from_callback(void **state)
     hm_context_t *ctx = ctx_threaded_context(env.cls);
     assert_non_null(ctx);
     hm_addr_t *srv;
-    assert_int_equal(hm_addr_lookup(ctx, env.uri, &srv), HM_SUCCESS);
+    assert_int_equal(hm_addr_lookup(ctx, env.server.uri, &srv), HM_SUCCESS);
     hm_handle_t *h;
     assert_int_equal(hm_handle_create(ctx, srv, env.ids.tagged, &h), HM_SUCCESS);
     struct ctx_tag tag = {.client = 0};

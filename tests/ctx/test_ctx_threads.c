@@ -176,7 +176,7 @@ static void test_threads(void **state)
                                    .respond_threads = true, .life_s = 1400};
     struct ctx_env env;
     assert_int_equal(ctx_env_open(&env, &args, protocol), 0);
-    const char *uri = env.uri;
+    const char *uri = env.server.uri;
     char uri1[1100];
     snprintf(uri1, sizeof(uri1), "%s#1", uri);
     hm_class_t *cls = env.cls;
@@ -325,7 +325,7 @@ static void test_bulk_threads(void **state)
     hm_context_t *ctx = ctx_threaded_context(env.cls);
     assert_non_null(ctx);
     hm_addr_t *srv;
-    assert_int_equal(hm_addr_lookup(ctx, env.uri, &srv), HM_SUCCESS);
+    assert_int_equal(hm_addr_lookup(ctx, env.server.uri, &srv), HM_SUCCESS);
     hm_bulk_t *origin = expose_get(ctx, srv);
     struct bulk_worker workers[BULK_THREADS];
     for (uint32_t i = 0; i < BULK_THREADS; i++) {

@@ -34,11 +34,12 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "fixture_hm.h"
 #include <hermod.h>
 
 #define SMALL_LIMIT "8192"
 #define CALL_MS 20000u
+#define SERVER_LIFE_S 170u /* the servers' bound (SIGALRM), past the test's 150 s */
 
 static const char *uri;
 
@@ -132,17 +133,12 @@ static int server_main(void *arg)
     hm_class_opts_t opts = {.field_mask = HM_CLASS_OPT_CHECKSUM, .checksum = a->checksum};
     hm_class_t *cls;
     hm_context_t *ctx;
-    hm_addr_t *self;
-    char self_uri[HM_ADDR_URI_MAX];
-    size_t size = sizeof(self_uri);
     if (hm_class_create(uri, &opts, &cls) != HM_SUCCESS)
         return 10;
     if (server_register(cls) || hm_context_create(cls, NULL, &ctx) != HM_SUCCESS)
         return 11;
-    if (hm_addr_self(ctx, &self) != HM_SUCCESS || hm_addr_to_string(self, self_uri, &size))
+    if (hm_test_ready_self(ctx) != 0)
         return 12;
-    hm_addr_free(self);
-    hm_test_ready(self_uri);
     int rc = server_loop(ctx);
     if (hm_context_destroy(ctx) != HM_SUCCESS || hm_class_destroy(cls) != HM_SUCCESS)
         return 14;
@@ -162,8 +158,7 @@ struct client {
 
 static struct {
     struct server_args args[NSERVERS];
-    struct hm_test_child child[NSERVERS];
-    char uri[NSERVERS][HM_ADDR_URI_MAX];
+    struct hm_test_server server[NSERVERS]; /* their processes and URIs */
     struct client cl[NCLIENTS];
 } fx;
 
@@ -203,7 +198,7 @@ static int client_open(struct client *c, int which)
         hm_context_create(c->cls, NULL, &c->ctx) != HM_SUCCESS)
         return -1;
     for (int s = 0; s < NSERVERS; s++)
-        if (hm_addr_lookup(c->ctx, fx.uri[s], &c->to[s]) != HM_SUCCESS)
+        if (hm_addr_lookup(c->ctx, fx.server[s].uri, &c->to[s]) != HM_SUCCESS)
             return -1;
     return 0;
 }
@@ -215,8 +210,7 @@ static int setup(void **state)
     fx.args[S_CSUM].checksum = true;
     fx.args[S_SMALL].small = true;
     for (int s = 0; s < NSERVERS; s++) /* every fork before this process opens a class */
-        if (hm_test_spawn(&fx.child[s], server_main, &fx.args[s]) != 0 ||
-            hm_test_recv(&fx.child[s], fx.uri[s], sizeof(fx.uri[s]), 20000) != 0)
+        if (hm_test_server_start(&fx.server[s], server_main, &fx.args[s], SERVER_LIFE_S) != 0)
             return -1;
     for (int c = 0; c < NCLIENTS; c++)
         if (client_open(&fx.cl[c], c) != 0)
@@ -236,10 +230,10 @@ static int teardown(void **state)
             rc = -1;
     }
     for (int s = 0; s < NSERVERS; s++) {
-        if (fx.child[s].pid <= 0)
+        if (fx.server[s].child.pid <= 0)
             continue; /* reaped by test_servers_counted */
-        (void)hm_test_send(&fx.child[s], "stop");
-        if (hm_test_wait(&fx.child[s], 10) != 0)
+        (void)hm_test_send(&fx.server[s].child, "stop");
+        if (hm_test_server_stop(&fx.server[s], 10) != 0)
             rc = -1;
     }
     hm_test_alarm(0, NULL);
@@ -250,10 +244,10 @@ static int teardown(void **state)
 static void server_stop(int s, unsigned long long *incompatible, unsigned long long *checksum)
 {
     char line[64];
-    assert_int_equal(hm_test_send(&fx.child[s], "stop"), 0);
-    assert_int_equal(hm_test_recv(&fx.child[s], line, sizeof(line), 20000), 0);
+    assert_int_equal(hm_test_send(&fx.server[s].child, "stop"), 0);
+    assert_int_equal(hm_test_recv(&fx.server[s].child, line, sizeof(line), 20000), 0);
     assert_int_equal(sscanf(line, "%llu %llu", incompatible, checksum), 2);
-    assert_int_equal(hm_test_wait(&fx.child[s], 30), 0);
+    assert_int_equal(hm_test_server_stop(&fx.server[s], 30), 0);
 }
 
 /* One echo from client class `c` to server `s`: `len` bytes each way. */
@@ -281,41 +275,42 @@ static hm_return_t echo(int c, int s, const char *rpc, size_t req_len, size_t re
     return ret;
 }
 
-static void assert_detail(const char *detail, const char *want)
+/*
+ * One echo of `len` bytes each way from client class `c` to server `s`:
+ * its status must be `want`, and its error detail must contain
+ * `detail_want` ("": must be empty; NULL: not checked).
+ */
+static void expect_echo(int c, int s, const char *rpc, size_t len, hm_return_t want,
+                        const char *detail_want)
 {
-    if (strstr(detail, want) == NULL)
-        fail_msg("detail \"%s\" lacks \"%s\"", detail, want);
+    char detail[256];
+    assert_int_equal(echo(c, s, rpc, len, len, detail, sizeof(detail)), want);
+    if (detail_want != NULL && detail_want[0] == '\0')
+        assert_string_equal(detail, "");
+    else if (detail_want != NULL && strstr(detail, detail_want) == NULL)
+        fail_msg("detail \"%s\" lacks \"%s\"", detail, detail_want);
 }
 
 static void test_versions(void **state)
 {
     (void)state;
-    char detail[256];
-    assert_int_equal(echo(C_V2, S_PLAIN, "dproto.echo", 16, 16, detail, sizeof(detail)),
-                     HM_INCOMPATIBLE);
-    assert_detail(detail, "RPC \"dproto.echo\": dproto 2.x asked, peer serves 1.3");
-    assert_int_equal(echo(C_V2, S_PLAIN, "ghost.echo", 16, 16, detail, sizeof(detail)),
-                     HM_INCOMPATIBLE);
-    assert_detail(detail, "ghost 1.x asked, peer does not serve ghost");
-    assert_int_equal(echo(C_V15, S_PLAIN, "dproto.echo", 16, 16, detail, sizeof(detail)),
-                     HM_SUCCESS);
-    assert_string_equal(detail, "");
-    assert_int_equal(echo(C_V15, S_PLAIN, "dproto.later", 16, 16, detail, sizeof(detail)),
-                     HM_NOENTRY);
-    assert_detail(detail, "dproto 1.5 asked, peer serves 1.3 without it");
+    expect_echo(C_V2, S_PLAIN, "dproto.echo", 16, HM_INCOMPATIBLE,
+                "RPC \"dproto.echo\": dproto 2.x asked, peer serves 1.3");
+    expect_echo(C_V2, S_PLAIN, "ghost.echo", 16, HM_INCOMPATIBLE,
+                "ghost 1.x asked, peer does not serve ghost");
+    expect_echo(C_V15, S_PLAIN, "dproto.echo", 16, HM_SUCCESS, "");
+    expect_echo(C_V15, S_PLAIN, "dproto.later", 16, HM_NOENTRY,
+                "dproto 1.5 asked, peer serves 1.3 without it");
     assert_int_equal(echo(C_BARE, S_PLAIN, "dproto.echo", 16, 16, NULL, 0), HM_SUCCESS);
 }
 
 static void test_checksum(void **state)
 {
     (void)state;
-    char detail[256];
-    assert_int_equal(echo(C_CSUM, S_PLAIN, "dproto.echo", 64, 64, detail, sizeof(detail)),
-                     HM_CHECKSUM_MISMATCH);
-    assert_detail(detail, "peer answered without a checksum");
-    assert_int_equal(echo(C_V15, S_CSUM, "dproto.echo", 64, 64, detail, sizeof(detail)),
-                     HM_CHECKSUM_MISMATCH);
-    assert_detail(detail, "peer requires checksums");
+    expect_echo(C_CSUM, S_PLAIN, "dproto.echo", 64, HM_CHECKSUM_MISMATCH,
+                "peer answered without a checksum");
+    expect_echo(C_V15, S_CSUM, "dproto.echo", 64, HM_CHECKSUM_MISMATCH,
+                "peer requires checksums");
     /* Large enough to go by overflow: refused the same way, nothing pulled. */
     assert_int_equal(echo(C_V15, S_CSUM, "dproto.echo", 100000, 64, NULL, 0),
                      HM_CHECKSUM_MISMATCH);

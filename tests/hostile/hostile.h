@@ -13,7 +13,7 @@
 
 #include <hermod.h>
 
-#include "harness.h"
+#include "fixture_hm.h"
 
 /* RPCs the server serves. */
 #define HOSTILE_SINK "hostile.sink"   /* no input: held until the server stops */
@@ -49,6 +49,8 @@ struct hostile_report {
 hm_return_t hostile_register(hm_class_t *cls);
 /* Child body: the server. Prints its URI with hm_test_ready. */
 int hostile_server_main(void *arg);
+/* Start it (the fixture, fixture.h); its URI is server->uri. 0 or -1. */
+int hostile_server_start(struct hm_test_server *server, const struct hostile_server_args *args);
 /* hm_call of `name` with `in`, output decoded into `out` and freed (NULL: none). */
 hm_return_t hostile_call(hm_context_t *ctx, hm_addr_t *srv, const char *name, void *in,
                          void *out, unsigned int timeout_ms);

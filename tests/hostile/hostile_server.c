@@ -177,6 +177,12 @@ static uint64_t srv_now_s(void)
     return (uint64_t)ts.tv_sec;
 }
 
+int hostile_server_start(struct hm_test_server *server, const struct hostile_server_args *args)
+{
+    /* Its loop ends after life_s; the fixture's bound catches a server stuck in it. */
+    return hm_test_server_start(server, hostile_server_main, (void *)args, args->life_s + 30);
+}
+
 int hostile_server_main(void *arg)
 {
     const struct hostile_server_args *args = arg;
@@ -187,14 +193,8 @@ int hostile_server_main(void *arg)
         hm_context_create(cls, &args->opts, &srv.ctx) != HM_SUCCESS)
         return 2;
     memset(srv.fill, 0x5a, sizeof(srv.fill));
-    hm_addr_t *self;
-    char uri[1024];
-    size_t size = sizeof(uri);
-    if (hm_addr_self(srv.ctx, &self) != HM_SUCCESS ||
-        hm_addr_to_string(self, uri, &size) != HM_SUCCESS)
+    if (hm_test_ready_self(srv.ctx) != 0)
         return 2;
-    hm_addr_free(self);
-    hm_test_ready(uri);
     uint64_t end = srv_now_s() + args->life_s;
     while (!srv.stop && srv_now_s() < end) {
         hm_progress(srv.ctx, 100);

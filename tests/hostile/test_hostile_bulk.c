@@ -254,7 +254,6 @@ static hm_return_t h_register(hm_class_t *cls, struct h_ids *ids, bool server)
 
 static int hostile_server_main(void *arg)
 {
-    alarm(300);
     hm_class_t *cls;
     if (hm_class_create(arg, NULL, &cls) != HM_SUCCESS)
         return 2;
@@ -264,14 +263,8 @@ static int hostile_server_main(void *arg)
     for (size_t i = 0; i < AR_SIZE; i += REGION)
         bulk_pattern_fill(hs.arena + i, REGION, i == AR_RO ? RO_SEED : SECRET_SEED,
                           i == AR_RO ? 0 : i);
-    hm_addr_t *self;
-    char uri[512];
-    size_t size = sizeof(uri);
-    if (hm_addr_self(hs.ctx, &self) != HM_SUCCESS ||
-        hm_addr_to_string(self, uri, &size) != HM_SUCCESS)
+    if (hm_test_ready_self(hs.ctx) != 0)
         return 4;
-    hm_addr_free(self);
-    hm_test_ready(uri);
     while (!hs.shutdown) {
         hm_progress(hs.ctx, 1);
         hm_trigger(hs.ctx, UINT32_MAX, NULL);
@@ -280,17 +273,14 @@ static int hostile_server_main(void *arg)
     hm_bulk_free(hs.ro);
     hm_bulk_free(hs.race);
     free(hs.race_buf);
-    for (int i = 0; i < 200 && hm_context_destroy(hs.ctx) == HM_BUSY; i++) {
-        hm_progress(hs.ctx, 10);
-        hm_trigger(hs.ctx, UINT32_MAX, NULL);
-    }
+    hm_test_context_close(hs.ctx, 200);
     return hm_class_destroy(cls) == HM_SUCCESS ? 0 : 5;
 }
 
 /* ---- the attacker --------------------------------------------------------------- */
 
 static const char *g_protocol;
-static struct hm_test_child g_server;
+static struct hm_test_server g_server; /* its process and URI */
 static struct bulk_client g_cli;
 static struct h_ids g_ids;
 static uint8_t g_local[2 * REGION];
@@ -299,18 +289,15 @@ static hm_bulk_t *g_local_bulk;
 static int h_setup(void **state)
 {
     (void)state;
-    char uri[512], mine[128];
-    if (hm_test_spawn(&g_server, hostile_server_main, (void *)g_protocol) != 0 ||
-        hm_test_recv(&g_server, uri, sizeof(uri), 20000) != 0)
+    char mine[128];
+    if (hm_test_server_start(&g_server, hostile_server_main, (void *)g_protocol, 300) != 0 ||
+        hm_test_client_uri(g_protocol, mine, sizeof(mine)) != 0)
         return -1;
-    const char *sep = strstr(g_protocol, "://");
-    snprintf(mine, sizeof(mine), "%.*s://%s", (int)(sep - g_protocol), g_protocol,
-             strstr(g_protocol, "+tcp") ? "127.0.0.1:0" : "");
     memset(&g_cli, 0, sizeof(g_cli));
     if (hm_class_create(mine, NULL, &g_cli.cls) != HM_SUCCESS ||
         h_register(g_cli.cls, &g_ids, false) != HM_SUCCESS ||
         hm_context_create(g_cli.cls, NULL, &g_cli.ctx) != HM_SUCCESS ||
-        hm_addr_lookup(g_cli.ctx, uri, &g_cli.server) != HM_SUCCESS)
+        hm_addr_lookup(g_cli.ctx, g_server.uri, &g_cli.server) != HM_SUCCESS)
         return -1;
     void *buf = g_local;
     size_t size = sizeof(g_local);
@@ -325,7 +312,7 @@ static int h_teardown(void **state)
     (void)state;
     hm_bulk_free(g_local_bulk);
     bulk_call(&g_cli, g_ids.shutdown, NULL, NULL);
-    int status = hm_test_wait(&g_server, 20);
+    int status = hm_test_server_stop(&g_server, 20);
     return status == 0 && bulk_client_close(&g_cli) == HM_SUCCESS ? 0 : -1;
 }
 

@@ -38,8 +38,7 @@
 
 static const char *protocol;
 
-static void start_server(struct hm_test_child *srv, struct hostile_server_args *args,
-                         char *uri, size_t size)
+static void start_server(struct hm_test_server *srv, struct hostile_server_args *args)
 {
     args->protocol = protocol;
     args->life_s = 250;
@@ -52,8 +51,7 @@ static void start_server(struct hm_test_child *srv, struct hostile_server_args *
         .max_overflow_bytes = 2u << 20,
         .max_overflow_bytes_per_peer = 1u << 20,
     };
-    assert_int_equal(hm_test_spawn(srv, hostile_server_main, args), 0);
-    assert_int_equal(hm_test_recv(srv, uri, size, 20000), 0);
+    assert_int_equal(hostile_server_start(srv, args), 0);
 }
 
 struct good_rpc {
@@ -169,12 +167,14 @@ static void test_flood(void **state)
 {
     (void)state;
     hm_test_alarm(280, "hostile_flood");
-    struct hm_test_child srv, good, attackers[ATTACKERS];
+    struct hm_test_server srv;
+    struct hm_test_child good, attackers[ATTACKERS];
     struct hostile_server_args sargs;
-    char uri[1024], line[HM_TEST_LINE_MAX];
-    start_server(&srv, &sargs, uri, sizeof(uri));
+    char line[HM_TEST_LINE_MAX];
+    start_server(&srv, &sargs);
+    char *uri = srv.uri;
     long hwm0, rss0;
-    assert_int_equal(hostile_memory_kb(srv.pid, &hwm0, &rss0), 0);
+    assert_int_equal(hostile_memory_kb(srv.child.pid, &hwm0, &rss0), 0);
     struct hostile_attacker_args aargs = {
         .protocol = protocol,
         .server_uri = uri,
@@ -189,7 +189,7 @@ static void test_flood(void **state)
     assert_int_equal(hm_test_spawn(&good, good_client_main, uri), 0);
     int good_ok = hm_test_recv(&good, line, sizeof(line), 200000); /* "done" */
     long hwm, rss;
-    assert_int_equal(hostile_memory_kb(srv.pid, &hwm, &rss), 0);
+    assert_int_equal(hostile_memory_kb(srv.child.pid, &hwm, &rss), 0);
     for (int i = 0; i < ATTACKERS; i++) {
         hm_test_send(&attackers[i], "stop");
         if (hm_test_recv(&attackers[i], line, sizeof(line), 30000) == 0)
@@ -202,7 +202,7 @@ static void test_flood(void **state)
                   rss0, hwm, rss);
     assert_int_equal(good_ok, 0);
     assert_int_equal(good_status, 0);
-    assert_int_equal(hm_test_wait(&srv, 60), 0);
+    assert_int_equal(hm_test_server_stop(&srv, 60), 0);
     assert_true(hwm - rss0 < RSS_BOUND_KB);
     hm_test_alarm(0, NULL);
 }
@@ -214,10 +214,12 @@ static void test_claimed_contexts(void **state)
 {
     (void)state;
     hm_test_alarm(280, "hostile_flood claimed contexts");
-    struct hm_test_child srv, attacker;
+    struct hm_test_server srv;
+    struct hm_test_child attacker;
     struct hostile_server_args sargs;
-    char uri[1024], line[HM_TEST_LINE_MAX];
-    start_server(&srv, &sargs, uri, sizeof(uri));
+    char line[HM_TEST_LINE_MAX];
+    start_server(&srv, &sargs);
+    char *uri = srv.uri;
     struct hostile_attacker_args aargs = {.protocol = protocol, .server_uri = uri,
                                           .attack = HOSTILE_CYCLE, .count = CYCLE_REQUESTS,
                                           .contexts = CYCLE_CONTEXTS};
@@ -252,7 +254,7 @@ static void test_claimed_contexts(void **state)
     hm_addr_free(addr);
     assert_int_equal(hm_context_destroy(ctx), HM_SUCCESS);
     assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
-    assert_int_equal(hm_test_wait(&srv, 60), 0);
+    assert_int_equal(hm_test_server_stop(&srv, 60), 0);
     hm_test_alarm(0, NULL);
 }
 

@@ -144,21 +144,22 @@ static void test_incast_shrinks(void **state)
 {
     (void)state;
     hm_test_alarm(280, "hostile_incast");
-    struct hm_test_child srv, ctl, clients[CLIENTS];
+    struct hm_test_server srv;
+    struct hm_test_child ctl, clients[CLIENTS];
     struct hostile_server_args sargs = {.protocol = protocol, .life_s = 250};
     char line[HM_TEST_LINE_MAX];
-    assert_int_equal(hm_test_spawn(&srv, hostile_server_main, &sargs), 0);
-    assert_int_equal(hm_test_recv(&srv, server_uri, sizeof(server_uri), 20000), 0);
+    assert_int_equal(hostile_server_start(&srv, &sargs), 0);
+    snprintf(server_uri, sizeof(server_uri), "%s", srv.uri); /* for the clients */
     long hwm0, rss0;
-    assert_int_equal(hostile_memory_kb(srv.pid, &hwm0, &rss0), 0);
+    assert_int_equal(hostile_memory_kb(srv.child.pid, &hwm0, &rss0), 0);
     for (uintptr_t i = 0; i < CLIENTS; i++)
         assert_int_equal(hm_test_spawn(&clients[i], client_main, (void *)i), 0);
     assert_int_equal(hm_test_spawn(&ctl, control_main, NULL), 0);
     long hwm_peak = 0, rss_peak = 0, hwm = 0, rss = 0;
     assert_int_equal(hm_test_recv(&ctl, line, sizeof(line), 120000), 0); /* "peak" */
-    assert_int_equal(hostile_memory_kb(srv.pid, &hwm_peak, &rss_peak), 0);
+    assert_int_equal(hostile_memory_kb(srv.child.pid, &hwm_peak, &rss_peak), 0);
     int ctl_ok = hm_test_recv(&ctl, line, sizeof(line), 120000); /* "shrunk" */
-    assert_int_equal(hostile_memory_kb(srv.pid, &hwm, &rss), 0);
+    assert_int_equal(hostile_memory_kb(srv.child.pid, &hwm, &rss), 0);
     hm_test_send(&ctl, "seen");
     print_message("server VmRSS %ld kB at start, VmHWM %ld kB, VmRSS %ld kB after the pools "
                   "shrank\n", rss0, hwm, rss);
@@ -166,7 +167,7 @@ static void test_incast_shrinks(void **state)
         assert_int_equal(hm_test_wait(&clients[i], 120), 0);
     assert_int_equal(ctl_ok, 0);
     assert_int_equal(hm_test_wait(&ctl, 60), 0);
-    assert_int_equal(hm_test_wait(&srv, 60), 0);
+    assert_int_equal(hm_test_server_stop(&srv, 60), 0);
     /* Memory went back to the system (how much depends on the transport,
      * which keeps buffers of its own: ofi+tcp gave back about a third, the
      * others nearly all; the pool counts above are the exact check). Not

@@ -33,9 +33,8 @@ static bool ours; /* Hermod's own listener is the one under attack (ucx+tcp) */
 /* ---- the scene: a server, a good client, an attacker ------------------------------ */
 
 struct scene {
-    struct hm_test_child server;
+    struct hm_test_server server; /* its process and URI */
     struct hostile_good good;
-    char uri[512];
     uint16_t port;       /* the URI's port */
     uint16_t extra[8];   /* other ports the server listens on (UCX's tcp iface) */
     size_t nextra;
@@ -51,7 +50,7 @@ static int probe_main(void *arg)
     struct core_client cli;
     memset(&cli, 0, sizeof(cli));
     struct core_server_stats st;
-    if (core_client_open(&cli, protocol, s->uri) != HM_SUCCESS ||
+    if (core_client_open(&cli, protocol, s->server.uri) != HM_SUCCESS ||
         core_server_stats(&cli, &st) != HM_SUCCESS ||
         (s->stop_server && core_call(&cli, cli.ids.shutdown, NULL, NULL, 5000) != HM_SUCCESS)) {
         core_client_close(&cli);
@@ -94,26 +93,26 @@ static void scene_probe(struct scene *s, struct core_server_stats *st)
 static void scene_start(struct scene *s)
 {
     memset(s, 0, sizeof(*s));
-    assert_int_equal(core_server_start(&s->server, protocol, s->uri, sizeof(s->uri), 200), 0);
-    const char *colon = strrchr(s->uri, ':');
+    assert_int_equal(core_server_start(&s->server, protocol, 200), 0);
+    const char *colon = strrchr(s->server.uri, ':');
     assert_non_null(colon);
     s->port = (uint16_t)atoi(colon + 1);
-    assert_int_equal(hostile_good_start(&s->good, protocol, s->uri), 0);
+    assert_int_equal(hostile_good_start(&s->good, protocol, s->server.uri), 0);
     scene_probe(s, &s->before);
-    s->nextra = hostile_listen_ports(s->server.pid, s->port, s->extra, 8);
+    s->nextra = hostile_listen_ports(s->server.child.pid, s->port, s->extra, 8);
     if (ours) /* UCX's tcp transport listens too: it is attacked as well */
         assert_true(s->nextra > 0);
     for (size_t i = 0; i < s->nextra; i++)
         printf("# the server also listens on port %u (the transport's own)\n",
                (unsigned int)s->extra[i]);
-    s->rss_before_kb = hostile_rss_kb(s->server.pid);
+    s->rss_before_kb = hostile_rss_kb(s->server.child.pid);
     assert_true(s->rss_before_kb > 0);
 }
 
 /* The promises every test ends with; `after` gets the server's counters. */
 static void scene_end(struct scene *s, struct core_server_stats *after)
 {
-    uint64_t rss_after_kb = hostile_rss_kb(s->server.pid);
+    uint64_t rss_after_kb = hostile_rss_kb(s->server.child.pid);
     unsigned long ok = 0, failed = 0;
     assert_int_equal(hostile_good_stop(&s->good, &ok, &failed), 0);
     printf("# good client: %lu RPCs ok, %lu failed; server RSS %llu -> %llu KiB\n", ok, failed,
@@ -125,7 +124,7 @@ static void scene_end(struct scene *s, struct core_server_stats *after)
     s->stop_server = true;
     scene_probe(s, after); /* still serving a new client, then told to exit */
     /* A clean exit: a sanitizer's report in the server fails the test. */
-    assert_int_equal(hm_test_wait(&s->server, 30), 0);
+    assert_int_equal(hm_test_server_stop(&s->server, 30), 0);
 }
 
 /* Run `attack` in a child of its own against the scene; it must exit 0. */

@@ -200,13 +200,15 @@ static unsigned long long probe_dropped(char *server_uri)
 /* Promise: garbage messages are dropped and counted, and the server keeps serving. */
 static void test_garbage_messages(void **state)
 {
-    struct hm_test_child server, attacker;
+    struct hm_test_server server;
+    struct hm_test_child attacker;
     struct hostile_good good;
-    char uri[512], line[32];
-    assert_int_equal(core_server_start(&server, protocol, uri, sizeof(uri), 200), 0);
+    char line[32];
+    assert_int_equal(core_server_start(&server, protocol, 200), 0);
+    char *uri = server.uri;
     assert_int_equal(hostile_good_start(&good, protocol, uri), 0);
     unsigned long long before = probe_dropped(uri);
-    uint64_t rss_before = hostile_rss_kb(server.pid);
+    uint64_t rss_before = hostile_rss_kb(server.child.pid);
 
     assert_int_equal(hm_test_spawn(&attacker, attacker_main, uri), 0);
     assert_int_equal(hm_test_recv(&attacker, line, sizeof(line), 90000), 0);
@@ -214,7 +216,7 @@ static void test_garbage_messages(void **state)
     int sent = atoi(line);
     int expected = RANDOM_MSGS + (HMI_WIRE_HEADER_SIZE - 1) + 4 + 2 + V3_LIES;
 
-    uint64_t rss_after = hostile_rss_kb(server.pid);
+    uint64_t rss_after = hostile_rss_kb(server.child.pid);
     unsigned long ok = 0, failed = 0;
     assert_int_equal(hostile_good_stop(&good, &ok, &failed), 0);
     stop_server = true;
@@ -224,7 +226,7 @@ static void test_garbage_messages(void **state)
            sent, after - before, ok, failed, (unsigned long long)rss_before,
            (unsigned long long)rss_after);
     /* A clean exit: a sanitizer's report in the server fails the test. */
-    assert_int_equal(hm_test_wait(&server, 30), 0);
+    assert_int_equal(hm_test_server_stop(&server, 30), 0);
     assert_int_equal(sent, expected);
     assert_int_equal(after - before, (unsigned long long)expected);
     assert_int_equal(failed, 0);

@@ -80,7 +80,8 @@ static void test_stalled_client(void **state)
 {
     (void)state;
     hm_test_alarm(280, "hostile_stall");
-    struct hm_test_child srv, good, stalled;
+    struct hm_test_server srv;
+    struct hm_test_child good, stalled;
     struct hostile_server_args sargs = {
         .protocol = protocol,
         .life_s = 250,
@@ -88,11 +89,11 @@ static void test_stalled_client(void **state)
                  .max_requests = 256,
                  .max_requests_per_peer = 32},
     };
-    char uri[1024], line[HM_TEST_LINE_MAX];
-    assert_int_equal(hm_test_spawn(&srv, hostile_server_main, &sargs), 0);
-    assert_int_equal(hm_test_recv(&srv, uri, sizeof(uri), 20000), 0);
+    char line[HM_TEST_LINE_MAX];
+    assert_int_equal(hostile_server_start(&srv, &sargs), 0);
+    char *uri = srv.uri;
     long hwm0, rss0, hwm, rss;
-    assert_int_equal(hostile_memory_kb(srv.pid, &hwm0, &rss0), 0);
+    assert_int_equal(hostile_memory_kb(srv.child.pid, &hwm0, &rss0), 0);
     struct hostile_attacker_args aargs = {
         .protocol = protocol,
         .server_uri = uri,
@@ -104,7 +105,7 @@ static void test_stalled_client(void **state)
     print_message("stalled client: %s requests, then stopped progressing\n", line);
     assert_int_equal(hm_test_spawn(&good, good_client_main, uri), 0);
     int good_ok = hm_test_recv(&good, line, sizeof(line), 200000); /* "done" */
-    assert_int_equal(hostile_memory_kb(srv.pid, &hwm, &rss), 0);
+    assert_int_equal(hostile_memory_kb(srv.child.pid, &hwm, &rss), 0);
     hm_test_child_kill(&stalled);
     hm_test_send(&good, "stop the server");
     int good_status = hm_test_wait(&good, 60);
@@ -112,7 +113,7 @@ static void test_stalled_client(void **state)
                   hwm);
     assert_int_equal(good_ok, 0);
     assert_int_equal(good_status, 0);
-    assert_int_equal(hm_test_wait(&srv, 60), 0);
+    assert_int_equal(hm_test_server_stop(&srv, 60), 0);
     long bound = strncmp(protocol, "ofi+tcp", 7) == 0 ? RSS_BOUND_RXM_KB : RSS_BOUND_KB;
     assert_true(hwm - rss0 < bound);
     hm_test_alarm(0, NULL);

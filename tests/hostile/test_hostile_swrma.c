@@ -71,6 +71,7 @@
 #define STALLERS 4u
 #define MANY 512u             /* concurrent pulls of one honest client, */
 #define MANY_LEN (BIG / MANY) /* 16 KiB each, together the whole region */
+#define S_SERVER_LIFE_S 300u  /* the server's bound (SIGALRM) */
 
 /* ---- the RPCs -------------------------------------------------------------- */
 
@@ -388,7 +389,6 @@ static void forge_hook(bool on)
 
 static int s_server_main(void *arg)
 {
-    alarm(300);
     const char *protocol = arg;
     ss.hold = protocol[0] == '?';
     ss.forge = protocol[0] == '!' || ss.hold;
@@ -406,16 +406,10 @@ static int s_server_main(void *arg)
         hm_bulk_create(cls, 1, &buf, &size, HM_BULK_READ_WRITE, &ss.region) != HM_SUCCESS)
         return 4;
     bulk_pattern_fill(ss.mem, BIG, 3, 0);
-    hm_addr_t *self;
-    char uri[512];
-    size = sizeof(uri);
-    if (hm_addr_self(ss.ctx, &self) != HM_SUCCESS ||
-        hm_addr_to_string(self, uri, &size) != HM_SUCCESS)
-        return 5;
-    hm_addr_free(self);
     if (ss.forge)
         forge_hook(true);
-    hm_test_ready(uri);
+    if (hm_test_ready_self(ss.ctx) != 0)
+        return 5;
     while (!ss.shutdown) {
         hm_progress(ss.ctx, 1);
         hm_trigger(ss.ctx, UINT32_MAX, NULL);
@@ -425,10 +419,7 @@ static int s_server_main(void *arg)
     if (ss.forge)
         forge_hook(false);
     hm_bulk_free(ss.region);
-    for (int i = 0; i < 200 && hm_context_destroy(ss.ctx) == HM_BUSY; i++) {
-        hm_progress(ss.ctx, 10);
-        hm_trigger(ss.ctx, UINT32_MAX, NULL);
-    }
+    hm_test_context_close(ss.ctx, 200);
     free(ss.mem);
     return hm_class_destroy(cls) == HM_SUCCESS ? 0 : 6;
 }
@@ -441,10 +432,9 @@ static const char *g_protocol;
 static hm_return_t s_client_open(struct bulk_client *c, struct s_ids *ids, const char *uri)
 {
     char mine[128];
-    const char *sep = strstr(g_protocol, "://");
-    snprintf(mine, sizeof(mine), "%.*s://%s", (int)(sep - g_protocol), g_protocol,
-             strstr(g_protocol, "+tcp") ? "127.0.0.1:0" : "");
     memset(c, 0, sizeof(*c));
+    if (hm_test_client_uri(g_protocol, mine, sizeof(mine)) != 0)
+        return HM_INVALID_ARG;
     hm_return_t ret = hm_class_create(mine, NULL, &c->cls);
     if (ret == HM_SUCCESS)
         ret = s_register(c->cls, ids, false);
@@ -473,10 +463,41 @@ static hm_bulk_t *s_expose(struct bulk_client *c, const struct s_ids *ids)
     return region;
 }
 
+/* ---- the attackers' common part ------------------------------------------------------ */
+
+/* An attacker process: a client of the server (or, foreign_main, of the victim). */
+struct attacker {
+    struct bulk_client c;
+    struct s_ids ids;
+    hm_bulk_t *region; /* the server's, once exposed (NULL: not asked) */
+};
+
+/* Open a client of `uri`; with `expose`, get the server's region. 0, or an exit status. */
+static int attacker_open(struct attacker *at, const char *uri, bool expose)
+{
+    at->region = NULL;
+    if (s_client_open(&at->c, &at->ids, uri) != HM_SUCCESS)
+        return 2;
+    if (expose && (at->region = s_expose(&at->c, &at->ids)) == NULL)
+        return 3;
+    return 0;
+}
+
+/* Progress and trigger until the parent says "stop" (the attacker's replies drain). */
+static void attacker_serve_until_stop(struct attacker *at)
+{
+    char line[32];
+    while (hm_test_await(line, sizeof(line), 1) != 0) {
+        hm_progress(at->c.ctx, 1);
+        hm_trigger(at->c.ctx, UINT32_MAX, NULL);
+    }
+}
+
 /* ---- the attacker: a flood of GET_REQs --------------------------------------------- */
 
 struct flood_args {
     const char *uri;
+    bool stall; /* stall_run (asks, then stops reading), else flood_run */
 };
 
 static void flood_sent(hmi_na_op_t *op, hm_return_t status)
@@ -540,38 +561,26 @@ static void flood_pause_cb(const hm_cb_info_t *info)
 }
 
 /*
- * Expose, hold the server in "pause", send the flood while it is held, then
- * drain what the server sends until the parent says "stop".
+ * Hold the server in "pause", send the flood while it is held, then drain
+ * what the server sends until the parent says "stop". An exit status.
  */
-static int flood_main(void *arg)
+static int flood_run(struct attacker *at, struct flood_msgs *f)
 {
-    const struct flood_args *a = arg;
-    struct bulk_client c;
-    struct s_ids ids;
     char line[32];
-    if (s_client_open(&c, &ids, a->uri) != HM_SUCCESS)
-        return 2;
-    hm_bulk_t *region = s_expose(&c, &ids);
     hm_handle_t *pause;
-    if (region == NULL || hm_handle_create(c.ctx, c.server, ids.pause, &pause) != HM_SUCCESS ||
+    if (hm_handle_create(at->c.ctx, at->c.server, at->ids.pause, &pause) != HM_SUCCESS ||
         hm_forward(pause, NULL, flood_pause_cb, NULL, NULL) != HM_SUCCESS)
         return 3;
     hm_test_ready("attacker");
     if (hm_test_await(line, sizeof(line), 60000) != 0) /* "flood": the server is held */
         return 4;
-    static struct flood_msgs f;
-    int rc = flood_send(&c, region, &f, FLOOD, FLOOD_LEN);
+    int rc = flood_send(&at->c, at->region, f, FLOOD, FLOOD_LEN);
     hm_test_signal(rc == 0 ? "sent" : "failed");
-    while (hm_test_await(line, sizeof(line), 1) != 0) { /* until "stop" */
-        hm_progress(c.ctx, 1);
-        hm_trigger(c.ctx, UINT32_MAX, NULL);
-    }
-    if (rc == 0 && f.done != FLOOD)
+    attacker_serve_until_stop(at);
+    if (rc == 0 && f->done != FLOOD)
         rc = 5;
-    flood_free(&c, &f);
-    /* An attacker leaves without closing: the owner may still stream to it,
-     * and its teardown is not what is tested (nor leak-checked). */
-    _exit(rc);
+    flood_free(&at->c, f);
+    return rc;
 }
 
 /*
@@ -579,24 +588,30 @@ static int flood_main(void *arg)
  * "sent" once they have left, then it never progresses again (and the
  * parent SIGSTOPs it); the parent kills it by its pid.
  */
-static int stall_main(void *arg)
+static int stall_run(struct attacker *at, struct flood_msgs *f)
+{
+    char line[32];
+    int rc = flood_send(&at->c, at->region, f, STALL_REQS, STALL_LEN);
+    double end = bulk_now_ms() + HANG_GUARD_MS;
+    while (rc == 0 && f->done < STALL_REQS && bulk_now_ms() < end)
+        hm_progress(at->c.ctx, 1); /* until the requests have left; their answers pile up */
+    hm_test_signal(rc == 0 && f->done == STALL_REQS ? "sent" : "failed");
+    (void)hm_test_await(line, sizeof(line), 120000); /* reads nothing more, ever */
+    return rc;
+}
+
+/* The GET_REQ attacker's process: expose, then flood_run or stall_run. */
+static int flood_main(void *arg)
 {
     const struct flood_args *a = arg;
-    struct bulk_client c;
-    struct s_ids ids;
-    char line[32];
-    if (s_client_open(&c, &ids, a->uri) != HM_SUCCESS)
-        return 2;
-    hm_bulk_t *region = s_expose(&c, &ids);
-    if (region == NULL)
-        return 3;
+    static struct attacker at;
     static struct flood_msgs f;
-    int rc = flood_send(&c, region, &f, STALL_REQS, STALL_LEN);
-    double end = bulk_now_ms() + HANG_GUARD_MS;
-    while (rc == 0 && f.done < STALL_REQS && bulk_now_ms() < end)
-        hm_progress(c.ctx, 1); /* until the requests have left; their answers pile up */
-    hm_test_signal(rc == 0 && f.done == STALL_REQS ? "sent" : "failed");
-    (void)hm_test_await(line, sizeof(line), 120000); /* reads nothing more, ever */
+    int rc = attacker_open(&at, a->uri, true);
+    if (rc != 0)
+        return rc;
+    rc = a->stall ? stall_run(&at, &f) : flood_run(&at, &f);
+    /* An attacker leaves without closing: the owner may still stream to it,
+     * and its teardown is not what is tested (nor leak-checked). */
     _exit(rc);
 }
 
@@ -617,35 +632,30 @@ struct foreign_args {
 static int foreign_main(void *arg)
 {
     const struct foreign_args *a = arg;
-    struct bulk_client c;
-    struct s_ids ids;
-    char line[32];
-    if (s_client_open(&c, &ids, a->victim_uri) != HM_SUCCESS)
-        return 2;
-    hmi_na_context_t *na = c.ctx->c_na;
-    hmi_na_addr_t *victim = c.server->a_na;
+    static struct attacker at;
+    int rc = attacker_open(&at, a->victim_uri, false);
+    if (rc != 0)
+        return rc;
+    hmi_na_context_t *na = at.c.ctx->c_na;
+    hmi_na_addr_t *victim = at.c.server->a_na;
     forge_data(na, victim, a->id, 0, PULL / 2);
     forge_data(na, victim, a->id, PULL / 2, PULL / 2);
     forge_reply(na, victim, SWRMA_PUT_ACK, a->id, PULL);
     forge_reply(na, victim, SWRMA_ERR, a->id, (uint64_t)HM_CANCELED);
     double end = bulk_now_ms() + HANG_GUARD_MS;
     while (g_forged_done < FOREIGN && bulk_now_ms() < end) {
-        hm_progress(c.ctx, 1);
-        hm_trigger(c.ctx, UINT32_MAX, NULL);
+        hm_progress(at.c.ctx, 1);
+        hm_trigger(at.c.ctx, UINT32_MAX, NULL);
     }
-    int rc = g_forged_done == FOREIGN ? 0 : 3;
+    rc = g_forged_done == FOREIGN ? 0 : 3;
     hm_test_signal(rc == 0 ? "sent" : "failed");
-    while (hm_test_await(line, sizeof(line), 1) != 0) { /* until "stop" */
-        hm_progress(c.ctx, 1);
-        hm_trigger(c.ctx, UINT32_MAX, NULL);
-    }
+    attacker_serve_until_stop(&at);
     _exit(rc); /* as the flood's attacker: its teardown is not what is tested */
 }
 
 /* ---- the test process ----------------------------------------------------------------- */
 
-static struct hm_test_child g_server;
-static char g_uri[512];
+static struct hm_test_server g_server; /* its process and URI */
 static struct bulk_client g_cli;
 static struct s_ids g_ids;
 static uint8_t *g_local;
@@ -659,9 +669,8 @@ static int start(const char *mode)
 {
     static char arg[256];
     snprintf(arg, sizeof(arg), "%s%s", mode, g_protocol);
-    if (hm_test_spawn(&g_server, s_server_main, arg) != 0 ||
-        hm_test_recv(&g_server, g_uri, sizeof(g_uri), 20000) != 0 ||
-        s_client_open(&g_cli, &g_ids, g_uri) != HM_SUCCESS)
+    if (hm_test_server_start(&g_server, s_server_main, arg, S_SERVER_LIFE_S) != 0 ||
+        s_client_open(&g_cli, &g_ids, g_server.uri) != HM_SUCCESS)
         return -1;
     g_local = calloc(1, BIG);
     void *buf = g_local;
@@ -697,9 +706,9 @@ static int stop(void **state)
     hm_bulk_free(g_local_bulk);
     g_local_bulk = NULL;
     bool clean = bulk_call(&g_cli, g_ids.shutdown, NULL, NULL) == HM_SUCCESS &&
-                 hm_test_wait(&g_server, 20) == 0;
+                 hm_test_server_stop(&g_server, 20) == 0;
     if (!clean)
-        hm_test_child_kill(&g_server);
+        hm_test_server_kill(&g_server);
     clean = bulk_client_close(&g_cli) == HM_SUCCESS && clean;
     free(g_local);
     g_local = NULL;
@@ -789,12 +798,8 @@ static void wait_pull_or_foreign(const struct pull_wait *w, uint64_t target)
 static void foreign_start(struct hm_test_child *attacker, struct foreign_args *fa)
 {
     char line[64];
-    hm_addr_t *self;
     static char uri[512];
-    size_t size = sizeof(uri);
-    assert_int_equal(hm_addr_self(g_cli.ctx, &self), HM_SUCCESS);
-    assert_int_equal(hm_addr_to_string(self, uri, &size), HM_SUCCESS);
-    hm_addr_free(self);
+    assert_int_equal(hm_test_self_uri(g_cli.ctx, uri, sizeof(uri)), 0);
     fa->victim_uri = uri;
     assert_int_equal(hm_test_spawn(attacker, foreign_main, fa), 0);
     assert_int_equal(recv_progressing(attacker, line, sizeof(line)), 0);
@@ -821,7 +826,7 @@ static void test_foreign_replies(void **state)
                         .local = g_local_bulk, .size = PULL};
     assert_int_equal(hm_bulk_transfer(g_cli.ctx, &x, NULL, pull_wait_cb, &w, &op), HM_SUCCESS);
     char line[64];
-    assert_int_equal(recv_progressing(&g_server, line, sizeof(line)), 0); /* "id <hex>" */
+    assert_int_equal(recv_progressing(&g_server.child, line, sizeof(line)), 0); /* "id <hex>" */
     struct foreign_args fa = {.id = strtoull(line + 3, NULL, 16)};
     printf("owner holds our GET_REQ, id 0x%llx\n", (unsigned long long)fa.id);
     struct hm_test_child attacker;
@@ -911,17 +916,17 @@ static void test_peer_cap(void **state)
     assert_non_null(region);
     struct s_stats st0, st;
     server_stats(&st0);
-    struct flood_args fa = {.uri = g_uri};
+    struct flood_args fa = {.uri = g_server.uri};
     struct hm_test_child attacker;
     char line[64];
     assert_int_equal(hm_test_spawn(&attacker, flood_main, &fa), 0);
     assert_int_equal(hm_test_recv(&attacker, line, sizeof(line), 20000), 0);
-    assert_int_equal(hm_test_recv(&g_server, line, sizeof(line), 20000), 0);
+    assert_int_equal(hm_test_recv(&g_server.child, line, sizeof(line), 20000), 0);
     assert_string_equal(line, "paused");
     assert_int_equal(hm_test_send(&attacker, "flood"), 0);
     assert_int_equal(hm_test_recv(&attacker, line, sizeof(line), 30000), 0);
     assert_string_equal(line, "sent");
-    assert_int_equal(hm_test_send(&g_server, "go"), 0);
+    assert_int_equal(hm_test_send(&g_server.child, "go"), 0);
     unsigned int ok = 0;
     for (unsigned int i = 0; i < GOOD_PULLS; i++) {
         size_t off = (size_t)i * 65536u;
@@ -965,12 +970,12 @@ static void test_stalled_reader(void **state)
     assert_non_null(region);
     struct s_stats st0, st;
     server_stats(&st0);
-    struct flood_args fa = {.uri = g_uri};
+    struct flood_args fa = {.uri = g_server.uri, .stall = true};
     struct hm_test_child attackers[STALLERS];
     bool sent = true;
     for (unsigned int a = 0; a < STALLERS; a++) {
         char line[64];
-        assert_int_equal(hm_test_spawn(&attackers[a], stall_main, &fa), 0);
+        assert_int_equal(hm_test_spawn(&attackers[a], flood_main, &fa), 0);
         int got = hm_test_recv(&attackers[a], line, sizeof(line), 30000);
         sent = sent && got == 0 && strcmp(line, "sent") == 0 &&
                kill(attackers[a].pid, SIGSTOP) == 0;
@@ -1032,7 +1037,7 @@ static void test_many_gets(void **state)
                      HM_SUCCESS);
     assert_int_equal(hm_forward(pause, NULL, flood_pause_cb, NULL, NULL), HM_SUCCESS);
     char line[64];
-    assert_int_equal(recv_progressing(&g_server, line, sizeof(line)), 0);
+    assert_int_equal(recv_progressing(&g_server.child, line, sizeof(line)), 0);
     assert_string_equal(line, "paused");
     memset(g_local, 0, BIG);
     static struct pull_wait w; /* static: ops may outlive a failed test */
@@ -1047,7 +1052,7 @@ static void test_many_gets(void **state)
     }
     for (unsigned int i = 0; i < 100; i++) /* the requests the owner will find at once */
         hm_progress(g_cli.ctx, 1);
-    assert_int_equal(hm_test_send(&g_server, "go"), 0);
+    assert_int_equal(hm_test_send(&g_server.child, "go"), 0);
     double end = bulk_now_ms() + 3 * HANG_GUARD_MS;
     while (w.calls < MANY && bulk_now_ms() < end) {
         hm_progress(g_cli.ctx, 1);

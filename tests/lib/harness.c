@@ -3,12 +3,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -16,8 +18,9 @@
 
 #define HT_MAX_CHILDREN 32
 
-/* Children not yet reaped, for the alarm handler. */
+/* Children not yet reaped, for the alarm handler: pid and captured output. */
 static volatile pid_t ht_children[HT_MAX_CHILDREN];
+static volatile int ht_outputs[HT_MAX_CHILDREN];
 static const char *ht_what;
 /* In a child: its ends of the pipes. */
 static int ht_to_parent = -1;
@@ -25,10 +28,11 @@ static int ht_from_parent = -1;
 
 static uint64_t ht_now_ms(void);
 
-static void ht_track(pid_t pid)
+static void ht_track(pid_t pid, int output)
 {
     for (int i = 0; i < HT_MAX_CHILDREN; i++)
         if (ht_children[i] == 0) {
+            ht_outputs[i] = output;
             ht_children[i] = pid;
             return;
         }
@@ -41,18 +45,81 @@ static void ht_untrack(pid_t pid)
             ht_children[i] = 0;
 }
 
+static void ht_write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = write(fd, buf, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        buf += w;
+        len -= (size_t)w;
+    }
+}
+
+/* Decimal of `v` into buf (async-signal-safe); its length. */
+static size_t ht_itoa(long v, char *buf)
+{
+    char tmp[24];
+    size_t n = 0, len = 0;
+    unsigned long u = v < 0 ? (unsigned long)-v : (unsigned long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        buf[len++] = '-';
+    while (n > 0)
+        buf[len++] = tmp[--n];
+    return len;
+}
+
+/* "harness: <what> of child <pid>\n" on stderr (async-signal-safe). */
+static void ht_mark(const char *what, pid_t pid)
+{
+    char num[24];
+    ht_write_all(STDERR_FILENO, "harness: ", 9);
+    ht_write_all(STDERR_FILENO, what, strlen(what));
+    ht_write_all(STDERR_FILENO, " of child ", 10);
+    ht_write_all(STDERR_FILENO, num, ht_itoa((long)pid, num));
+    ht_write_all(STDERR_FILENO, "\n", 1);
+}
+
+/* Copy a child's captured output, if any, to our stderr (async-signal-safe). */
+static void ht_replay(pid_t pid, int output)
+{
+    char buf[4096];
+    off_t at = 0;
+    ssize_t got = pread(output, buf, sizeof(buf), at);
+    if (got <= 0)
+        return; /* it printed nothing */
+    ht_mark("---- output", pid);
+    do {
+        ht_write_all(STDERR_FILENO, buf, (size_t)got);
+        at += got;
+    } while ((got = pread(output, buf, sizeof(buf), at)) > 0);
+    ht_mark("---- end of the output", pid);
+}
+
 static void ht_alarm_handler(int sig)
 {
     (void)sig;
     static const char msg[] = "harness: test time bound exceeded, killing children: ";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    ht_write_all(STDERR_FILENO, msg, sizeof(msg) - 1);
     if (ht_what != NULL)
-        w = write(STDERR_FILENO, ht_what, strlen(ht_what));
-    w = write(STDERR_FILENO, "\n", 1);
-    (void)w;
-    for (int i = 0; i < HT_MAX_CHILDREN; i++)
-        if (ht_children[i] > 0)
-            kill(ht_children[i], SIGKILL);
+        ht_write_all(STDERR_FILENO, ht_what, strlen(ht_what));
+    ht_write_all(STDERR_FILENO, "\n", 1);
+    for (int i = 0; i < HT_MAX_CHILDREN; i++) {
+        pid_t pid = ht_children[i];
+        if (pid <= 0)
+            continue;
+        kill(pid, SIGKILL);
+        if (ht_outputs[i] >= 0) {
+            waitpid(pid, NULL, 0); /* its last words are written */
+            ht_replay(pid, ht_outputs[i]);
+        }
+    }
     _exit(124);
 }
 
@@ -65,57 +132,122 @@ void hm_test_alarm(unsigned int seconds, const char *what)
     alarm(seconds);
 }
 
-int hm_test_spawn(struct hm_test_child *child, hm_test_fn_t fn, void *arg)
+/* How a child is started: a function, or a program; captured and bound or not. */
+struct ht_start {
+    hm_test_fn_t fn;
+    void *arg;
+    char *const *argv; /* exec this instead of fn */
+    bool capture;
+    unsigned int life_s;
+};
+
+/* Hand an exec'd program its pipe ends by number; 0 or -1. */
+static int ht_export_fds(int from_parent, int to_parent)
 {
-    int down[2], up[2];
-    memset(child, 0, sizeof(*child));
-    if (pipe2(down, O_CLOEXEC) != 0)
+    int cmd = dup(from_parent), ready = dup(to_parent); /* without O_CLOEXEC */
+    char num[24];
+    if (cmd < 0 || ready < 0)
         return -1;
-    if (pipe2(up, O_CLOEXEC) != 0) {
-        close(down[0]);
-        close(down[1]);
+    num[ht_itoa(cmd, num)] = '\0';
+    if (setenv("HM_TEST_CMD_FD", num, 1) != 0)
         return -1;
+    num[ht_itoa(ready, num)] = '\0';
+    return setenv("HM_TEST_READY_FD", num, 1);
+}
+
+/* In the child, after fork: never returns. */
+static void ht_child(const struct ht_start *how, pid_t parent, int from_parent, int to_parent,
+                     int output)
+{
+    /* Die with the parent: a test that crashes must not leave its servers
+     * running until their own time bound (ctest waits for them, as they
+     * hold its output pipe). */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(124);
+    /* The child: forget the parent's children, keep our pipe ends. */
+    for (int i = 0; i < HT_MAX_CHILDREN; i++)
+        ht_children[i] = 0;
+    ht_from_parent = from_parent;
+    ht_to_parent = to_parent;
+    signal(SIGPIPE, SIG_IGN);
+    if (output >= 0 && (dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0))
+        _exit(126);
+    if (how->life_s > 0) {
+        signal(SIGALRM, SIG_DFL); /* not the parent's handler: SIGALRM ends us */
+        alarm(how->life_s);
     }
+    if (how->argv != NULL) {
+        if (ht_export_fds(from_parent, to_parent) == 0)
+            execvp(how->argv[0], how->argv);
+        fprintf(stderr, "harness: cannot exec %s: %s\n", how->argv[0], strerror(errno));
+        _exit(127);
+    }
+    int status = how->fn(how->arg);
+    fflush(stdout);
+    fflush(stderr);
+    exit(status & 0xff);
+}
+
+static void ht_close_fds(int *fds, int n)
+{
+    int err = errno;
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    errno = err;
+}
+
+static int ht_spawn(struct hm_test_child *child, const struct ht_start *how)
+{
+    int fds[5] = {-1, -1, -1, -1, -1}; /* down[2], up[2], output */
+    memset(child, 0, sizeof(*child));
+    child->output = -1;
+    if (pipe2(&fds[0], O_CLOEXEC) != 0 || pipe2(&fds[2], O_CLOEXEC) != 0)
+        goto err;
+    if (how->capture && (fds[4] = memfd_create("hm-test-child", MFD_CLOEXEC)) < 0)
+        goto err;
     fflush(stdout);
     fflush(stderr);
     pid_t parent = getpid();
     pid_t pid = fork();
-    if (pid < 0) {
-        int err = errno;
-        close(down[0]);
-        close(down[1]);
-        close(up[0]);
-        close(up[1]);
-        errno = err;
-        return -1;
-    }
+    if (pid < 0)
+        goto err;
     if (pid == 0) {
-        /* Die with the parent: a test that crashes must not leave its servers
-         * running until their own time bound (ctest waits for them, as they
-         * hold its output pipe). */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(124);
-        /* The child: forget the parent's children, keep our pipe ends. */
-        for (int i = 0; i < HT_MAX_CHILDREN; i++)
-            ht_children[i] = 0;
-        close(down[1]);
-        close(up[0]);
-        ht_from_parent = down[0];
-        ht_to_parent = up[1];
-        signal(SIGPIPE, SIG_IGN);
-        int status = fn(arg);
-        fflush(stdout);
-        fflush(stderr);
-        exit(status & 0xff);
+        close(fds[1]);
+        close(fds[2]);
+        ht_child(how, parent, fds[0], fds[3], fds[4]);
     }
-    close(down[0]);
-    close(up[1]);
+    close(fds[0]);
+    close(fds[3]);
     child->pid = pid;
-    child->to_child = down[1];
-    child->from_child = up[0];
-    ht_track(pid);
+    child->to_child = fds[1];
+    child->from_child = fds[2];
+    child->output = fds[4];
+    ht_track(pid, child->output);
     return 0;
+err:
+    ht_close_fds(fds, 5);
+    return -1;
+}
+
+int hm_test_spawn(struct hm_test_child *child, hm_test_fn_t fn, void *arg)
+{
+    struct ht_start how = {.fn = fn, .arg = arg};
+    return ht_spawn(child, &how);
+}
+
+int hm_test_spawn_captured(struct hm_test_child *child, hm_test_fn_t fn, void *arg,
+                           unsigned int life_s)
+{
+    struct ht_start how = {.fn = fn, .arg = arg, .capture = true, .life_s = life_s};
+    return ht_spawn(child, &how);
+}
+
+int hm_test_spawn_exec(struct hm_test_child *child, char *const argv[], unsigned int life_s)
+{
+    struct ht_start how = {.argv = argv, .capture = true, .life_s = life_s};
+    return ht_spawn(child, &how);
 }
 
 static uint64_t ht_now_ms(void)
@@ -196,13 +328,19 @@ int hm_test_send(struct hm_test_child *child, const char *line)
     return ht_write_line(child->to_child, line);
 }
 
-static void ht_close_pipes(struct hm_test_child *child)
+/* After the reap: close the pipes, and replay and close the captured output. */
+static void ht_close_pipes(struct hm_test_child *child, pid_t pid)
 {
     if (child->to_child >= 0)
         close(child->to_child);
     if (child->from_child >= 0)
         close(child->from_child);
     child->to_child = child->from_child = -1;
+    if (child->output >= 0) {
+        ht_replay(pid, child->output);
+        close(child->output);
+    }
+    child->output = -1;
 }
 
 static int ht_decode(int wstatus)
@@ -240,9 +378,10 @@ int hm_test_wait(struct hm_test_child *child, int timeout_s)
         }
         usleep(5000);
     }
-    ht_untrack(child->pid);
+    pid_t pid = child->pid;
+    ht_untrack(pid);
     child->pid = 0;
-    ht_close_pipes(child);
+    ht_close_pipes(child, pid);
     return child->status;
 }
 
@@ -255,9 +394,10 @@ int hm_test_child_kill(struct hm_test_child *child)
     while (waitpid(child->pid, &wstatus, 0) < 0 && errno == EINTR)
         ;
     child->status = ht_decode(wstatus);
-    ht_untrack(child->pid);
+    pid_t pid = child->pid;
+    ht_untrack(pid);
     child->pid = 0;
-    ht_close_pipes(child);
+    ht_close_pipes(child, pid);
     return child->status;
 }
 
@@ -266,8 +406,17 @@ int hm_test_ready(const char *payload)
     return hm_test_signal(payload);
 }
 
+/* An exec'd child's pipe end, named by the environment; -1 if none. */
+static int ht_env_fd(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v != '\0' ? (int)strtol(v, NULL, 10) : -1;
+}
+
 int hm_test_signal(const char *line)
 {
+    if (ht_to_parent < 0)
+        ht_to_parent = ht_env_fd("HM_TEST_READY_FD");
     if (ht_to_parent < 0)
         return -1;
     return ht_write_line(ht_to_parent, line);
@@ -275,6 +424,8 @@ int hm_test_signal(const char *line)
 
 int hm_test_await(char *buf, size_t size, int timeout_ms)
 {
+    if (ht_from_parent < 0)
+        ht_from_parent = ht_env_fd("HM_TEST_CMD_FD");
     if (ht_from_parent < 0)
         return -1;
     return ht_read_line(ht_from_parent, buf, size, timeout_ms);

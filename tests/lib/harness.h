@@ -53,6 +53,7 @@ struct hm_test_child {
     int to_child;   /* parent writes, child reads */
     int from_child; /* child writes, parent reads */
     int status;     /* exit status once reaped (see hm_test_wait) */
+    int output;     /* captured stdout + stderr (a memfd), -1: not captured */
 };
 
 /* A child's body: its return value is its exit status. */
@@ -64,6 +65,28 @@ typedef int (*hm_test_fn_t)(void *arg);
  * started).
  */
 int hm_test_spawn(struct hm_test_child *child, hm_test_fn_t fn, void *arg);
+
+/*
+ * hm_test_spawn_captured: as hm_test_spawn, but the child's stdout and
+ * stderr go to a memory file, and the child is bound to `life_s` seconds
+ * (alarm(); SIGALRM ends it, status -SIGALRM; 0: no bound). When the child
+ * is reaped (hm_test_wait, hm_test_child_kill) or killed by hm_test_alarm,
+ * its output is copied to our stderr between two marker lines naming its
+ * pid: what a child printed stays in the test's log, in one piece.
+ */
+int hm_test_spawn_captured(struct hm_test_child *child, hm_test_fn_t fn, void *arg,
+                           unsigned int life_s);
+
+/*
+ * hm_test_spawn_exec: as hm_test_spawn_captured, but the child execs
+ * argv[0] (PATH searched) with argv. The program writes its lines to the
+ * fd named by the environment variable HM_TEST_READY_FD and reads ours
+ * from HM_TEST_CMD_FD; a program linking this harness just calls
+ * hm_test_ready/hm_test_signal/hm_test_await, which use those fds. The
+ * bound and the death with the parent survive the exec. A failed exec
+ * exits 127.
+ */
+int hm_test_spawn_exec(struct hm_test_child *child, char *const argv[], unsigned int life_s);
 
 /*
  * hm_test_recv: read one line the child wrote (ready or signal), without its
@@ -94,6 +117,7 @@ int hm_test_child_kill(struct hm_test_child *child);
 void hm_test_alarm(unsigned int seconds, const char *what);
 
 /* ---- In the child --------------------------------------------------------- */
+/* (In an exec'd child these use HM_TEST_READY_FD and HM_TEST_CMD_FD.) */
 
 /* hm_test_ready: tell the parent we are ready, with a payload (e.g. a URI). */
 int hm_test_ready(const char *payload);

@@ -270,14 +270,13 @@ static int client_cma_off(void *arg)
 
 static void nc_run(hm_test_fn_t client, const char *name)
 {
-    struct hm_test_child srv, cli;
-    char uri[HM_TEST_LINE_MAX];
+    struct hm_test_server srv;
+    struct hm_test_child cli;
     hm_test_alarm(100, name);
-    assert_int_equal(hm_test_spawn(&srv, nt_server_main, (void *)g_uri), 0);
-    assert_int_equal(hm_test_recv(&srv, uri, sizeof(uri), 20000), 0);
-    assert_int_equal(hm_test_spawn(&cli, client, uri), 0);
+    assert_int_equal(nt_server_start(&srv, g_uri), 0);
+    assert_int_equal(hm_test_spawn(&cli, client, srv.uri), 0);
     int crc = hm_test_wait(&cli, 60);
-    int src = hm_test_wait(&srv, 20);
+    int src = hm_test_server_stop(&srv, 20);
     hm_test_alarm(0, NULL);
     assert_int_equal(crc, 0);
     assert_int_equal(src, 0);

@@ -25,24 +25,24 @@ static const char *g_uri;
 /* Run `client` against a fresh echo server; both must exit 0. */
 static void nt_run(hm_test_fn_t client, const char *name, const char *server_env)
 {
-    struct hm_test_child srv, cli;
-    char uri[HM_TEST_LINE_MAX];
+    struct hm_test_server srv;
+    struct hm_test_child cli;
     hm_test_alarm(100, name);
     if (server_env)
         setenv(server_env, "1", 1);
-    assert_int_equal(hm_test_spawn(&srv, nt_server_main, (void *)g_uri), 0);
+    int started = nt_server_start(&srv, g_uri);
     if (server_env)
         unsetenv(server_env);
-    assert_int_equal(hm_test_recv(&srv, uri, sizeof(uri), 20000), 0);
-    assert_int_equal(hm_test_spawn(&cli, client, uri), 0);
+    assert_int_equal(started, 0);
+    assert_int_equal(hm_test_spawn(&cli, client, srv.uri), 0);
     /* The cancel case: relay "posted" from the client as "go" to the server. */
     if (server_env) {
         char line[64];
         assert_int_equal(hm_test_recv(&cli, line, sizeof(line), 30000), 0);
-        assert_int_equal(hm_test_send(&srv, "go"), 0);
+        assert_int_equal(hm_test_send(&srv.child, "go"), 0);
     }
     int crc = hm_test_wait(&cli, 60);
-    int src = hm_test_wait(&srv, 20);
+    int src = hm_test_server_stop(&srv, 20);
     hm_test_alarm(0, NULL);
     assert_int_equal(crc, 0);
     assert_int_equal(src, 0);
@@ -692,18 +692,19 @@ static int client_last_words(void *arg)
 static void test_last_words(void **state)
 {
     (void)state;
-    struct hm_test_child srv, cli;
-    char uri[HM_TEST_LINE_MAX], num[16];
+    struct hm_test_server srv;
+    struct hm_test_child cli;
+    char num[16];
     hm_test_alarm(100, "last_words");
     snprintf(num, sizeof(num), "%d", NT_LAST_WORDS);
     setenv("NT_SERVER_EXPECT", num, 1);
-    assert_int_equal(hm_test_spawn(&srv, nt_server_main, (void *)g_uri), 0);
+    int started = nt_server_start(&srv, g_uri);
     unsetenv("NT_SERVER_EXPECT");
-    assert_int_equal(hm_test_recv(&srv, uri, sizeof(uri), 20000), 0);
-    assert_int_equal(hm_test_spawn(&cli, client_last_words, uri), 0);
+    assert_int_equal(started, 0);
+    assert_int_equal(hm_test_spawn(&cli, client_last_words, srv.uri), 0);
     int crc = hm_test_wait(&cli, 60);
-    assert_int_equal(hm_test_send(&srv, "go"), 0);
-    int src = hm_test_wait(&srv, 30);
+    assert_int_equal(hm_test_send(&srv.child, "go"), 0);
+    int src = hm_test_server_stop(&srv, 30);
     hm_test_alarm(0, NULL);
     assert_int_equal(crc, 0);
     assert_int_equal(src, 0);

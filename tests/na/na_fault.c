@@ -113,14 +113,14 @@ static int client_peer_dies(void *arg)
 static void test_peer_dies(void **state)
 {
     (void)state;
-    struct hm_test_child srv, cli;
-    char uri[HM_TEST_LINE_MAX], line[64];
+    struct hm_test_server srv;
+    struct hm_test_child cli;
+    char line[64];
     hm_test_alarm(90, "peer_dies");
-    assert_int_equal(hm_test_spawn(&srv, nt_server_main, (void *)g_uri), 0);
-    assert_int_equal(hm_test_recv(&srv, uri, sizeof(uri), 20000), 0);
-    assert_int_equal(hm_test_spawn(&cli, client_peer_dies, uri), 0);
+    assert_int_equal(nt_server_start(&srv, g_uri), 0);
+    assert_int_equal(hm_test_spawn(&cli, client_peer_dies, srv.uri), 0);
     assert_int_equal(hm_test_recv(&cli, line, sizeof(line), 30000), 0);
-    assert_int_equal(hm_test_child_kill(&srv), -SIGKILL);
+    assert_int_equal(hm_test_server_kill(&srv), -SIGKILL);
     assert_int_equal(hm_test_send(&cli, "killed"), 0);
     int crc = hm_test_wait(&cli, 60);
     hm_test_alarm(0, NULL);

@@ -192,6 +192,11 @@ static int nt_server_cmd(struct nt_peer *p, struct nt_msg *m, hmi_na_mem_t **mem
     return 0;
 }
 
+int nt_server_start(struct hm_test_server *srv, const char *uri)
+{
+    return hm_test_server_start(srv, nt_server_main, (void *)uri, NT_SERVER_LIFE_S);
+}
+
 int nt_server_main(void *arg)
 {
     const char *uri = arg;

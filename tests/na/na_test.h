@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fixture.h"
 #include "na/na.h"
 
 /* Server commands: exactly 5 bytes, a length no data message uses. */
@@ -66,6 +67,10 @@ static inline unsigned char nt_pattern(size_t i, size_t tag)
 }
 /* The echo server every test uses: ready(URI), then serve until QUIT. */
 int nt_server_main(void *arg);
+/* Its bound: past its own 100 s QUIT deadline, SIGALRM ends it. */
+#define NT_SERVER_LIFE_S 120u
+/* Start nt_server_main on `uri` (the fixture, fixture.h); srv->uri is its address. */
+int nt_server_start(struct hm_test_server *srv, const char *uri);
 uint64_t nt_now_ms(void);
 
 #endif

@@ -51,14 +51,13 @@ static int client_lanes(void *arg)
 static void test_lanes(void **state)
 {
     (void)state;
-    struct hm_test_child srv, cli;
-    char uri[HM_TEST_LINE_MAX];
+    struct hm_test_server srv;
+    struct hm_test_child cli;
     hm_test_alarm(50, "lanes");
-    assert_int_equal(hm_test_spawn(&srv, nt_server_main, (void *)g_uri), 0);
-    assert_int_equal(hm_test_recv(&srv, uri, sizeof(uri), 20000), 0);
-    assert_int_equal(hm_test_spawn(&cli, client_lanes, uri), 0);
+    assert_int_equal(nt_server_start(&srv, g_uri), 0);
+    assert_int_equal(hm_test_spawn(&cli, client_lanes, srv.uri), 0);
     int crc = hm_test_wait(&cli, 30);
-    int src = hm_test_wait(&srv, 10);
+    int src = hm_test_server_stop(&srv, 10);
     hm_test_alarm(0, NULL);
     assert_int_equal(crc, 0);
     assert_int_equal(src, 0);

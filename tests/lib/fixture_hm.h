@@ -1,0 +1,41 @@
+/*
+ * The Hermod-level pieces of the test fixture (fixture.h), shared by the
+ * suites whose servers and clients are hm classes and contexts (core, bulk,
+ * ctx, hostile, deploy). The NA suite links only fixture.h: it is below
+ * the core.
+ */
+#ifndef HM_TEST_FIXTURE_HM_H
+#define HM_TEST_FIXTURE_HM_H
+
+#include <stddef.h>
+
+#include <hermod.h>
+
+#include "fixture.h"
+
+/* hm_test_self_uri: ctx's own address as a string into buf. 0 or -1. */
+int hm_test_self_uri(hm_context_t *ctx, char *buf, size_t size);
+
+/*
+ * hm_test_ready_self: in a server child, announce ctx's own address as the
+ * ready line (hm_test_server_start puts it in srv->uri). 0, or -1 (the
+ * address could not be read or written; the caller exits non-zero).
+ */
+int hm_test_ready_self(hm_context_t *ctx);
+
+/*
+ * hm_test_client_uri: the URI a client of a `protocol` server listens on:
+ * the same protocol, any port on 127.0.0.1 for "+tcp", none else
+ * ("ucx+tcp://127.0.0.1:0" -> "ucx+tcp://127.0.0.1:0", "ofi+shm://" ->
+ * "ofi+shm://"). 0, or -1 (no "://" in protocol, or buf too small).
+ */
+int hm_test_client_uri(const char *protocol, char *buf, size_t size);
+
+/*
+ * hm_test_context_close: destroy ctx; while it answers HM_BUSY (responses
+ * still leaving, callbacks to run), progress and trigger it, up to `tries`
+ * rounds of 10 ms. The last hm_context_destroy status.
+ */
+hm_return_t hm_test_context_close(hm_context_t *ctx, int tries);
+
+#endif
