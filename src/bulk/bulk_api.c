@@ -10,7 +10,7 @@
 
 static struct hmi_bulk_rcache *bulk_class_rcache(hm_class_t *cls)
 {
-    const struct hmi_bulk_host_ops *ops = hmi_bulk_host_ops();
+    const struct hmi_bulk_host_ops *ops = hmi_bulk_host_table();
     return cls != NULL && ops != NULL ? ops->class_rcache(cls) : NULL;
 }
 
@@ -38,7 +38,7 @@ hm_return_t hm_bulk_transfer(hm_context_t *ctx, const hm_bulk_xfer_t *xfer,
                              const hm_bulk_opts_t *opts, hm_bulk_cb_t cb, void *arg,
                              hm_bulk_op_id_t **op_out)
 {
-    const struct hmi_bulk_host_ops *ops = hmi_bulk_host_ops();
+    const struct hmi_bulk_host_ops *ops = hmi_bulk_host_table();
     if (ctx == NULL || xfer == NULL || xfer->origin_addr == NULL || ops == NULL)
         return HM_INVALID_ARG;
     struct hmi_bulk_host *host = ops->context_host(ctx);
@@ -56,7 +56,7 @@ hm_return_t hm_bulk_transfer(hm_context_t *ctx, const hm_bulk_xfer_t *xfer,
 
 hm_return_t hm_bulk_cancel(hm_bulk_op_id_t *op)
 {
-    const struct hmi_bulk_host_ops *ops = hmi_bulk_host_ops();
+    const struct hmi_bulk_host_ops *ops = hmi_bulk_host_table();
     if (op == NULL || ops == NULL)
         return HM_INVALID_ARG;
     /* The transfer's host is read under its context's lock: the owner is

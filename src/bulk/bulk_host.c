@@ -26,7 +26,7 @@ void hmi_bulk_host_register(const struct hmi_bulk_host_ops *ops)
     atomic_store_explicit(&bulk_host_table, ops, memory_order_release);
 }
 
-const struct hmi_bulk_host_ops *hmi_bulk_host_ops(void)
+const struct hmi_bulk_host_ops *hmi_bulk_host_table(void)
 {
     return atomic_load_explicit(&bulk_host_table, memory_order_acquire);
 }

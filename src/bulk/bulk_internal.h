@@ -99,7 +99,7 @@ struct hmi_bulk_host {
 };
 
 /* The registered host table, or NULL before the core registered it. */
-const struct hmi_bulk_host_ops *hmi_bulk_host_ops(void);
+const struct hmi_bulk_host_ops *hmi_bulk_host_table(void);
 
 /* bulk_transfer.c */
 struct hm_bulk_op_id {
