@@ -34,6 +34,8 @@
 
 struct trigger_item {
     struct hmi_comp *record;  /* taken from c_comp */
+    uint8_t owner;            /* record->cp_owner, read under the lock: a callback may
+                                 free a timer's record, or a handle's once it let go */
     enum hmi_comp_kind comp;  /* a handle's: what is due; NONE: dropped */
     hm_handle_t *handle;
     hm_cb_t cb;               /* forward and respond callbacks */
@@ -90,7 +92,8 @@ static void trigger_take(hm_context_t *ctx, struct trigger_batch *batch, unsigne
             break;
         hmi_list_remove(&record->cp_link);
         struct trigger_item *item = &batch->items[batch->count++];
-        *item = (struct trigger_item){.record = record, .comp = HMI_COMP_NONE};
+        *item = (struct trigger_item){
+            .record = record, .owner = record->cp_owner, .comp = HMI_COMP_NONE};
         if (record->cp_owner == HMI_COMP_OF_HANDLE)
             trigger_take_handle(hmi_container_of(record, hm_handle_t, h_done), item);
         else if (record->cp_owner == HMI_COMP_OF_BULK)
@@ -101,7 +104,7 @@ static void trigger_take(hm_context_t *ctx, struct trigger_batch *batch, unsigne
 /* Without the lock: one callback, then the reference it held. */
 static void trigger_run_one(struct trigger_item *item)
 {
-    switch (item->record->cp_owner) {
+    switch (item->owner) {
     case HMI_COMP_OF_HANDLE:
         if (item->comp == HMI_COMP_REQUEST) {
             hmi_respond_request_run(item->handle);
@@ -126,7 +129,7 @@ static void trigger_release(hm_context_t *ctx, struct trigger_batch *batch)
 {
     bool took = hmi_ctx_enter(ctx);
     for (unsigned int i = 0; i < batch->count; i++)
-        if (batch->items[i].record->cp_owner == HMI_COMP_OF_BULK)
+        if (batch->items[i].owner == HMI_COMP_OF_BULK)
             hmi_bulk_comp_release(batch->items[i].record);
     hmi_ctx_leave(ctx, took);
 }
