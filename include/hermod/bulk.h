@@ -175,7 +175,8 @@ HM_EXPORT hm_return_t hm_bulk_transfer(hm_context_t *ctx, const hm_bulk_xfer_t *
  * before) when the last piece has let go. Does not block. HM_NOENTRY if the
  * transfer had already finished (its callback is queued; its status stands).
  * `op` must not be used after its callback has returned (not checked: the
- * transfer is freed then). Errors: HM_INVALID_ARG (NULL, a transfer the
+ * transfer then goes back to its context's pool, and a later transfer may
+ * reuse it). Errors: HM_INVALID_ARG (NULL, a transfer the
  * core started for itself), HM_NOENTRY.
  */
 HM_EXPORT hm_return_t hm_bulk_cancel(hm_bulk_op_id_t *op);

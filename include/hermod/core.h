@@ -470,7 +470,8 @@ typedef struct hm_stats {
                                      that stopped taking its replies (5 s) or is dead, or the
                                      context's waiting replies at their bound */
     uint64_t overload_retries;    /* requests sent again after an HM_OVERLOADED answer */
-    uint64_t pool_trimmed;        /* idle handles and send buffers freed by the pool trim */
+    uint64_t pool_trimmed;        /* idle handles, send buffers and bulk transfer objects
+                                     freed by the pool trim */
     uint64_t recv_copied;         /* received messages kept past delivery that were copied
                                      out of the transport's receive buffer, because half its
                                      buffers were held (ofi); 0 on transports without a
@@ -480,6 +481,10 @@ typedef struct hm_stats {
                                       version, answered HM_INCOMPATIBLE */
     uint64_t checksum_replies;    /* requests without the CRC this class requires,
                                      answered HM_CHECKSUM_MISMATCH (also in dropped_checksum) */
+    /* Bulk (added after the first version). */
+    uint64_t bulk_xfer_allocs;    /* transfer objects allocated: the context pools them (and
+                                     their NA ops), so this stops growing once the pool holds
+                                     as many as were ever in flight at once */
 } hm_stats_t;
 /* The first version's size: up to and including `pool_trimmed`. */
 #define HM_STATS_SIZE_V1 (offsetof(hm_stats_t, pool_trimmed) + sizeof(uint64_t))

@@ -207,6 +207,16 @@ uint32_t hm_bulk_segment_count(const hm_bulk_t *bulk)
     return bulk ? bulk->b_count : 0;
 }
 
+void *hmi_bulk_owned_buf(const hm_bulk_t *bulk)
+{
+    return bulk->b_owned;
+}
+
+bool hmi_bulk_readable(const hm_bulk_t *bulk)
+{
+    return ((unsigned int)bulk->b_perm & HM_BULK_READ_ONLY) != 0;
+}
+
 void hm_bulk_ref(hm_bulk_t *bulk)
 {
     if (bulk)

@@ -1,13 +1,15 @@
 /*
- * Bulk internals shared by src/bulk and the core's thin wrappers
- * (src/core/bulk_api.c). The bulk layer works on NA objects only; it never
- * includes core headers.
+ * Bulk internals, private to src/bulk (the core sees bulk/bulk.h only). The
+ * bulk layer works on NA objects; it reaches core objects only through the
+ * host interface of bulk/bulk.h, and never includes core headers.
  *
  * Ownership:
  *  - a handle owns its segment table, its packed keys and, when local, its
  *    NA memory registrations; remote handles own the keys they unpacked, per
  *    (NA context, peer), in b_rkeys (the peer address is referenced);
- *  - a transfer owns its NA ops and one reference on each of its handles.
+ *  - a host (one per context) owns its idle transfers (the pool);
+ *  - a transfer owns its NA ops (kept with it in the pool) and, while alive,
+ *    one reference on each of its handles.
  */
 #ifndef HM_BULK_INTERNAL_H
 #define HM_BULK_INTERNAL_H
@@ -17,6 +19,7 @@
 
 #include <hermod/bulk.h>
 
+#include "bulk/bulk.h"
 #include "bulk/bulk_walk.h"
 #include "na/na.h"
 #include "util/hmap.h"
@@ -62,10 +65,7 @@ struct hm_bulk {
 /* Largest packed key accepted from the wire. */
 #define HMI_BULK_MAX_KEY 4096u
 
-/* bulk_rcache.c */
-hm_return_t hmi_bulk_rcache_create(hmi_na_class_t *na, struct hmi_bulk_rcache **out);
-/* Deregisters idle entries; entries still used by handles are reported. */
-void hmi_bulk_rcache_destroy(struct hmi_bulk_rcache *rc);
+/* bulk_rcache.c (create and destroy: bulk/bulk.h) */
 /* A registration of exactly (base, len, access): cached, or made now. */
 hm_return_t hmi_bulk_rcache_get(struct hmi_bulk_rcache *rc, void *base, size_t len,
                                 unsigned int access, hmi_na_mem_t **mem_out);
@@ -77,13 +77,6 @@ void hmi_bulk_rcache_stats(struct hmi_bulk_rcache *rc, hm_bulk_cache_stats_t *st
 /* A local handle; registrations come through `rc` (the class's cache). */
 hm_return_t hmi_bulk_create(struct hmi_bulk_rcache *rc, uint32_t count, void *const *bufs,
                             const size_t *sizes, hm_bulk_perm_t perm, hm_bulk_t **bulk_out);
-/*
- * hmi_bulk_create_owned: a one-segment handle over `buf` (malloc'd), which
- * the handle frees after deregistering it with its last reference. Not
- * cached: the memory goes back to the allocator. On error `buf` is not freed.
- */
-hm_return_t hmi_bulk_create_owned(struct hmi_bulk_rcache *rc, void *buf, size_t size,
-                                  hm_bulk_perm_t perm, hm_bulk_t **bulk_out);
 /* An empty handle with room for `count` segments whose keys total `key_bytes`. */
 hm_bulk_t *hmi_bulk_alloc(uint32_t count, size_t key_bytes);
 /*
@@ -93,52 +86,68 @@ hm_bulk_t *hmi_bulk_alloc(uint32_t count, size_t key_bytes);
 hm_return_t hmi_bulk_rkeys_get(hm_bulk_t *bulk, hmi_na_context_t *ctx, hmi_na_addr_t *peer,
                                void ***keys_out);
 
+/* bulk_host.c: a context's bulk state (see bulk/bulk.h). */
+struct hmi_bulk_host {
+    hmi_na_context_t *h_na;
+    hm_context_t *h_owner;     /* the core's context, or NULL (bulk's own tests) */
+    struct hmi_list *h_queue;  /* the context's completion queue */
+    struct hmi_list h_free;    /* idle transfers (t_comp.cp_link), most recent first */
+    uint32_t h_nfree;
+    uint32_t h_free_low;       /* fewest idle transfers since the last trim */
+    uint32_t h_alive;          /* taken from the pool, not given back */
+    uint64_t h_allocs;         /* transfer objects allocated (pool misses) */
+};
+
+/* The registered host table, or NULL before the core registered it. */
+const struct hmi_bulk_host_ops *hmi_bulk_host_table(void);
+
 /* bulk_transfer.c */
 struct hm_bulk_op_id {
-    hmi_na_context_t *t_ctx;
+    /* The completion record: in the host's completion queue once finished,
+     * in the host's free list while idle in the pool; one at a time. */
+    struct hmi_comp t_comp;
+    struct hmi_bulk_host *t_host;
     hmi_na_addr_t *t_peer;        /* borrowed: the origin handle's rkey cache holds a ref */
     hm_bulk_t *t_local;          /* one reference */
     hm_bulk_t *t_origin;         /* one reference */
-    void **t_rkeys;              /* origin's keys for (t_ctx, t_peer) */
+    void **t_rkeys;              /* origin's keys for (host's NA context, t_peer) */
     bool t_pull;
     bool t_canceled;
-    bool t_finished;             /* every piece completed; completion handed to the core */
+    bool t_finished;             /* every piece completed; record queued on the host */
     hm_return_t t_status;        /* first error, or HM_CANCELED */
     struct hmi_bulk_walk t_walk;
     uint32_t t_group_max;        /* pieces per NA op: the class's c_rma_iov_limit */
-    uint32_t t_depth;
+    uint32_t t_depth;            /* NA ops this transfer uses (<= t_cap) */
+    uint32_t t_cap;              /* NA ops allocated with the object (kept in the pool) */
     uint32_t t_inflight;         /* NA ops posted, not completed */
     uint32_t t_nidle;
     uint64_t t_na_ops;           /* NA rma ops posted so far */
     uint64_t t_pieces;           /* walk pieces they carried (>= t_na_ops) */
     hm_bulk_cb_t t_cb;
     void *t_cb_arg;
-    /* The core's hook: called once when the transfer has finished. */
-    void (*t_done)(hm_bulk_op_id_t *op, void *arg);
-    void *t_done_arg;
-    struct hmi_list t_link;      /* the core's completion queue */
-    hmi_na_op_t **t_ops;          /* [t_depth] all NA ops */
-    hmi_na_op_t **t_idle;         /* [t_depth] stack of idle NA ops */
+    hmi_na_op_t **t_ops;          /* [t_cap] all NA ops; o_arg is the transfer */
+    hmi_na_op_t **t_idle;         /* [t_cap] stack of idle NA ops */
 };
 
 /*
- * hmi_bulk_transfer_start: check and start a transfer on NA objects (see
- * hm_bulk_transfer for the checks). When every piece has completed,
- * `done(op, done_arg)` is called once, from inside NA progress or from this
- * call itself (nothing to move, or the first post failed); the core then
- * queues the op and later runs hmi_bulk_transfer_callback and _release from hm_trigger.
+ * bulk_host.c: the pool. hmi_bulk_xfer_get: an idle transfer with room for
+ * `depth` NA ops (cleared, every op idle), from the pool or made now
+ * (h_allocs counts those); NULL when out of memory. `piece_done` is the NA
+ * ops' callback. hmi_bulk_xfer_put: back to the pool. Under the lock.
  */
-hm_return_t hmi_bulk_transfer_start(hmi_na_context_t *ctx, hmi_na_addr_t *peer,
+hm_bulk_op_id_t *hmi_bulk_xfer_get(struct hmi_bulk_host *host, uint32_t depth,
+                                   hmi_na_op_cb_t piece_done);
+void hmi_bulk_xfer_put(hm_bulk_op_id_t *op);
+
+/*
+ * hmi_bulk_transfer_start: check and start a transfer on the host's NA
+ * context (see hm_bulk_transfer for the checks); under the host's lock. When
+ * every piece has completed, the transfer's record is pushed on the host's
+ * queue, once: from inside NA progress, from hmi_bulk_cancel, or from this
+ * call itself (nothing to move, or the first post failed).
+ */
+hm_return_t hmi_bulk_transfer_start(struct hmi_bulk_host *host, hmi_na_addr_t *peer,
                                     const hm_bulk_xfer_t *xfer, const hm_bulk_opts_t *opts,
-                                    hm_bulk_cb_t cb, void *arg,
-                                    void (*done)(hm_bulk_op_id_t *, void *), void *done_arg,
-                                    hm_bulk_op_id_t **op_out);
-/* hmi_bulk_cancel: hm_bulk_cancel, for the thread driving the op's context. */
-hm_return_t hmi_bulk_cancel(hm_bulk_op_id_t *op);
-/* hmi_bulk_transfer_callback: run the user callback (from hm_trigger, without
- * the context lock); then hmi_bulk_transfer_release, by the context's driver:
- * drop the references and free the op. */
-void hmi_bulk_transfer_callback(hm_bulk_op_id_t *op);
-void hmi_bulk_transfer_release(hm_bulk_op_id_t *op);
+                                    hm_bulk_cb_t cb, void *arg, hm_bulk_op_id_t **op_out);
 
 #endif

@@ -1,16 +1,20 @@
 /*
  * The transfer engine: walks the two scatter lists in step (bulk_walk.c) and
- * keeps up to `depth` NA rma ops in flight, preallocated at start (the only
- * allocations of a transfer). When the NA class takes several pieces per op
+ * keeps up to `depth` NA rma ops in flight. The transfer object and its NA
+ * ops come from the host's pool (bulk_host.c): no allocation per transfer
+ * once the pool is warm. When the NA class takes several pieces per op
  * (c_rma_iov_limit > 1, e.g. libfabric's fi_readmsg), each op carries up to
  * that many consecutive pieces whose sum stays within the chunk
  * (hmi_bulk_walk_group), so many small segments do not cost one op each; a
  * piece array lives on the stack only while the op is posted (the NA
  * contract lets the caller reuse it once rma returns). The transfer finishes
  * when no op is in flight and nothing more will be posted (range done,
- * error, or cancel); it then hands itself to the core once (t_done), which
- * runs the user callback from hm_trigger through hmi_bulk_transfer_callback
- * (without the context lock), then frees it with hmi_bulk_transfer_release.
+ * error, or cancel); it then pushes its completion record on the host's
+ * completion queue, once. So a completion travels: NA op completed (NA's
+ * queue, drained by hmi_na_progress, calls xfer_piece_done) -> the context's
+ * one completion queue -> hm_trigger, which runs hmi_bulk_comp_run (the user
+ * callback, without the context lock), then hmi_bulk_comp_release (drops the
+ * handle references, back to the pool).
  */
 #include <stdlib.h>
 
@@ -63,37 +67,7 @@ static hm_return_t xfer_check(const hm_bulk_xfer_t *xfer)
     return xfer_check_perm(xfer);
 }
 
-/* ---- op object ------------------------------------------------------------------ */
-
-static void xfer_destroy(hm_bulk_op_id_t *op)
-{
-    for (uint32_t i = 0; i < op->t_depth; i++)
-        if (op->t_ops[i] != NULL)
-            hmi_na_op_destroy(op->t_ops[i]);
-    free(op);
-}
-
-static hm_bulk_op_id_t *xfer_create(hmi_na_class_t *na, uint32_t depth)
-{
-    hm_bulk_op_id_t *op = calloc(1, sizeof(*op) + 2 * (size_t)depth * sizeof(hmi_na_op_t *));
-    if (op == NULL)
-        return NULL;
-    op->t_ops = (hmi_na_op_t **)(op + 1);
-    op->t_idle = op->t_ops + depth;
-    op->t_depth = depth;
-    for (uint32_t i = 0; i < depth; i++) {
-        op->t_ops[i] = hmi_na_op_create(na);
-        if (op->t_ops[i] == NULL) {
-            xfer_destroy(op);
-            return NULL;
-        }
-        op->t_ops[i]->o_cb = xfer_piece_done;
-        op->t_ops[i]->o_arg = op;
-        op->t_idle[op->t_nidle++] = op->t_ops[i];
-    }
-    hmi_list_init(&op->t_link);
-    return op;
-}
+/* ---- options ------------------------------------------------------------------ */
 
 static void xfer_apply_opts(const hm_bulk_opts_t *opts, size_t *chunk, uint32_t *depth)
 {
@@ -118,13 +92,13 @@ static bool xfer_stopped(const hm_bulk_op_id_t *op)
     return op->t_status != HM_SUCCESS || hmi_bulk_walk_done(&op->t_walk);
 }
 
-/* Hand the finished transfer to the core, once. */
+/* Queue the finished transfer's record on its host's completion queue, once. */
 static void xfer_maybe_finish(hm_bulk_op_id_t *op)
 {
     if (op->t_finished || op->t_inflight != 0 || !xfer_stopped(op))
         return;
     op->t_finished = true;
-    op->t_done(op, op->t_done_arg);
+    hmi_list_push_back(op->t_host->h_queue, &op->t_comp.cp_link);
 }
 
 /* Post `count` walk pieces as one NA rma op. */
@@ -139,7 +113,7 @@ static hm_return_t xfer_post_group(hm_bulk_op_id_t *op, hmi_na_op_t *nop,
         pieces[i].rp_remote_off = group[i].p_remote_off;
         pieces[i].rp_len = group[i].p_len;
     }
-    return hmi_na_rma(op->t_ctx, nop, op->t_pull ? HM_NA_RMA_GET : HM_NA_RMA_PUT, op->t_peer,
+    return hmi_na_rma(op->t_host->h_na, nop, op->t_pull ? HM_NA_RMA_GET : HM_NA_RMA_PUT, op->t_peer,
                      pieces, count);
 }
 
@@ -189,46 +163,50 @@ static void xfer_piece_done(hmi_na_op_t *nop, hm_return_t status)
     xfer_post_more(op);
 }
 
-hm_return_t hmi_bulk_transfer_start(hmi_na_context_t *ctx, hmi_na_addr_t *peer,
-                                    const hm_bulk_xfer_t *xfer, const hm_bulk_opts_t *opts,
-                                    hm_bulk_cb_t cb, void *arg,
-                                    void (*done)(hm_bulk_op_id_t *, void *), void *done_arg,
-                                    hm_bulk_op_id_t **op_out)
+/* Check the transfer against its host; its remote keys into `rkeys_out` (NULL: 0 bytes). */
+static hm_return_t xfer_prepare(struct hmi_bulk_host *host, hmi_na_addr_t *peer,
+                                const hm_bulk_xfer_t *xfer, void ***rkeys_out)
 {
-    size_t chunk;
-    uint32_t depth;
-    void **rkeys;
-    if (ctx == NULL || peer == NULL || xfer == NULL || done == NULL)
-        return HM_INVALID_ARG;
     hm_return_t ret = xfer_check(xfer);
     if (ret != HM_SUCCESS)
         return ret;
-    if (xfer->local->b_class != ctx->x_class) {
+    if (xfer->local->b_class != host->h_na->x_class) {
         hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR,
                 "transfer: the local handle belongs to another class");
         return HM_INVALID_ARG;
     }
     /* Zero bytes: checked as any transfer, then done without the transport
      * (no keys unpacked, no NA op), so every plugin behaves the same. */
-    rkeys = NULL;
-    if (xfer->size != 0) {
-        ret = hmi_bulk_rkeys_get(xfer->origin, ctx, peer, &rkeys);
-        if (ret != HM_SUCCESS)
-            return ret;
-    }
+    *rkeys_out = NULL;
+    if (xfer->size == 0)
+        return HM_SUCCESS;
+    return hmi_bulk_rkeys_get(xfer->origin, host->h_na, peer, rkeys_out);
+}
+
+hm_return_t hmi_bulk_transfer_start(struct hmi_bulk_host *host, hmi_na_addr_t *peer,
+                                    const hm_bulk_xfer_t *xfer, const hm_bulk_opts_t *opts,
+                                    hm_bulk_cb_t cb, void *arg, hm_bulk_op_id_t **op_out)
+{
+    size_t chunk;
+    uint32_t depth;
+    void **rkeys;
+    if (host == NULL || peer == NULL || xfer == NULL)
+        return HM_INVALID_ARG;
+    hm_return_t ret = xfer_prepare(host, peer, xfer, &rkeys);
+    if (ret != HM_SUCCESS)
+        return ret;
     xfer_apply_opts(opts, &chunk, &depth);
     if (xfer->size == 0)
         depth = 0;
-    hm_bulk_op_id_t *op = xfer_create(ctx->x_class, depth);
+    hm_bulk_op_id_t *op = hmi_bulk_xfer_get(host, depth, xfer_piece_done);
     if (op == NULL) {
         hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR, "out of memory for a transfer");
         return HM_NOMEM;
     }
-    op->t_ctx = ctx;
     op->t_peer = peer;
     /* hmi_na_class_open keeps the limit in 1..HM_NA_RMA_IOV_MAX, the size of the
      * stack arrays xfer_post_more uses; the check guards them all the same. */
-    op->t_group_max = ctx->x_class->c_rma_iov_limit;
+    op->t_group_max = host->h_na->x_class->c_rma_iov_limit;
     if (op->t_group_max == 0 || op->t_group_max > HM_NA_RMA_IOV_MAX)
         op->t_group_max = 1;
     op->t_rkeys = rkeys;
@@ -239,8 +217,6 @@ hm_return_t hmi_bulk_transfer_start(hmi_na_context_t *ctx, hmi_na_addr_t *peer,
     hm_bulk_ref(op->t_origin);
     op->t_cb = cb;
     op->t_cb_arg = arg;
-    op->t_done = done;
-    op->t_done_arg = done_arg;
     hmi_bulk_walk_init(&op->t_walk, xfer->local->b_lens, xfer->local->b_count, xfer->local_off,
                        xfer->origin->b_lens, xfer->origin->b_count, xfer->origin_off,
                        xfer->size, chunk);
@@ -250,25 +226,27 @@ hm_return_t hmi_bulk_transfer_start(hmi_na_context_t *ctx, hmi_na_addr_t *peer,
     return HM_SUCCESS;
 }
 
-void hmi_bulk_transfer_callback(hm_bulk_op_id_t *op)
+void hmi_bulk_comp_run(struct hmi_comp *comp)
 {
+    hm_bulk_op_id_t *op = hmi_container_of(comp, hm_bulk_op_id_t, t_comp);
     hm_bulk_cb_info_t info = {.ret = op->t_status, .op = op, .arg = op->t_cb_arg};
     if (op->t_cb != NULL)
         op->t_cb(&info);
 }
 
-void hmi_bulk_transfer_release(hm_bulk_op_id_t *op)
+void hmi_bulk_comp_release(struct hmi_comp *comp)
 {
+    hm_bulk_op_id_t *op = hmi_container_of(comp, hm_bulk_op_id_t, t_comp);
     hm_bulk_free(op->t_local);
     hm_bulk_free(op->t_origin);
-    xfer_destroy(op);
+    hmi_bulk_xfer_put(op);
 }
 
 hm_return_t hmi_bulk_cancel(hm_bulk_op_id_t *op)
 {
     if (op == NULL)
         return HM_INVALID_ARG;
-    if (op->t_finished)
+    if (op->t_host == NULL || op->t_finished) /* idle in the pool, or done */
         return HM_NOENTRY;
     op->t_canceled = true;
     xfer_fail(op, HM_CANCELED);

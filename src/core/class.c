@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bulk/bulk_internal.h"
 #include "core/core_internal.h"
 #include "topo/topo.h"
 #include "util/log.h"
@@ -103,6 +102,7 @@ hm_return_t hm_class_create(const char *uri, const hm_class_opts_t *opts,
     ret = hmi_bulk_rcache_create(cls->k_na, &cls->k_rcache);
     if (ret != HM_SUCCESS)
         goto err_na;
+    hmi_core_bulk_host_register(); /* bulk's public calls may take this class now */
     ret = hmi_live_add(cls, HMI_LIVE_CLASS);
     if (ret != HM_SUCCESS)
         goto err_rcache;

@@ -54,6 +54,7 @@ static hm_handle_t *ctx_handle_new(hm_context_t *ctx)
         handle->h_slot = ctx->c_table_size++;
     }
     hmi_list_init(&handle->h_link);
+    hmi_comp_init(&handle->h_done, HMI_COMP_OF_HANDLE);
     hmi_timer_init(&handle->h_timer);
     ctx->c_table[handle->h_slot] = handle;
     return handle;
@@ -112,6 +113,7 @@ hm_handle_t *hmi_handle_get(hm_context_t *ctx)
     atomic_init(&handle->h_refs, 1);
     atomic_init(&handle->h_busy, false);
     hmi_list_init(&handle->h_link);
+    hmi_comp_init(&handle->h_done, HMI_COMP_OF_HANDLE);
     hmi_timer_init(&handle->h_timer);
     ctx->c_handles_alive++;
     uint32_t idle = ctx_handles_idle(ctx);
@@ -245,7 +247,7 @@ static void ctx_send_done(hmi_na_op_t *op, hm_return_t status)
 void hmi_comp_enqueue(hm_handle_t *handle, enum hmi_comp_kind kind)
 {
     handle->h_comp = kind;
-    hmi_list_push_back(&handle->h_ctx->c_comp, &handle->h_link);
+    hmi_list_push_back(&handle->h_ctx->c_comp, &handle->h_done.cp_link);
 }
 
 /* ---- create / destroy ---------------------------------------------------------------- */
@@ -374,6 +376,8 @@ static void ctx_free_pools(hm_context_t *ctx)
     }
     free(ctx->c_table);
     free(ctx->c_slots_free);
+    hmi_bulk_host_destroy(ctx->c_bulk); /* its idle transfers */
+    ctx->c_bulk = NULL;
     ctx->c_table = NULL;
     ctx->c_slots_free = NULL;
     ctx->c_table_size = ctx->c_table_cap = ctx->c_slots_free_count = 0;
@@ -384,8 +388,6 @@ static hm_return_t ctx_init_state(hm_context_t *ctx, const hm_context_opts_t *op
                                   uint32_t pool_size)
 {
     hmi_list_init(&ctx->c_comp);
-    hmi_list_init(&ctx->c_comp_bulk);
-    hmi_list_init(&ctx->c_comp_timers);
     hmi_list_init(&ctx->c_linger);
     hmi_list_init(&ctx->c_free_handles);
     hmi_list_init(&ctx->c_free_sends);
@@ -444,7 +446,9 @@ static hm_return_t ctx_open(hm_context_t *ctx, const hm_context_opts_t *opts,
                                 hmi_peer_fail_cb, ctx, &ctx->c_na);
     if (ret != HM_SUCCESS)
         return ret;
-    ret = ctx_prefill(ctx, pool_size);
+    ret = hmi_bulk_host_create(ctx->c_na, ctx, &ctx->c_comp, &ctx->c_bulk);
+    if (ret == HM_SUCCESS)
+        ret = ctx_prefill(ctx, pool_size);
     if (ret == HM_SUCCESS)
         ret = hmi_locate_self(ctx);
     if (ret != HM_SUCCESS) {
@@ -547,12 +551,13 @@ static void ctx_free_kept_bulks(hm_bulk_t **kept, uint32_t count)
 static hm_return_t ctx_check_idle(hm_context_t *ctx)
 {
     uint32_t handles = ctx->c_handles_alive - hmi_overflow_releasable(ctx);
-    if (handles == 0 && ctx->c_bulks_alive == 0 && ctx->c_utimers_alive == 0 &&
+    uint32_t bulks = hmi_bulk_host_alive(ctx->c_bulk);
+    if (handles == 0 && bulks == 0 && ctx->c_utimers_alive == 0 &&
         !hmi_comp_pending(ctx))
         return HM_SUCCESS;
     hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
             "context %u destroyed with %u handles, %u bulk transfers and %u timers alive%s",
-            ctx->c_index, handles, ctx->c_bulks_alive, ctx->c_utimers_alive,
+            ctx->c_index, handles, bulks, ctx->c_utimers_alive,
             hmi_comp_pending(ctx) ? " and callbacks not triggered" : "");
     return HM_BUSY;
 }
@@ -626,6 +631,7 @@ hm_return_t hm_context_stats(hm_context_t *ctx, hm_stats_t *stats)
     bool took = hmi_ctx_enter(ctx);
     hm_stats_t full = ctx->c_stats;
     hmi_stats_read_na(ctx->c_na, &full);
+    full.bulk_xfer_allocs = hmi_bulk_host_allocs(ctx->c_bulk);
     hmi_ctx_leave(ctx, took);
     full.size = sizeof(full);
     hmi_out_copy(stats, &full, sizeof(full));

@@ -20,9 +20,11 @@
 #include <hermod/bulk.h>
 #include <hermod/core.h>
 
+#include "bulk/bulk.h"
 #include "core/timer.h"
 #include "core/wire.h"
 #include "na/na.h"
+#include "util/comp.h"
 #include "util/hmap.h"
 #include "util/list.h"
 #include "util/mpsc.h"
@@ -276,7 +278,8 @@ struct hm_handle {
     uint64_t h_adm_bytes;            /* overflow bytes it was admitted with */
 
     enum hmi_comp_kind h_comp;
-    /* Pool free list, completion queue, or a peer's credit queue: one at a time. */
+    struct hmi_comp h_done;          /* in c_comp while h_comp is due */
+    /* Pool free list, or a peer's credit queue: one at a time. */
     struct hmi_list h_link;
 
     /* Threads (submit.c). h_busy is set by the forward or respond that
@@ -348,9 +351,11 @@ struct hm_context {
     uint32_t c_timeout_ms;
     uint32_t c_spin_us;
 
-    struct hmi_list c_comp;           /* handles with a callback due */
-    struct hmi_list c_comp_bulk;      /* finished bulk transfers (bulk_api.c) */
-    uint32_t c_bulks_alive;           /* transfers started, callback not run yet */
+    /* The one completion queue (trigger.c): records (util/comp.h) of handles,
+     * bulk transfers and user timers whose callback is due, in the order
+     * they became due. */
+    struct hmi_list c_comp;
+    struct hmi_bulk_host *c_bulk;     /* bulk's state for this context (bulk/bulk.h) */
     struct hmi_list c_free_handles;
     hm_handle_t **c_table;            /* slot -> handle, for cookies; NULL: trimmed */
     uint32_t c_table_size;
@@ -376,7 +381,6 @@ struct hm_context {
     struct hmi_timer_heap c_timers;
     /* User timers (utimer.c): armed, due, and alive (hm_timer_create'd). */
     struct hmi_timer_heap c_utimers;
-    struct hmi_list c_comp_timers;
     uint32_t c_utimers_alive;
     hm_stats_t c_stats;
     char c_self_uri[1024];            /* the NA URI peers reach this context at */
@@ -557,29 +561,21 @@ struct hmi_send_slot *hmi_send_slot_new(hm_context_t *ctx, size_t size);
 void hmi_send_slot_free(struct hmi_send_slot *slot);
 void hmi_comp_enqueue(hm_handle_t *handle, enum hmi_comp_kind kind);
 
-/* A callback is due: a handle or a bulk transfer is queued. */
+/* A callback is due: a handle, a bulk transfer or a timer is queued. */
 static inline bool hmi_comp_pending(const hm_context_t *ctx)
 {
-    return !hmi_list_empty(&ctx->c_comp) || !hmi_list_empty(&ctx->c_comp_bulk) ||
-           !hmi_list_empty(&ctx->c_comp_timers);
+    return !hmi_list_empty(&ctx->c_comp);
 }
 
 /*
- * utimer.c: move expired user timers to c_comp_timers; take one that is due
- * (under the lock, NULL when none) and run its callback (without it).
+ * utimer.c: move expired user timers to c_comp (their records); run the
+ * callback of the timer whose record was taken from it (without the lock).
  */
 void hmi_utimer_expire(hm_context_t *ctx, uint64_t now_ns);
-hm_timer_t *hmi_utimer_trigger_take(hm_context_t *ctx);
-void hmi_utimer_trigger_run(hm_timer_t *timer);
+void hmi_utimer_trigger_run(struct hmi_comp *comp);
 
-/*
- * bulk_api.c: take one finished transfer (under the lock, NULL when none),
- * run its user callback (without the lock), then release it (under the
- * lock: drops its references and frees it; it counts as alive until then).
- */
-hm_bulk_op_id_t *hmi_bulk_trigger_take(hm_context_t *ctx);
-void hmi_bulk_trigger_run(hm_bulk_op_id_t *op);
-void hmi_bulk_trigger_release(hm_context_t *ctx, hm_bulk_op_id_t *op);
+/* bulk_host.c: register the core's side of bulk's host interface (bulk/bulk.h). */
+void hmi_core_bulk_host_register(void);
 
 /* addr.c */
 hm_addr_t *hmi_addr_create(hm_context_t *ctx, hmi_na_addr_t *na, uint16_t ctx_index);

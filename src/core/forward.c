@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bulk/bulk_internal.h"
 #include "core/core_internal.h"
 #include "util/compiler.h"
 #include "util/log.h"

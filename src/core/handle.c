@@ -2,7 +2,6 @@
  * Handles: creation, references, and the received message each one may hold
  * (a response on a client, a request on a server), decoded in place.
  */
-#include "bulk/bulk_internal.h"
 #include "core/core_internal.h"
 #include "proc/proc_internal.h"
 #include "util/compiler.h"
@@ -114,7 +113,7 @@ void hmi_handle_set_owned_msg(hm_handle_t *handle, hm_bulk_t *bulk, size_t len)
 {
     hmi_handle_release_msg(handle);
     handle->h_msg.m_copied = false;
-    handle->h_msg.m_buf = bulk->b_owned;
+    handle->h_msg.m_buf = hmi_bulk_owned_buf(bulk);
     handle->h_msg.m_len = len;
     handle->h_msg.m_bulk = bulk;
     handle->h_msg.m_held = true;

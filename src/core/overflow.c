@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bulk/bulk_internal.h"
 #include "core/core_internal.h"
 #include "proc/proc_internal.h"
 #include "util/crc32c.h"
@@ -186,7 +185,7 @@ static hm_return_t overflow_read_desc(hm_context_t *ctx, const struct hmi_wire_h
     if (hm_proc_get_size(&p) != hdr->payload_len)
         return overflow_bad("trailing bytes");
     if (hm_bulk_size(f->f_remote) != f->f_len ||
-        ((unsigned int)f->f_remote->b_perm & HM_BULK_READ_ONLY) == 0)
+        !hmi_bulk_readable(f->f_remote))
         return overflow_bad("bulk handle of another size, or not readable");
     f->f_check_crc = (hdr->flags & HMI_WIRE_F_CHECKSUM) != 0;
     if (!f->f_check_crc && f->f_crc != 0)
@@ -244,7 +243,7 @@ static hm_return_t overflow_verify(const struct overflow_fetch *f, hm_return_t s
         return status;
     }
     if (f->f_check_crc) {
-        const char *data = (const char *)f->f_local->b_owned + HMI_WIRE_HEADER_SIZE;
+        const char *data = (const char *)hmi_bulk_owned_buf(f->f_local) + HMI_WIRE_HEADER_SIZE;
         if (hmi_crc32c(0, data, f->f_len) != f->f_crc) {
             f->f_ctx->c_stats.dropped_checksum++;
             hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,

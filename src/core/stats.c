@@ -53,6 +53,7 @@ static const struct stat_field stat_fields[] = {
     STAT(recv_copied),
     STAT(incompatible_replies),
     STAT(checksum_replies),
+    STAT(bulk_xfer_allocs),
 };
 #undef STAT
 

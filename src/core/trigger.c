@@ -1,9 +1,12 @@
 /*
  * hm_trigger: run the queued callbacks on the caller's thread, without the
- * context lock. A batch of completions is taken from the queues under the
- * lock (c_lock), the lock is let go, and the batch's callbacks run; so a
- * worker thread's hm_handle_create, hm_cancel or hm_bulk_transfer never
- * waits for a handler (issue 17).
+ * context lock. A batch of completion records (util/comp.h) is taken from
+ * the context's one completion queue (c_comp) under the lock (c_lock), the
+ * lock is let go, and the batch's callbacks run; so a worker thread's
+ * hm_handle_create, hm_cancel or hm_bulk_transfer never waits for a handler
+ * (issue 17). A record is a handle's, a bulk transfer's or a user timer's;
+ * a bulk record goes to the bulk layer's functions (bulk/bulk.h), never
+ * read here.
  *
  * Contracts kept:
  *  - Exactly once: a completion leaves its queue under the lock, once.
@@ -11,12 +14,14 @@
  *    lock (c_cb_lock, drive.c), in queue order, never two at once; a
  *    callback's own hm_trigger (hm_call) re-enters it.
  *  - A handle keeps its in-flight (or guard) reference until its callback
- *    has returned, a bulk transfer counts in c_bulks_alive until then, and a
+ *    has returned, a bulk transfer counts as alive in its host
+ *    (hmi_bulk_host_alive) until then, and a
  *    timer in c_utimers_alive until destroyed: hm_context_destroy stays
  *    HM_BUSY meanwhile, and from a callback (hmi_cb_owned).
  *  - hm_cancel of an RPC whose callback is due or running finds it done
  *    (state set under the lock before it was queued) and changes nothing.
- *  - Timers are taken one per batch, at its head, and run first: nothing
+ *  - Callbacks run in the order they became due (one queue), except that
+ *    a timer is only ever taken at the head of a batch: nothing
  *    runs between a timer's take and its callback, and a callback that
  *    disarms or destroys a timer due in a later batch still stops it. Another thread's
  *    hm_timer_disarm/destroy waits for the running callbacks (utimer.c).
@@ -27,16 +32,14 @@
 /* Completions taken per lock round: bounds the stack, amortises the lock. */
 #define TRIGGER_BATCH 16u
 
-enum trigger_kind { TRIGGER_HANDLE, TRIGGER_BULK, TRIGGER_TIMER };
-
 struct trigger_item {
-    enum trigger_kind kind;
-    enum hmi_comp_kind comp;  /* TRIGGER_HANDLE: what is due; NONE: dropped */
+    struct hmi_comp *record;  /* taken from c_comp */
+    uint8_t owner;            /* record->cp_owner, read under the lock: a callback may
+                                 free a timer's record, or a handle's once it let go */
+    enum hmi_comp_kind comp;  /* a handle's: what is due; NONE: dropped */
     hm_handle_t *handle;
     hm_cb_t cb;               /* forward and respond callbacks */
     hm_cb_info_t info;
-    hm_bulk_op_id_t *op;      /* TRIGGER_BULK */
-    hm_timer_t *timer;        /* TRIGGER_TIMER */
 };
 
 struct trigger_batch {
@@ -48,7 +51,6 @@ struct trigger_batch {
 /* Under the lock: what the handle's callback gets, read before it runs. */
 static void trigger_take_handle(hm_handle_t *handle, struct trigger_item *item)
 {
-    item->kind = TRIGGER_HANDLE;
     item->comp = handle->h_comp;
     item->handle = handle;
     handle->h_comp = HMI_COMP_NONE;
@@ -74,9 +76,9 @@ static void trigger_take_handle(hm_handle_t *handle, struct trigger_item *item)
 }
 
 /*
- * Under the lock: up to `max` completions: one due timer first, then
- * handles, then bulk. The timer leads its batch because nothing else may
- * run between its take and its callback: a callback's own
+ * Under the lock: up to `max` completions, in queue order, stopping before
+ * a timer that would not lead the batch. A timer leads its batch because
+ * nothing else may run between its take and its callback: a callback's own
  * hm_timer_destroy does not wait for the batch it runs in, so a timer
  * taken behind a handle could be freed by that handle's callback before
  * it ran (a use after free seen in group_stall_ucx+shm, where an RPC
@@ -84,26 +86,26 @@ static void trigger_take_handle(hm_handle_t *handle, struct trigger_item *item)
  */
 static void trigger_take(hm_context_t *ctx, struct trigger_batch *batch, unsigned int max)
 {
-    hm_timer_t *timer;
-    if (batch->count < max && (timer = hmi_utimer_trigger_take(ctx)) != NULL)
-        batch->items[batch->count++] =
-            (struct trigger_item){.kind = TRIGGER_TIMER, .timer = timer};
-    struct hmi_list *link;
-    while (batch->count < max && (link = hmi_list_pop_front(&ctx->c_comp)) != NULL)
-        trigger_take_handle(hmi_container_of(link, hm_handle_t, h_link),
-                            &batch->items[batch->count++]);
-    hm_bulk_op_id_t *op;
-    while (batch->count < max && (op = hmi_bulk_trigger_take(ctx)) != NULL) {
-        batch->items[batch->count++] = (struct trigger_item){.kind = TRIGGER_BULK, .op = op};
-        batch->has_bulk = true;
+    while (batch->count < max && !hmi_list_empty(&ctx->c_comp)) {
+        struct hmi_comp *record = hmi_container_of(ctx->c_comp.next, struct hmi_comp, cp_link);
+        if (record->cp_owner == HMI_COMP_OF_TIMER && batch->count > 0)
+            break;
+        hmi_list_remove(&record->cp_link);
+        struct trigger_item *item = &batch->items[batch->count++];
+        *item = (struct trigger_item){
+            .record = record, .owner = record->cp_owner, .comp = HMI_COMP_NONE};
+        if (record->cp_owner == HMI_COMP_OF_HANDLE)
+            trigger_take_handle(hmi_container_of(record, hm_handle_t, h_done), item);
+        else if (record->cp_owner == HMI_COMP_OF_BULK)
+            batch->has_bulk = true;
     }
 }
 
 /* Without the lock: one callback, then the reference it held. */
 static void trigger_run_one(struct trigger_item *item)
 {
-    switch (item->kind) {
-    case TRIGGER_HANDLE:
+    switch (item->owner) {
+    case HMI_COMP_OF_HANDLE:
         if (item->comp == HMI_COMP_REQUEST) {
             hmi_respond_request_run(item->handle);
         } else if (item->comp != HMI_COMP_NONE) {
@@ -113,22 +115,22 @@ static void trigger_run_one(struct trigger_item *item)
             hm_handle_destroy(item->handle); /* the in-flight reference */
         }
         break;
-    case TRIGGER_BULK:
-        hmi_bulk_trigger_run(item->op);
+    case HMI_COMP_OF_BULK:
+        hmi_bulk_comp_run(item->record);
         break;
-    case TRIGGER_TIMER:
-        hmi_utimer_trigger_run(item->timer); /* may re-arm or destroy it */
+    case HMI_COMP_OF_TIMER:
+        hmi_utimer_trigger_run(item->record); /* may re-arm or destroy it */
         break;
     }
 }
 
-/* Under the lock: free the batch's finished transfers (NA ops are the driver's). */
+/* Under the lock: give the batch's finished transfers back to bulk (NA ops are the driver's). */
 static void trigger_release(hm_context_t *ctx, struct trigger_batch *batch)
 {
     bool took = hmi_ctx_enter(ctx);
     for (unsigned int i = 0; i < batch->count; i++)
-        if (batch->items[i].kind == TRIGGER_BULK)
-            hmi_bulk_trigger_release(ctx, batch->items[i].op);
+        if (batch->items[i].owner == HMI_COMP_OF_BULK)
+            hmi_bulk_comp_release(batch->items[i].record);
     hmi_ctx_leave(ctx, took);
 }
 

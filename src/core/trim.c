@@ -1,5 +1,6 @@
 /*
- * Pools give memory back. Handles and send slots grow by doubling while
+ * Pools give memory back. Handles and send slots (and bulk transfer
+ * objects, bulk_host.c, trimmed here by the same rule) grow by doubling while
  * more are in flight than ever before (context.c) and stay pooled, so the
  * steady state never allocates; after an incast that leaves a server with
  * thousands of idle handles and eager-limit send buffers (64 KiB each on
@@ -73,12 +74,13 @@ void hmi_trim(hm_context_t *ctx, uint64_t now_ns)
     ctx->c_handles_low = ctx->c_table_size - ctx->c_slots_free_count - ctx->c_handles_alive;
     ctx->c_sends_low = ctx->c_sends_total - ctx->c_sends_busy;
     sends += hmi_admit_trim(ctx);
-    if (handles + sends == 0)
+    uint32_t bulks = hmi_bulk_host_trim(ctx->c_bulk, ctx->c_retain);
+    if (handles + sends + bulks == 0)
         return;
-    ctx->c_stats.pool_trimmed += handles + sends;
+    ctx->c_stats.pool_trimmed += handles + sends + bulks;
     hmi_log(HMI_SUBSYS_CORE, HMI_LOG_INFO,
-            "context %u freed %u idle handles and %u idle send buffers", ctx->c_index,
-            handles, sends);
+            "context %u freed %u idle handles, %u idle send buffers and %u idle bulk "
+            "transfers", ctx->c_index, handles, sends, bulks);
 #ifdef __GLIBC__
     malloc_trim(0); /* give the freed heap pages back, not just to the allocator */
 #endif

@@ -5,7 +5,8 @@
  *
  * They live in their own heap (c_utimers), apart from the RPC deadlines, so
  * the expiry of RPCs (forward.c) keeps assuming every timer there is a
- * handle's. An expired timer moves to c_comp_timers; hm_trigger runs it.
+ * handle's. An expired timer's record goes on the context's completion
+ * queue (c_comp); hm_trigger runs it.
  * Every call takes the context's lock (re-entrant for its driver), so
  * timers may be armed from any thread and from callbacks.
  */
@@ -20,7 +21,7 @@ struct hm_timer {
     hm_timer_cb_t ut_cb;
     void *ut_arg;
     struct hmi_timer ut_heap;  /* in c_utimers while armed */
-    struct hmi_list ut_link;   /* in c_comp_timers while due */
+    struct hmi_comp ut_comp;   /* in c_comp while due */
 };
 
 hm_return_t hm_timer_create(hm_context_t *ctx, hm_timer_cb_t cb, void *arg,
@@ -35,7 +36,7 @@ hm_return_t hm_timer_create(hm_context_t *ctx, hm_timer_cb_t cb, void *arg,
     timer->ut_cb = cb;
     timer->ut_arg = arg;
     hmi_timer_init(&timer->ut_heap);
-    hmi_list_init(&timer->ut_link);
+    hmi_comp_init(&timer->ut_comp, HMI_COMP_OF_TIMER);
     bool took = hmi_ctx_enter(ctx);
     ctx->c_utimers_alive++;
     hmi_ctx_leave(ctx, took);
@@ -47,7 +48,7 @@ hm_return_t hm_timer_create(hm_context_t *ctx, hm_timer_cb_t cb, void *arg,
 static void utimer_stop_locked(hm_timer_t *timer)
 {
     hmi_timer_remove(&timer->ut_ctx->c_utimers, &timer->ut_heap);
-    hmi_list_remove(&timer->ut_link);
+    hmi_list_remove(&timer->ut_comp.cp_link);
 }
 
 hm_return_t hm_timer_arm(hm_timer_t *timer, unsigned int delay_ms)
@@ -123,17 +124,12 @@ void hmi_utimer_expire(hm_context_t *ctx, uint64_t now_ns)
     while ((t = hmi_timer_first(&ctx->c_utimers)) != NULL && t->t_deadline_ns <= now_ns) {
         hm_timer_t *timer = hmi_container_of(t, hm_timer_t, ut_heap);
         hmi_timer_remove(&ctx->c_utimers, t);
-        hmi_list_push_back(&ctx->c_comp_timers, &timer->ut_link);
+        hmi_list_push_back(&ctx->c_comp, &timer->ut_comp.cp_link);
     }
 }
 
-hm_timer_t *hmi_utimer_trigger_take(hm_context_t *ctx)
+void hmi_utimer_trigger_run(struct hmi_comp *comp)
 {
-    struct hmi_list *link = hmi_list_pop_front(&ctx->c_comp_timers);
-    return link ? hmi_container_of(link, hm_timer_t, ut_link) : NULL;
-}
-
-void hmi_utimer_trigger_run(hm_timer_t *timer)
-{
+    hm_timer_t *timer = hmi_container_of(comp, hm_timer_t, ut_comp);
     timer->ut_cb(timer, timer->ut_arg); /* may re-arm or destroy it */
 }

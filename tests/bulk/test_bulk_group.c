@@ -2,7 +2,8 @@
  * Pieces grouped into NA ops, end to end in one process: two NA contexts of
  * one class, a handle of 64 small segments on one side and a contiguous
  * buffer on the other, pulled and pushed by the transfer engine on NA
- * objects directly (hmi_bulk_transfer_start, no core). Checks the bytes, and
+ * objects directly (hmi_bulk_transfer_start on a bulk host of its own, no
+ * core). Checks the bytes, and
  * that the engine posts one NA op per group of up to c_rma_iov_limit pieces
  * within the chunk: with libfabric's 4 iovs here, 16 ops for 64 pieces; with
  * UCX (contiguous only), 64. Then the same with 16 segments of 256 KiB, so
@@ -36,6 +37,8 @@ struct bg_env {
     hmi_na_context_t *srv, *cli;
     hmi_na_addr_t *peer;           /* srv, seen from cli */
     struct hmi_bulk_rcache *rc;
+    struct hmi_bulk_host *host;   /* cli's bulk host; no core: its queue is `done` */
+    struct hmi_list done;         /* finished transfers' completion records */
     uint8_t *seg_mem;             /* the segments, `stride` apart */
     uint8_t *flat;                /* the contiguous buffer */
     hm_bulk_t *segs, *contig;
@@ -58,9 +61,14 @@ static void bg_recv(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uin
     hmi_na_msg_release(*(hmi_na_context_t **)arg, token);
 }
 
-static void bg_done(hm_bulk_op_id_t *op, void *arg)
+/* The finished transfer's record, if it is on the host's queue: what it did. */
+static void bg_take(struct bg_env *e, struct bg_result *r)
 {
-    struct bg_result *r = arg;
+    struct hmi_list *link = hmi_list_pop_front(&e->done);
+    if (link == NULL)
+        return;
+    hm_bulk_op_id_t *op = hmi_container_of(link, hm_bulk_op_id_t, t_comp.cp_link);
+    assert_int_equal(op->t_comp.cp_owner, HMI_COMP_OF_BULK);
     r->finished = true;
     r->status = op->t_status;
     r->na_ops = op->t_na_ops;
@@ -92,6 +100,8 @@ static void bg_open(struct bg_env *e, uint32_t nsegs, size_t seg_len, size_t str
     e->cls->c_ops.addr_unref(self);
     assert_int_equal(e->cls->c_ops.addr_lookup(e->cli, uri, &e->peer), HM_SUCCESS);
     assert_int_equal(hmi_bulk_rcache_create(e->cls, &e->rc), HM_SUCCESS);
+    hmi_list_init(&e->done);
+    assert_int_equal(hmi_bulk_host_create(e->cli, NULL, &e->done, &e->host), HM_SUCCESS);
     e->seg_mem = calloc(nsegs, stride);
     e->flat = calloc(1, e->total);
     assert_non_null(e->seg_mem);
@@ -116,6 +126,7 @@ static void bg_close(struct bg_env *e)
     hm_bulk_free(e->segs); /* releases its keys unpacked on cli: before cli closes */
     hm_bulk_free(e->contig);
     hmi_bulk_rcache_destroy(e->rc);
+    hmi_bulk_host_destroy(e->host);
     free(e->seg_mem);
     free(e->flat);
     e->cls->c_ops.addr_unref(e->peer);
@@ -133,17 +144,17 @@ static struct bg_result bg_transfer(struct bg_env *e, hm_bulk_op_t dir, hm_bulk_
         .op = dir, .origin = origin, .local = local, .size = e->total,
     };
     hm_bulk_opts_t opts = {.field_mask = HM_BULK_OPT_CHUNK_SIZE, .chunk_size = chunk};
-    assert_int_equal(hmi_bulk_transfer_start(e->cli, e->peer, &xfer, &opts, NULL, NULL,
-                                             bg_done, &r, NULL),
+    assert_int_equal(hmi_bulk_transfer_start(e->host, e->peer, &xfer, &opts, NULL, NULL, NULL),
                      HM_SUCCESS);
     uint64_t deadline = hmi_time_ns() + 30ull * 1000000000u;
     while (!r.finished && hmi_time_ns() < deadline) {
         hmi_na_progress(e->cli);
         hmi_na_progress(e->srv);
+        bg_take(e, &r);
     }
     assert_true(r.finished);
-    hmi_bulk_transfer_callback(r.op);
-    hmi_bulk_transfer_release(r.op);
+    hmi_bulk_comp_run(&r.op->t_comp);
+    hmi_bulk_comp_release(&r.op->t_comp);
     assert_int_equal(r.status, HM_SUCCESS);
     return r;
 }

@@ -13,6 +13,9 @@
  * local handle too: the transfer's references keep both registered until it
  * ends. The client may free its own handle right after forwarding: the
  * request in flight pins it until the response.
+ *
+ * Last, the context's transfer pool: once warm, transfers allocate no
+ * transfer object (hm_stats_t's bulk_xfer_allocs stays put).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -198,6 +201,88 @@ static void test_cancel(void **state)
     assert_int_equal(after.callbacks - before.callbacks, 3);
 }
 
+/* ---- no allocation per transfer once the context's pool is warm --------------------- */
+
+#define POOL_WIDTH 4u   /* transfers in flight at once */
+#define POOL_ROUNDS 50u /* measured rounds of POOL_WIDTH transfers */
+
+struct pool_wait {
+    unsigned int calls;
+    unsigned int failed;
+};
+
+static void pool_cb(const hm_bulk_cb_info_t *info)
+{
+    struct pool_wait *w = info->arg;
+    w->calls++;
+    if (info->ret != HM_SUCCESS)
+        w->failed++;
+}
+
+/* POOL_WIDTH pulls of 256 KiB each from `origin` into the quarters of `local`, at once. */
+static void pool_round(hm_bulk_t *origin, hm_bulk_t *local)
+{
+    struct pool_wait w = {0};
+    for (unsigned int i = 0; i < POOL_WIDTH; i++) {
+        hm_bulk_xfer_t x = {.op = HM_BULK_PULL, .origin_addr = bulk_cli.server,
+                            .origin = origin, .origin_off = (size_t)i << 18, .local = local,
+                            .local_off = (size_t)i << 18, .size = 1u << 18};
+        assert_int_equal(hm_bulk_transfer(bulk_cli.ctx, &x, NULL, pool_cb, &w, NULL),
+                         HM_SUCCESS);
+    }
+    double deadline = bulk_now_ms() + 60000;
+    while (w.calls < POOL_WIDTH && bulk_now_ms() < deadline) {
+        hm_progress(bulk_cli.ctx, 100);
+        hm_trigger(bulk_cli.ctx, UINT32_MAX, NULL);
+    }
+    assert_int_equal(w.calls, POOL_WIDTH);
+    assert_int_equal(w.failed, 0);
+}
+
+static uint64_t pool_allocs(void)
+{
+    hm_stats_t st = {.size = sizeof(st)};
+    assert_int_equal(hm_context_stats(bulk_cli.ctx, &st), HM_SUCCESS);
+    return st.bulk_xfer_allocs;
+}
+
+/*
+ * After one round (the pool holds POOL_WIDTH transfer objects), POOL_ROUNDS
+ * more rounds allocate no transfer object (bulk_xfer_allocs stays put), and
+ * the bytes still land right.
+ */
+static void test_no_alloc_after_warmup(void **state)
+{
+    (void)state;
+    hm_bulk_t *origin;
+    struct expose_in ein = {.size = 1u << 20, .segs = 4, .seed = 61, .fill = 1};
+    assert_int_equal(bulk_expose(&bulk_cli, &ein, &origin), HM_SUCCESS);
+    struct seg_buf b;
+    seg_buf_init(&b, 1u << 20, 3, 5);
+    assert_non_null(b.data);
+    hm_bulk_t *local;
+    assert_int_equal(hm_bulk_create(bulk_cli.cls, b.n, b.bufs, b.sizes, HM_BULK_READ_WRITE,
+                                    &local),
+                     HM_SUCCESS);
+    uint64_t before_warmup = pool_allocs();
+    pool_round(origin, local);
+    uint64_t warm = pool_allocs();
+    assert_true(warm - before_warmup <= POOL_WIDTH);
+    for (unsigned int r = 0; r < POOL_ROUNDS; r++)
+        pool_round(origin, local);
+    print_message("transfer objects allocated: %llu to warm up, %llu over %u transfers after\n",
+                  (unsigned long long)(warm - before_warmup),
+                  (unsigned long long)(pool_allocs() - warm), POOL_ROUNDS * POOL_WIDTH);
+    assert_int_equal(pool_allocs() - warm, 0);
+    assert_int_equal(bulk_pattern_find(b.data, b.total, 61, 0), b.total);
+    struct expose_in release = {.size = 0};
+    hm_bulk_t *none;
+    assert_int_equal(bulk_expose(&bulk_cli, &release, &none), HM_SUCCESS);
+    hm_bulk_free(origin);
+    hm_bulk_free(local);
+    free(b.data);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -209,6 +294,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_free_during_transfer),
         cmocka_unit_test(test_owner_frees_origin),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_no_alloc_after_warmup),
     };
     return cmocka_run_group_tests_name("bulk_xfer", tests, bulk_setup, bulk_teardown);
 }

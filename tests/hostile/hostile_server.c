@@ -166,7 +166,7 @@ static int srv_shutdown(hm_class_t *cls)
             return hm_class_destroy(cls) == HM_SUCCESS ? 0 : 3;
     }
     fprintf(stderr, "hostile server: context still busy at exit (%u handles, %u transfers)\n",
-            srv.ctx->c_handles_alive, srv.ctx->c_bulks_alive);
+            srv.ctx->c_handles_alive, hmi_bulk_host_alive(srv.ctx->c_bulk));
     return 4;
 }
 
