@@ -145,7 +145,9 @@ hm_return_t hmi_overflow_encode(struct hmi_send_slot *slot, struct hmi_send_msg 
 
 static hm_return_t overflow_bad(const char *what)
 {
-    hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "overflow descriptor refused: %s", what);
+    static struct hmi_log_limit refused_log; /* a peer can cause it: rate-limited */
+    hmi_log_limited(&refused_log, HMI_SUBSYS_CORE, HMI_LOG_WARN, "overflow descriptor refused: %s",
+                    what);
     return HM_PROTOCOL_ERROR;
 }
 
@@ -238,16 +240,19 @@ static hm_return_t overflow_pull(struct overflow_fetch *f, hm_addr_t *from,
 static hm_return_t overflow_verify(const struct overflow_fetch *f, hm_return_t status)
 {
     if (status != HM_SUCCESS) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "pull of %zu bytes of RPC arguments failed: %s",
-                f->f_len, hm_strerror(status));
+        static struct hmi_log_limit pull_log; /* a peer can cause it: rate-limited */
+        hmi_log_limited(&pull_log, HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                        "pull of %zu bytes of RPC arguments failed: %s", f->f_len,
+                        hm_strerror(status));
         return status;
     }
     if (f->f_check_crc) {
         const char *data = (const char *)hmi_bulk_owned_buf(f->f_local) + HMI_WIRE_HEADER_SIZE;
         if (hmi_crc32c(0, data, f->f_len) != f->f_crc) {
             f->f_ctx->c_stats.dropped_checksum++;
-            hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
-                    "%zu bytes of RPC arguments fail their CRC32C", f->f_len);
+            static struct hmi_log_limit crc_log; /* a peer can cause it: rate-limited */
+            hmi_log_limited(&crc_log, HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                            "%zu bytes of RPC arguments fail their CRC32C", f->f_len);
             return HM_PROTOCOL_ERROR;
         }
     }

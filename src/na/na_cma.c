@@ -216,8 +216,10 @@ static hm_return_t cma_table_get(hmi_na_context_t *ctx, struct cma_ctx *c, uint3
         cma_refused(ctx, t, pid, err);
         return HM_AGAIN;
     }
-    hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "%s: CMA refused: pid %u %s", ctx->x_class->c_protocol,
-            pid, err == ENODATA ? "has no Hermod key table" : strerror(err));
+    static struct hmi_log_limit refused_log; /* a peer can cause it: rate-limited */
+    hmi_log_limited(&refused_log, HMI_SUBSYS_NA, HMI_LOG_ERROR, "%s: CMA refused: pid %u %s",
+                    ctx->x_class->c_protocol, pid,
+                    err == ENODATA ? "has no Hermod key table" : strerror(err));
     if (err == ENOENT || err == ESRCH)
         return verified ? HM_UNREACHABLE : HM_PERMISSION;
     return HM_PERMISSION;
@@ -278,8 +280,9 @@ static hm_return_t cma_read_images(hmi_na_context_t *ctx, struct cma_table *t, b
     }
     if (err == ESRCH)
         return verified ? HM_UNREACHABLE : HM_PERMISSION;
-    hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "%s: reading pid %u's key table: %s",
-            ctx->x_class->c_protocol, t->t_pid, strerror(err));
+    static struct hmi_log_limit keytab_log; /* a peer can cause it: rate-limited */
+    hmi_log_limited(&keytab_log, HMI_SUBSYS_NA, HMI_LOG_ERROR, "%s: reading pid %u's key table: %s",
+                    ctx->x_class->c_protocol, t->t_pid, strerror(err));
     return err == ENOMEM ? HM_NOMEM : HM_PROTOCOL_ERROR;
 }
 
@@ -302,9 +305,10 @@ static hm_return_t cma_check(hmi_na_context_t *ctx, struct cma_ctx *c, uint32_t 
             ret = cma_read_images(ctx, t, verified, pieces, count, &img, slot_of);
     }
     if (ret == HM_BUSY) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
-                "%s: CMA refused: pid %u's key table is not where its maps say, or not its",
-                ctx->x_class->c_protocol, pid);
+        static struct hmi_log_limit busy_log; /* a peer can cause it: rate-limited */
+        hmi_log_limited(&busy_log, HMI_SUBSYS_NA, HMI_LOG_ERROR,
+                        "%s: CMA refused: pid %u's key table is not where its maps say, or not its",
+                        ctx->x_class->c_protocol, pid);
         return HM_PERMISSION;
     }
     if (ret != HM_SUCCESS)
@@ -314,12 +318,13 @@ static hm_return_t cma_check(hmi_na_context_t *ctx, struct cma_ctx *c, uint32_t 
         const struct hmi_na_rkey *k = pieces[i].rp_rkey;
         if (hmi_keytab_check_image(&img.i_entry[slot_of[i]], &k->k_key, pieces[i].rp_remote_off,
                                    pieces[i].rp_len, need, &raddr[i]) != HM_SUCCESS) {
-            hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
-                    "%s: CMA refused: pid %u slot %u does not grant %s of %zu bytes at +%zu "
-                    "with this key (unknown, revoked, out of range or not granted)",
-                    ctx->x_class->c_protocol, pid, k->k_slot,
-                    dir == HM_NA_RMA_PUT ? "a put" : "a get", pieces[i].rp_len,
-                    pieces[i].rp_remote_off);
+            static struct hmi_log_limit bounds_log; /* a peer can cause it: rate-limited */
+            hmi_log_limited(
+                &bounds_log, HMI_SUBSYS_NA, HMI_LOG_ERROR,
+                "%s: CMA refused: pid %u slot %u does not grant %s of %zu bytes at +%zu "
+                "with this key (unknown, revoked, out of range or not granted)",
+                ctx->x_class->c_protocol, pid, k->k_slot, dir == HM_NA_RMA_PUT ? "a put" : "a get",
+                pieces[i].rp_len, pieces[i].rp_remote_off);
             return HM_PERMISSION;
         }
     }
@@ -342,10 +347,11 @@ static hm_return_t cma_pid_of(hmi_na_context_t *ctx, hmi_na_addr_t *peer,
     uint32_t (*addr_pid)(hmi_na_addr_t *) = ctx->x_class->c_ops.addr_pid;
     uint32_t peer_pid = addr_pid != NULL ? addr_pid(peer) : 0;
     if (pid == 0 || (peer_pid != 0 && pid != peer_pid)) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
-                "%s: CMA refused: a key names pid %u, the peer that sent it is pid %u%s",
-                ctx->x_class->c_protocol, pid, peer_pid,
-                pid == 0 ? " (keys of one op name different pids)" : "");
+        static struct hmi_log_limit pid_log; /* a peer can cause it: rate-limited */
+        hmi_log_limited(&pid_log, HMI_SUBSYS_NA, HMI_LOG_ERROR,
+                        "%s: CMA refused: a key names pid %u, the peer that sent it is pid %u%s",
+                        ctx->x_class->c_protocol, pid, peer_pid,
+                        pid == 0 ? " (keys of one op name different pids)" : "");
         return HM_PERMISSION;
     }
     *pid_out = pid;

@@ -85,8 +85,9 @@ static void listen_answer(struct hmi_na_listener *l, unsigned int i)
         listen_drop(l, i, NULL);
         return;
     }
-    hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "listener: cannot answer a hello: %s",
-            n < 0 ? strerror(errno) : "short write");
+    static struct hmi_log_limit hello_log; /* a peer can cause it: rate-limited */
+    hmi_log_limited(&hello_log, HMI_SUBSYS_NA, HMI_LOG_WARN, "listener: cannot answer a hello: %s",
+                    n < 0 ? strerror(errno) : "short write");
     listen_drop(l, i, &l->l_stats->ls_refused_frame);
 }
 
@@ -146,9 +147,11 @@ static bool listen_accept_one(struct hmi_na_listener *l)
 {
     int fd = accept4(l->l_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
+        static struct hmi_log_limit accept_log; /* connecting peers can cause it: rate-limited */
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
             errno != ECONNABORTED)
-            hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "listener: accept: %s", strerror(errno));
+            hmi_log_limited(&accept_log, HMI_SUBSYS_NA, HMI_LOG_WARN, "listener: accept: %s",
+                            strerror(errno));
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
             usleep(10000); /* out of descriptors: let the sweep free some, do not spin */
         return errno == EINTR || errno == ECONNABORTED;

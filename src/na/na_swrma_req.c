@@ -420,9 +420,10 @@ void hmi_swrma_req_recv(struct hmi_swrma_ctx *s, hmi_na_addr_t *source,
     /* Ids are small and guessable: only the op's owner may answer it. */
     if (source != q->q_peer) {
         s->s_stats.ss_foreign++;
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
-                "RMA reply for op 0x%llx from a peer that is not its owner: dropped",
-                (unsigned long long)m->m_id);
+        static struct hmi_log_limit foreign_log; /* a peer can cause it: rate-limited */
+        hmi_log_limited(&foreign_log, HMI_SUBSYS_NA, HMI_LOG_WARN,
+                        "RMA reply for op 0x%llx from a peer that is not its owner: dropped",
+                        (unsigned long long)m->m_id);
         return;
     }
     hmi_na_addr_t *peer = q->q_peer;

@@ -220,15 +220,18 @@ static bool msg_deliver(struct ofi_context *x, struct ofi_slab *slab, uint8_t *d
 {
     struct ofi_hdr_view view;
     if (hmi_unlikely(hmi_ofi_hdr_parse(data, len, &view) != HM_SUCCESS)) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ofi: dropped a malformed message (%zu bytes)",
-                len);
+        static struct hmi_log_limit malformed_log; /* a peer can cause it: rate-limited */
+        hmi_log_limited(&malformed_log, HMI_SUBSYS_NA, HMI_LOG_WARN,
+                        "ofi: dropped a malformed message (%zu bytes)", len);
         return false;
     }
     hmi_na_addr_t *source = hmi_ofi_peer_source(x, src, &view);
     if (hmi_unlikely(view.h_flags & OFI_HDR_F_PROBE))
         return false;
     if (hmi_unlikely(source == NULL)) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ofi: dropped a message from an unknown sender");
+        static struct hmi_log_limit unknown_log; /* a peer can cause it: rate-limited */
+        hmi_log_limited(&unknown_log, HMI_SUBSYS_NA, HMI_LOG_WARN,
+                        "ofi: dropped a message from an unknown sender");
         return false;
     }
     hmi_ofi_slab_deliver(slab);

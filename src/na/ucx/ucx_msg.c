@@ -157,22 +157,27 @@ static ucs_status_t ucx_am_cb(void *arg, const void *header, size_t header_lengt
         (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL;
     hmi_na_addr_t *src = hmi_ucx_addr_from_msg(c, reply_ep, header, header_length);
     if (hmi_unlikely(src == NULL || src->a_dead)) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN, "ucx: message of %zu bytes from %s dropped",
-                length, src ? "a dead peer" : "an unidentified sender");
+        static struct hmi_log_limit unknown_log; /* a peer can cause it: rate-limited */
+        hmi_log_limited(&unknown_log, HMI_SUBSYS_NA, HMI_LOG_WARN,
+                        "ucx: message of %zu bytes from %s dropped", length,
+                        src ? "a dead peer" : "an unidentified sender");
         return rndv ? UCS_ERR_REJECTED : UCS_OK;
     }
     if (hmi_unlikely(length > c->c_cls->k_eager_limit)) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
-                "ucx: message of %zu bytes from %s exceeds the eager limit, dropped", length,
-                src->a_uri);
+        static struct hmi_log_limit size_log; /* a peer can cause it: rate-limited */
+        hmi_log_limited(&size_log, HMI_SUBSYS_NA, HMI_LOG_WARN,
+                        "ucx: message of %zu bytes from %s exceeds the eager limit, dropped",
+                        length, src->a_uri);
         return rndv ? UCS_ERR_MESSAGE_TRUNCATED : UCS_OK;
     }
     if (rndv) {
         /* Never pull from a process that has exited (cma, error mode NONE). */
         if (hmi_unlikely(src->a_pidfd >= 0 && hmi_ucx_addr_exited(src))) {
-            hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
-                    "ucx: message of %zu bytes from %s dropped: its process exited before "
-                    "the data was fetched", length, src->a_uri);
+            static struct hmi_log_limit exited_log; /* a peer can cause it: rate-limited */
+            hmi_log_limited(&exited_log, HMI_SUBSYS_NA, HMI_LOG_WARN,
+                            "ucx: message of %zu bytes from %s dropped: its process exited before "
+                            "the data was fetched",
+                            length, src->a_uri);
             return UCS_ERR_REJECTED;
         }
         return ucx_recv_rndv(c, src, data, length);
