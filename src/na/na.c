@@ -230,6 +230,7 @@ void hmi_na_context_close(hmi_na_context_t *ctx)
     hmi_na_class_t *cls = ctx->x_class;
     if (ctx->x_rma != NULL)
         hmi_swrma_context_stop(ctx); /* releases peers while the plugin context lives */
+    ctx->x_closing = true;
     cls->c_ops.context_close(ctx);
     if (cls->c_rma_kind == HM_NA_RMA_OWNER_CHECKED)
         hmi_swrma_context_fini(ctx);
@@ -437,6 +438,8 @@ static hm_return_t na_op_begin(hmi_na_context_t *ctx, hmi_na_op_t *op)
 {
     if (hmi_unlikely(op->o_state != HM_NA_OP_IDLE || op->o_cb == NULL))
         return HM_BUSY;
+    if (hmi_unlikely(ctx->x_closing))
+        return HM_CANCELED; /* see x_closing: `dest` may be freed already */
     op->o_ctx = ctx;
     op->o_engine = HMI_NA_ENGINE_NONE;
     op->o_state = HM_NA_OP_POSTED;

@@ -454,6 +454,11 @@ struct hmi_na_context {
     unsigned int x_recv_bufs;
     unsigned int x_recv_pinned;
     struct hmi_na_listen_stats x_listen; /* the plugin's listener, if it has one */
+    /* Set by hmi_na_context_close before the plugin closes: the callbacks of
+     * the ops it cancels may post again (the core's admission flush answers
+     * waiting refusals), but the plugin's peers are gone, so every post from
+     * then on fails with HM_CANCELED without reaching the plugin. */
+    bool x_closing;
     void *x_priv;               /* ops->context_size bytes */
 };
 
