@@ -225,6 +225,12 @@ static int na_dispatch(hmi_na_context_t *ctx)
     return count;
 }
 
+int hmi_na_context_drain(hmi_na_context_t *ctx)
+{
+    hmi_list_splice_back(&ctx->x_done, &ctx->x_deferred);
+    return na_dispatch(ctx);
+}
+
 void hmi_na_context_close(hmi_na_context_t *ctx)
 {
     hmi_na_class_t *cls = ctx->x_class;
@@ -235,8 +241,7 @@ void hmi_na_context_close(hmi_na_context_t *ctx)
     if (cls->c_rma_kind == HM_NA_RMA_OWNER_CHECKED)
         hmi_swrma_context_fini(ctx);
     hmi_cma_context_fini(ctx);
-    hmi_list_splice_back(&ctx->x_done, &ctx->x_deferred);
-    na_dispatch(ctx);
+    hmi_na_context_drain(ctx);
     cls->c_nctx--;
     free(ctx);
 }

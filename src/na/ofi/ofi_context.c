@@ -301,6 +301,8 @@ void hmi_ofi_context_close(hmi_na_context_t *ctx)
     x->x_ep = NULL;
     ctx_cancel_list(&x->x_retry);
     ctx_cancel_list(&x->x_posted);
+    /* Their callbacks free the addresses they hold: before the peers go. */
+    hmi_na_context_drain(ctx);
     ctx_release(x);
 }
 
