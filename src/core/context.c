@@ -574,6 +574,7 @@ static hm_return_t ctx_destroy_locked(hm_context_t *ctx)
     hmi_linger_release_all(ctx);
     hmi_addr_cache_clear(ctx);
     hmi_credit_fini(ctx); /* before the NA context: the records hold addresses */
+    hmi_admit_deferred_free(ctx); /* so do refusals waiting to be sent */
     hmi_hmap_init(&ctx->c_peers, 0);
     /* Sends still in flight complete (canceled) here and return their slots. */
     hmi_na_context_close(ctx->c_na);

@@ -225,17 +225,23 @@ static int na_dispatch(hmi_na_context_t *ctx)
     return count;
 }
 
+int hmi_na_context_drain(hmi_na_context_t *ctx)
+{
+    hmi_list_splice_back(&ctx->x_done, &ctx->x_deferred);
+    return na_dispatch(ctx);
+}
+
 void hmi_na_context_close(hmi_na_context_t *ctx)
 {
     hmi_na_class_t *cls = ctx->x_class;
     if (ctx->x_rma != NULL)
         hmi_swrma_context_stop(ctx); /* releases peers while the plugin context lives */
+    ctx->x_closing = true;
     cls->c_ops.context_close(ctx);
     if (cls->c_rma_kind == HM_NA_RMA_OWNER_CHECKED)
         hmi_swrma_context_fini(ctx);
     hmi_cma_context_fini(ctx);
-    hmi_list_splice_back(&ctx->x_done, &ctx->x_deferred);
-    na_dispatch(ctx);
+    hmi_na_context_drain(ctx);
     cls->c_nctx--;
     free(ctx);
 }
@@ -437,6 +443,8 @@ static hm_return_t na_op_begin(hmi_na_context_t *ctx, hmi_na_op_t *op)
 {
     if (hmi_unlikely(op->o_state != HM_NA_OP_IDLE || op->o_cb == NULL))
         return HM_BUSY;
+    if (hmi_unlikely(ctx->x_closing))
+        return HM_CANCELED; /* see x_closing: `dest` may be freed already */
     op->o_ctx = ctx;
     op->o_engine = HMI_NA_ENGINE_NONE;
     op->o_state = HM_NA_OP_POSTED;

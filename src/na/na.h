@@ -490,6 +490,11 @@ struct hmi_na_context {
     unsigned int x_recv_bufs;
     unsigned int x_recv_pinned;
     struct hmi_na_listen_stats x_listen; /* the plugin's listener, if it has one */
+    /* Set by hmi_na_context_close before the plugin closes: the callbacks of
+     * the ops it cancels may post again (the core's admission flush answers
+     * waiting refusals), but the plugin's peers are gone, so every post from
+     * then on fails with HM_CANCELED without reaching the plugin. */
+    bool x_closing;
     void *x_priv;               /* ops->context_size bytes */
 };
 
@@ -569,6 +574,13 @@ hm_return_t hmi_na_addr_to_string(hmi_na_context_t *ctx, hmi_na_addr_t *addr, ch
                                  size_t *size);
 void hmi_na_addr_ref(const hmi_na_class_t *cls, hmi_na_addr_t *addr);
 void hmi_na_addr_unref(const hmi_na_class_t *cls, hmi_na_addr_t *addr);
+
+/*
+ * For a plugin's context_close: run the callbacks of the ops completed so
+ * far (those it canceled), before it frees its peers, since the callbacks
+ * release the addresses they hold. Returns how many ran.
+ */
+int hmi_na_context_drain(hmi_na_context_t *ctx);
 void *hmi_na_msg_buf_alloc(hmi_na_class_t *cls, size_t size, void **desc_out);
 void hmi_na_msg_buf_free(hmi_na_class_t *cls, void *buf, void *desc);
 size_t hmi_na_devices(hmi_na_class_t *cls, const char **names, size_t max);

@@ -22,7 +22,19 @@
 #include "util/log.h"
 #include "util/time.h"
 
-#define CTX_CQ_BATCH 16
+/*
+ * Completions taken per fi_cq_read. It must exceed what one read lets the
+ * provider take in: rxm (libfabric 1.17) reads up to 32 completions of its
+ * tcp endpoints per progress call (a fixed batch, `rxm_ep_do_progress`),
+ * and every fi_cq_read of ours runs that progress. With 16, a flood that
+ * kept rxm's 32 coming grew the backlog by 16 a call: once our posted
+ * buffers were all in it, rxm queued the rest as unexpected messages in
+ * bounce buffers it allocates without limit (a server reached 3.7 GB and
+ * starved its good client, `hostile_flood_ofi+tcp`). Taking more than rxm
+ * brings in drains the backlog each call, so our posted receives never run
+ * out and rxm never buffers (docs/ARCHITECTURE.md, admission control).
+ */
+#define CTX_CQ_BATCH 64
 #define CTX_CHECK_NS 50000000u /* pidfd / probe sweep period when nothing arrives */
 
 /* Off x_retry, keeping the peer's count of queued ops. */
@@ -289,6 +301,8 @@ void hmi_ofi_context_close(hmi_na_context_t *ctx)
     x->x_ep = NULL;
     ctx_cancel_list(&x->x_retry);
     ctx_cancel_list(&x->x_posted);
+    /* Their callbacks free the addresses they hold: before the peers go. */
+    hmi_na_context_drain(ctx);
     ctx_release(x);
 }
 

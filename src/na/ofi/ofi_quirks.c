@@ -97,8 +97,9 @@ const struct ofi_quirk *hmi_ofi_quirk_find(const char *protocol)
  * connections instead of 128 per connection. Each process's resident
  * memory halved (45 MB against 95 MB under hm-perf rpc) with the same
  * no-op round trip and rate (ofi+tcp busy, 1 and 16 in flight, back to
- * back). It does not bound a flood on a slowed server (docs/ARCHITECTURE.md,
- * Known limits): rxm still allocates bounce buffers without limit.
+ * back). It does not bound a flood by itself: rxm still allocates bounce
+ * buffers without limit for messages that find no receive posted, which
+ * our CQ batch (ofi_context.c, CTX_CQ_BATCH) keeps from happening.
  */
 static const struct {
     const char *name, *value;
