@@ -6,20 +6,20 @@
 
 #include <string.h>
 
-static uint64_t addrtab_fnv1a(const void *name, size_t len)
+#include "util/siphash.h"
+
+/*
+ * Names are the peer's bytes (its URI, its endpoint name): hashed under this
+ * process's random key, so a peer cannot choose names that chain.
+ */
+static uint64_t addrtab_siphash(const void *name, size_t len)
 {
-    const unsigned char *p = name;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return hmi_hash64(h ^ len);
+    return hmi_siphash(hmi_siphash_process_key(), name, len);
 }
 
 void hmi_na_addrtab_init(struct hmi_na_addrtab *t, hmi_na_addrtab_hash_fn hash)
 {
-    t->t_hash = hash != NULL ? hash : addrtab_fnv1a;
+    t->t_hash = hash != NULL ? hash : addrtab_siphash;
     t->t_count = 0;
     t->t_heads = (struct hmi_hmap){0}; /* hmi_hmap_init(.., 0) without its error path */
 }

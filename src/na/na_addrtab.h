@@ -41,7 +41,8 @@ struct hmi_na_addrtab {
     size_t t_count;                /* entries in the table */
 };
 
-/* An empty table (allocates nothing: inserts do); `hash` NULL: FNV-1a. */
+/* An empty table (allocates nothing: inserts do); `hash` NULL: SipHash-2-4
+ * under the process's random key (util/siphash.h). */
 void hmi_na_addrtab_init(struct hmi_na_addrtab *t, hmi_na_addrtab_hash_fn hash);
 /* Forget every entry (each is marked out of the table; none is freed). */
 void hmi_na_addrtab_fini(struct hmi_na_addrtab *t);
