@@ -208,7 +208,10 @@ struct perf_bulk_cli {
     hm_bulk_t **bulks;
 };
 
-int perf_bulk_cli_create(hm_class_t *cls, size_t size, uint32_t nslots,
+/* The client's buffers, registered for what the server does to them:
+ * read-only and eager for pulls (so up to HM_BULK_EAGER bytes travel with
+ * the RPC, as a storage write's data would), write-only for pushes. */
+int perf_bulk_cli_create(hm_class_t *cls, size_t size, uint32_t nslots, hm_bulk_op_t op,
                          struct perf_bulk_cli *bc);
 void perf_bulk_cli_free(struct perf_bulk_cli *bc);
 

@@ -71,7 +71,8 @@ bool perf_pattern_ok(const uint8_t *buf, size_t size)
 }
 
 /* buf_make: an aligned buffer of `size` bytes holding the pattern, registered. */
-static hm_return_t buf_make(hm_class_t *cls, size_t size, void **buf_out, hm_bulk_t **bulk_out)
+static hm_return_t buf_make(hm_class_t *cls, size_t size, hm_bulk_perm_t perm, void **buf_out,
+                            hm_bulk_t **bulk_out)
 {
     void *buf = NULL;
     hm_return_t ret;
@@ -81,7 +82,7 @@ static hm_return_t buf_make(hm_class_t *cls, size_t size, void **buf_out, hm_bul
         return HM_NOMEM;
     }
     perf_pattern_fill(buf, size); /* also faults the pages in before measuring */
-    ret = hm_bulk_create(cls, 1, &buf, &size, HM_BULK_READ_WRITE, bulk_out);
+    ret = hm_bulk_create(cls, 1, &buf, &size, perm, bulk_out);
     if (ret != HM_SUCCESS) {
         perf_fail("hm_bulk_create", ret);
         free(buf);
@@ -125,7 +126,7 @@ static hm_return_t srv_slots_make(struct perf_server *srv, uint32_t nslots, size
     bs->size = size;
     for (uint32_t i = 0; i < nslots && ret == HM_SUCCESS; i++) {
         bs->slots[i].srv = srv;
-        ret = buf_make(bs->cls, size, &bs->slots[i].buf, &bs->slots[i].bulk);
+        ret = buf_make(bs->cls, size, HM_BULK_READ_WRITE, &bs->slots[i].buf, &bs->slots[i].bulk);
     }
     if (ret != HM_SUCCESS)
         perf_bulk_srv_free(bs);
@@ -249,7 +250,7 @@ void perf_bulk_cli_free(struct perf_bulk_cli *bc)
     memset(bc, 0, sizeof(*bc));
 }
 
-int perf_bulk_cli_create(hm_class_t *cls, size_t size, uint32_t nslots,
+int perf_bulk_cli_create(hm_class_t *cls, size_t size, uint32_t nslots, hm_bulk_op_t op,
                          struct perf_bulk_cli *bc)
 {
     memset(bc, 0, sizeof(*bc));
@@ -263,7 +264,9 @@ int perf_bulk_cli_create(hm_class_t *cls, size_t size, uint32_t nslots,
         return -1;
     }
     for (uint32_t i = 0; i < nslots; i++) {
-        if (buf_make(cls, size, &bc->bufs[i], &bc->bulks[i]) != HM_SUCCESS) {
+        hm_bulk_perm_t perm = op == HM_BULK_PULL ? HM_BULK_READ_ONLY | HM_BULK_EAGER
+                                                : HM_BULK_WRITE_ONLY;
+        if (buf_make(cls, size, perm, &bc->bufs[i], &bc->bulks[i]) != HM_SUCCESS) {
             perf_bulk_cli_free(bc);
             return -1;
         }

@@ -171,7 +171,7 @@ static int client_size_bulk(struct perf_client *cli, size_t size)
     int rc;
 
     if (client_setup(cli, size, slots) != 0 ||
-        perf_bulk_cli_create(cli->ep.cls, size, slots, &bc) != 0)
+        perf_bulk_cli_create(cli->ep.cls, size, slots, cli->opts->op, &bc) != 0)
         return -1;
     struct perf_row row = {.id = cli->ep.ids.bulk, .size = size, .bulk = &bc,
                            .op = cli->opts->op};

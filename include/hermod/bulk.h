@@ -37,6 +37,16 @@ typedef enum hm_bulk_perm {
     HM_BULK_READ_ONLY = 1,  /* peers may pull from it */
     HM_BULK_WRITE_ONLY = 2, /* peers may push into it */
     HM_BULK_READ_WRITE = 3,
+    /*
+     * hm_bulk_create only, or-ed with HM_BULK_READ_ONLY: when the handle is
+     * at most HM_BULK_EAGER bytes (default 4096), its contents travel with
+     * the RPC or response that sends it, so a peer's pull is a copy with no
+     * transport round trip. The peer then sees the bytes as they were when
+     * that message was encoded, also if it keeps the handle and pulls
+     * later: use it for buffers that do not change while peers hold the
+     * handle (a write's data). See hm_proc_bulk.
+     */
+    HM_BULK_EAGER = 0x100,
 } hm_bulk_perm_t;
 
 /* Direction of a transfer, seen from the caller. */
@@ -54,7 +64,8 @@ typedef enum hm_bulk_op {
  * memory must stay allocated until the handle's last reference is gone.
  * Returns one reference in `*bulk_out`. Errors: HM_INVALID_ARG (NULL cls,
  * bufs, sizes or bulk_out, count 0 or above HM_BULK_MAX_SEGMENTS, NULL or
- * empty segment, sizes whose sum exceeds SIZE_MAX, unknown perm),
+ * empty segment, sizes whose sum exceeds SIZE_MAX, unknown perm,
+ * HM_BULK_EAGER without HM_BULK_READ_ONLY alone),
  * HM_NOMEM, or the transport's registration error.
  */
 HM_EXPORT hm_return_t hm_bulk_create(hm_class_t *cls, uint32_t count, void *const *bufs,
@@ -78,11 +89,21 @@ HM_EXPORT void hm_bulk_free(hm_bulk_t *bulk);
  * (NULL encodes as "no handle"). Decode: a new remote handle (one
  * reference, owned by the decoded struct; hm_bulk_ref it to keep it past
  * hm_free_input), or NULL. Free: drops that reference.
+ * Handles created with HM_BULK_READ_ONLY | HM_BULK_EAGER carry their
+ * contents when they are at most HM_BULK_EAGER bytes (the environment
+ * variable; default 4096, 0: never) and the arguments of the RPC or
+ * response still travel in one message with them (else they go without):
+ * the bytes as they are when hm_forward / hm_respond encodes them. A
+ * peer's pull from the decoded handle is then a copy, with no transport
+ * round trip (hm_stats_t's bulk_eager_pulls). A decoded handle that
+ * carried them carries them on when sent again. Arguments that go by
+ * overflow, and hm_proc_encode, never carry contents.
  * Errors: HM_INVALID_ARG (NULL proc or data), HM_PROTOCOL_ERROR (decode:
  * count above HM_BULK_MAX_SEGMENTS or beyond the message, unknown perm,
  * empty segments, lengths that wrap or do not add up to the total, bad key
- * lengths), HM_NOMEM, HM_NOT_SUPPORTED (encode: more than 8 handles in one
- * request).
+ * lengths, carried contents on a handle that is not read-only, past the
+ * message or above 65536 bytes), HM_NOMEM, HM_NOT_SUPPORTED (encode: more
+ * than 8 handles in one request).
  */
 HM_EXPORT hm_return_t hm_proc_bulk(hm_proc_t *proc, void *data);
 

@@ -490,6 +490,8 @@ typedef struct hm_stats {
     uint64_t bulk_xfer_allocs;    /* transfer objects allocated: the context pools them (and
                                      their NA ops), so this stops growing once the pool holds
                                      as many as were ever in flight at once */
+    uint64_t bulk_eager_pulls;    /* pulls served by a copy: the origin handle carried its
+                                     contents in the RPC (read-only, HM_BULK_EAGER bytes) */
 } hm_stats_t;
 /* The first version's size: up to and including `pool_trimmed`. */
 #define HM_STATS_SIZE_V1 (offsetof(hm_stats_t, pool_trimmed) + sizeof(uint64_t))

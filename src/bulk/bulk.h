@@ -77,6 +77,9 @@ uint32_t hmi_bulk_host_alive(const struct hmi_bulk_host *host);
 /* Transfer objects allocated so far (pool misses): stays put once the pool
  * is warm (hm_stats_t's bulk_xfer_allocs). Under the context's lock. */
 uint64_t hmi_bulk_host_allocs(const struct hmi_bulk_host *host);
+/* Pulls served by a copy of the contents the origin handle carried
+ * (hm_stats_t's bulk_eager_pulls). Under the context's lock. */
+uint64_t hmi_bulk_host_eager_pulls(const struct hmi_bulk_host *host);
 /* Free the idle transfers the host did not need since the last trim, above
  * `retain`; returns how many. Under the context's lock (trim.c). */
 uint32_t hmi_bulk_host_trim(struct hmi_bulk_host *host, uint32_t retain);

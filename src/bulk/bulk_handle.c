@@ -178,12 +178,19 @@ hm_return_t hmi_bulk_create(struct hmi_bulk_rcache *rc, uint32_t count, void *co
 {
     if (rc == NULL || bulk_out == NULL)
         return HM_INVALID_ARG;
+    bool carry = ((unsigned int)perm & HM_BULK_EAGER) != 0;
+    perm = (hm_bulk_perm_t)((unsigned int)perm & ~(unsigned int)HM_BULK_EAGER);
     hm_return_t ret = bulk_check_args(count, bufs, sizes, perm);
+    if (ret == HM_SUCCESS && carry && perm != HM_BULK_READ_ONLY)
+        ret = HM_INVALID_ARG;
     if (ret != HM_SUCCESS) {
         hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR, "bulk_create: invalid segments or permission");
         return ret;
     }
-    return bulk_create_local(rc->rc_na, rc, count, bufs, sizes, perm, bulk_out);
+    ret = bulk_create_local(rc->rc_na, rc, count, bufs, sizes, perm, bulk_out);
+    if (ret == HM_SUCCESS)
+        (*bulk_out)->b_carry = carry;
+    return ret;
 }
 
 hm_return_t hmi_bulk_create_owned(struct hmi_bulk_rcache *rc, void *buf, size_t size,

@@ -33,6 +33,7 @@ struct hmi_bulk_rcache {
     struct hmi_list rc_idle;   /* entries no handle uses, least recent first */
     uint32_t rc_nidle;
     uint32_t rc_max_idle;      /* 0: the cache is off */
+    size_t rc_eager_max;       /* HM_BULK_EAGER: read-only handles this small carry their bytes */
     uint64_t rc_hits;
     uint64_t rc_misses;
     uint64_t rc_evictions;
@@ -60,10 +61,15 @@ struct hm_bulk {
     uint32_t *b_key_lens;      /* [b_count] */
     uint8_t *b_key_store;      /* all packed keys, back to back */
     _Atomic(struct hmi_bulk_rkeys *) b_rkeys; /* remote: unpacked keys cache */
+    uint8_t *b_eager;          /* remote: the b_size bytes the handle carried (bulk_proc.c),
+                                  after the keys in the same allocation; else NULL */
+    bool b_carry;              /* local: created with HM_BULK_EAGER */
 };
 
 /* Largest packed key accepted from the wire. */
 #define HMI_BULK_MAX_KEY 4096u
+/* Largest handle whose bytes are accepted from the wire (HM_BULK_EAGER's bound). */
+#define HMI_BULK_EAGER_WIRE_MAX 65536u
 
 /* bulk_rcache.c (create and destroy: bulk/bulk.h) */
 /* A registration of exactly (base, len, access): cached, or made now. */
@@ -77,7 +83,8 @@ void hmi_bulk_rcache_stats(struct hmi_bulk_rcache *rc, hm_bulk_cache_stats_t *st
 /* A local handle; registrations come through `rc` (the class's cache). */
 hm_return_t hmi_bulk_create(struct hmi_bulk_rcache *rc, uint32_t count, void *const *bufs,
                             const size_t *sizes, hm_bulk_perm_t perm, hm_bulk_t **bulk_out);
-/* An empty handle with room for `count` segments whose keys total `key_bytes`. */
+/* An empty handle with room for `count` segments whose keys total `key_bytes`
+ * (remote handles add the bytes they carry to `key_bytes`). */
 hm_bulk_t *hmi_bulk_alloc(uint32_t count, size_t key_bytes);
 /*
  * hmi_bulk_rkeys_get: the keys of `bulk` unpacked for (`ctx`, `peer`), from
@@ -96,6 +103,7 @@ struct hmi_bulk_host {
     uint32_t h_free_low;       /* fewest idle transfers since the last trim */
     uint32_t h_alive;          /* taken from the pool, not given back */
     uint64_t h_allocs;         /* transfer objects allocated (pool misses) */
+    uint64_t h_eager_pulls;    /* pulls served from the bytes a handle carried */
 };
 
 /* The registered host table, or NULL before the core registered it. */

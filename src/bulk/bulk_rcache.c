@@ -22,6 +22,7 @@
 #include <stdlib.h>
 
 #include "bulk/bulk_internal.h"
+#include "na/na_tunable.h"
 #include "util/log.h"
 
 #define RCACHE_DEFAULT_IDLE 256u
@@ -77,6 +78,7 @@ hm_return_t hmi_bulk_rcache_create(hmi_na_class_t *na, struct hmi_bulk_rcache **
     rc->rc_na = na;
     pthread_mutex_init(&rc->rc_lock, NULL);
     rc->rc_max_idle = rcache_max_idle(na);
+    rc->rc_eager_max = hmi_na_tunable_size(&hmi_na_tunables[HMI_NA_TUNE_BULK_EAGER]);
     hmi_list_init(&rc->rc_idle);
     *out = rc;
     return HM_SUCCESS;

@@ -17,6 +17,7 @@
  * handle references, back to the pool).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "bulk/bulk_internal.h"
 #include "util/log.h"
@@ -163,7 +164,33 @@ static void xfer_piece_done(hmi_na_op_t *nop, hm_return_t status)
     xfer_post_more(op);
 }
 
-/* Check the transfer against its host; its remote keys into `rkeys_out` (NULL: 0 bytes). */
+/* A pull from a remote handle that carried its contents (bulk_proc.c). */
+static bool xfer_from_carried(const hm_bulk_xfer_t *xfer)
+{
+    return xfer->op == HM_BULK_PULL && xfer->origin->b_eager != NULL;
+}
+
+/* That pull: a copy of the carried bytes into the local segments (ranges checked). */
+static void xfer_copy_carried(const hm_bulk_xfer_t *xfer)
+{
+    const uint8_t *src = xfer->origin->b_eager + xfer->origin_off;
+    const hm_bulk_t *local = xfer->local;
+    size_t left = xfer->size, off = xfer->local_off;
+    for (uint32_t i = 0; i < local->b_count && left > 0; i++) {
+        if (off >= local->b_lens[i]) {
+            off -= local->b_lens[i];
+            continue;
+        }
+        size_t n = local->b_lens[i] - off < left ? local->b_lens[i] - off : left;
+        memcpy((uint8_t *)local->b_mems[i]->m_base + off, src, n);
+        src += n;
+        left -= n;
+        off = 0;
+    }
+}
+
+/* Check the transfer against its host; its remote keys into `rkeys_out` (NULL:
+ * 0 bytes, or a pull of carried contents). */
 static hm_return_t xfer_prepare(struct hmi_bulk_host *host, hmi_na_addr_t *peer,
                                 const hm_bulk_xfer_t *xfer, void ***rkeys_out)
 {
@@ -176,9 +203,10 @@ static hm_return_t xfer_prepare(struct hmi_bulk_host *host, hmi_na_addr_t *peer,
         return HM_INVALID_ARG;
     }
     /* Zero bytes: checked as any transfer, then done without the transport
-     * (no keys unpacked, no NA op), so every plugin behaves the same. */
+     * (no keys unpacked, no NA op), so every plugin behaves the same. So is
+     * a pull of contents the handle carried. */
     *rkeys_out = NULL;
-    if (xfer->size == 0)
+    if (xfer->size == 0 || xfer_from_carried(xfer))
         return HM_SUCCESS;
     return hmi_bulk_rkeys_get(xfer->origin, host->h_na, peer, rkeys_out);
 }
@@ -196,7 +224,8 @@ hm_return_t hmi_bulk_transfer_start(struct hmi_bulk_host *host, hmi_na_addr_t *p
     if (ret != HM_SUCCESS)
         return ret;
     xfer_apply_opts(opts, &chunk, &depth);
-    if (xfer->size == 0)
+    bool copy = xfer->size > 0 && xfer_from_carried(xfer);
+    if (xfer->size == 0 || copy)
         depth = 0;
     hm_bulk_op_id_t *op = hmi_bulk_xfer_get(host, depth, xfer_piece_done);
     if (op == NULL) {
@@ -217,9 +246,14 @@ hm_return_t hmi_bulk_transfer_start(struct hmi_bulk_host *host, hmi_na_addr_t *p
     hm_bulk_ref(op->t_origin);
     op->t_cb = cb;
     op->t_cb_arg = arg;
+    if (copy) {
+        xfer_copy_carried(xfer);
+        host->h_eager_pulls++;
+    }
+    /* A copy leaves nothing to walk: the transfer finishes at once below. */
     hmi_bulk_walk_init(&op->t_walk, xfer->local->b_lens, xfer->local->b_count, xfer->local_off,
                        xfer->origin->b_lens, xfer->origin->b_count, xfer->origin_off,
-                       xfer->size, chunk);
+                       copy ? 0 : xfer->size, chunk);
     if (op_out != NULL)
         *op_out = op;
     xfer_post_more(op);

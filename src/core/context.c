@@ -633,6 +633,7 @@ hm_return_t hm_context_stats(hm_context_t *ctx, hm_stats_t *stats)
     hm_stats_t full = ctx->c_stats;
     hmi_stats_read_na(ctx->c_na, &full);
     full.bulk_xfer_allocs = hmi_bulk_host_allocs(ctx->c_bulk);
+    full.bulk_eager_pulls = hmi_bulk_host_eager_pulls(ctx->c_bulk);
     hmi_ctx_leave(ctx, took);
     full.size = sizeof(full);
     hmi_out_copy(stats, &full, sizeof(full));

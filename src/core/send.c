@@ -23,6 +23,19 @@ void hmi_send_learn_limit(hm_addr_t *peer, uint16_t kib)
 }
 
 /*
+ * The arguments did not fit with the bulk contents they carried: encode them
+ * again without (the handles were pinned by the first pass), so that they
+ * travel inline if that fits, and otherwise the overflow path's two passes,
+ * which never carry contents, agree on the size.
+ */
+static hm_return_t send_encode_plain(const struct hmi_send_msg *msg, void *payload, size_t room,
+                                     hm_class_t *cls, size_t *used_out)
+{
+    return hmi_proc_run(msg->m_proc, HM_PROC_ENCODE, payload, room, (void *)msg->m_data, cls,
+                        used_out);
+}
+
+/*
  * Encode the arguments after the header, then the header itself (its CRC
  * covers the payload). Arguments past the eager limit (ours, or the
  * destination's when smaller) go by overflow.
@@ -36,10 +49,13 @@ hm_return_t hmi_send_encode(struct hmi_send_slot *slot, struct hmi_send_msg *msg
     hm_proc_t p;
     msg->m_overflow = NULL;
     hmi_proc_init(&p, HM_PROC_ENCODE, payload, room, cls);
+    hmi_proc_set_bulk_eager(&p, true);
     if (msg->m_pin_to != NULL)
         hmi_proc_set_pin(&p, hmi_handle_pin, msg->m_pin_to);
     hm_return_t ret = msg->m_proc != NULL ? msg->m_proc(&p, (void *)msg->m_data) : HM_SUCCESS;
     size_t used = hm_proc_get_size(&p);
+    if (ret == HM_SUCCESS && used > room && hmi_proc_eager_bytes(&p) > 0)
+        ret = send_encode_plain(msg, payload, room, cls, &used);
     if (ret != HM_SUCCESS) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "cannot encode RPC 0x%08x: %s",
                 msg->m_hdr->rpc_id, hm_strerror(ret));

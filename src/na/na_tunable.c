@@ -29,6 +29,12 @@ const struct hmi_na_tunable hmi_na_tunables[HMI_NA_TUNE_COUNT] = {
                              "the job's key: listeners answer only hellos carrying its "
                              "digest (ucx+tcp)",
                              .t_secret = true},
+    /* The bulk layer's (bulk_proc.c): NA is the lowest table every layer
+     * above can read. The upper bound keeps a handle's bytes within one
+     * message of any class (64 KiB eager limits). */
+    [HMI_NA_TUNE_BULK_EAGER] = {"HM_BULK_EAGER", HMI_NA_TUNABLE_SIZE, "4096", 0, 65536,
+                                "largest bulk handle created with HM_BULK_EAGER whose bytes "
+                                "travel with the RPC sending it (0: never)"},
 };
 
 bool hmi_na_tunable_parse(const struct hmi_na_tunable *t, const char *text, size_t *value_out)

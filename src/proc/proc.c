@@ -60,6 +60,28 @@ void hmi_proc_init(hm_proc_t *proc, hm_proc_op_t op, void *buf, size_t size, voi
     proc->p_pin = NULL;
     proc->p_pin_arg = NULL;
     proc->p_ctx = NULL;
+    proc->p_bulk_eager = false;
+    proc->p_eager_bytes = 0;
+}
+
+void hmi_proc_set_bulk_eager(hm_proc_t *proc, bool on)
+{
+    proc->p_bulk_eager = on;
+}
+
+bool hmi_proc_bulk_eager(const hm_proc_t *proc)
+{
+    return proc->p_bulk_eager;
+}
+
+void hmi_proc_add_eager_bytes(hm_proc_t *proc, size_t bytes)
+{
+    proc->p_eager_bytes += bytes;
+}
+
+size_t hmi_proc_eager_bytes(const hm_proc_t *proc)
+{
+    return proc->p_eager_bytes;
 }
 
 void hmi_proc_set_context(hm_proc_t *proc, void *ctx)

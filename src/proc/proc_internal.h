@@ -28,6 +28,8 @@ struct hm_proc {
     hm_return_t (*p_pin)(void *arg, void *obj); /* encode: keep `obj` alive (may be NULL) */
     void *p_pin_arg;
     void *p_ctx;     /* decode inside an RPC: the receiving context (hm_proc_addr) */
+    bool p_bulk_eager;    /* encode: small read-only bulk handles carry their bytes */
+    size_t p_eager_bytes; /* encode: bulk bytes carried so far */
 };
 
 /*
@@ -52,6 +54,19 @@ void hmi_proc_set_pin(hm_proc_t *proc, hm_return_t (*pin)(void *arg, void *obj),
  */
 void hmi_proc_set_context(hm_proc_t *proc, void *ctx);
 void *hmi_proc_context(const hm_proc_t *proc);
+
+/*
+ * hmi_proc_set_bulk_eager: while encoding, a read-only bulk handle of at
+ * most its class's eager size (HM_BULK_EAGER) carries its bytes, so the
+ * peer's pull is a copy (bulk_proc.c). Default off: only the core's eager
+ * send turns it on, and it encodes again without it when the result does
+ * not fit (the overflow path's two passes must encode the same bytes).
+ * hmi_proc_eager_bytes: the bulk bytes carried so far.
+ */
+void hmi_proc_set_bulk_eager(hm_proc_t *proc, bool on);
+bool hmi_proc_bulk_eager(const hm_proc_t *proc);
+void hmi_proc_add_eager_bytes(hm_proc_t *proc, size_t bytes);
+size_t hmi_proc_eager_bytes(const hm_proc_t *proc);
 
 /* hmi_proc_pin: hand `obj` to the proc's pin function; HM_SUCCESS if there is none. */
 hm_return_t hmi_proc_pin(hm_proc_t *proc, void *obj);

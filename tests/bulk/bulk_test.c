@@ -20,6 +20,7 @@ static const hm_proc_field_t xfer_in_fields[] = {
     HM_PROC_FIELD(struct xfer_in, local_off, hm_proc_uint64),
     HM_PROC_FIELD(struct xfer_in, size, hm_proc_uint64),
     HM_PROC_FIELD(struct xfer_in, cancel_us, hm_proc_uint32),
+    HM_PROC_FIELD(struct xfer_in, pad, hm_proc_bytes),
 };
 static hm_return_t xfer_in_proc(hm_proc_t *p, void *d)
 {
@@ -36,6 +37,7 @@ static const hm_proc_field_t stats_fields[] = {
     HM_PROC_FIELD(struct srv_stats, started, hm_proc_uint64),
     HM_PROC_FIELD(struct srv_stats, callbacks, hm_proc_uint64),
     HM_PROC_FIELD(struct srv_stats, maxrss_kib, hm_proc_uint64),
+    HM_PROC_FIELD(struct srv_stats, eager_pulls, hm_proc_uint64),
 };
 static hm_return_t stats_proc(hm_proc_t *p, void *d)
 {
@@ -308,7 +310,10 @@ static hm_return_t on_xfer(hm_handle_t *handle)
 
 static hm_return_t on_stats(hm_handle_t *handle)
 {
+    hm_stats_t st = {.size = sizeof(st)};
     srv.stats.maxrss_kib = bulk_maxrss_kib();
+    if (hm_context_stats(hm_handle_get_context(handle), &st) == HM_SUCCESS)
+        srv.stats.eager_pulls = st.bulk_eager_pulls;
     hm_respond(handle, &srv.stats, NULL, NULL);
     hm_handle_destroy(handle);
     return HM_SUCCESS;

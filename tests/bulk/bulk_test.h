@@ -41,6 +41,7 @@ struct xfer_in {
     uint64_t local_off;
     uint64_t size;
     uint32_t cancel_us;   /* cancel this long after starting (0: never) */
+    hm_bytes_t pad;       /* ignored: makes the arguments larger */
 };
 
 struct xfer_out {
@@ -52,6 +53,7 @@ struct srv_stats {
     uint64_t started;     /* transfers "xfer" started */
     uint64_t callbacks;   /* and their callbacks run */
     uint64_t maxrss_kib;  /* the server's peak resident memory */
+    uint64_t eager_pulls; /* its context's hm_stats_t.bulk_eager_pulls */
 };
 
 /*

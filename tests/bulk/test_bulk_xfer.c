@@ -14,6 +14,10 @@
  * ends. The client may free its own handle right after forwarding: the
  * request in flight pins it until the response.
  *
+ * A handle created read-only and eager, of at most HM_BULK_EAGER bytes
+ * (4096 by default), carries its contents in the RPC: the server's pull is a copy
+ * (hm_stats_t's bulk_eager_pulls), with the same bytes landing.
+ *
  * Last, the context's transfer pool: once warm, transfers allocate no
  * transfer object (hm_stats_t's bulk_xfer_allocs stays put).
  */
@@ -43,6 +47,7 @@ struct xfer_case {
     bool free_early;        /* the server frees its local handle mid-transfer */
     bool client_free_early; /* the client frees its handle right after forwarding */
     uint32_t cancel_us;
+    size_t pad;             /* bytes of padding in the arguments */
 };
 
 struct async_call {
@@ -98,7 +103,9 @@ static hm_return_t run_case(const struct xfer_case *c, uint8_t seed)
         .bulk = bulk, .op = (uint8_t)c->op, .free_early = c->free_early, .seed = seed,
         .server_segs = c->server_segs, .origin_off = c->origin_off,
         .local_off = c->local_off, .size = c->size, .cancel_us = c->cancel_us,
+        .pad = {.data = c->pad ? calloc(1, c->pad) : NULL, .len = c->pad},
     };
+    assert_true(c->pad == 0 || in.pad.data != NULL);
     struct xfer_out out = {.ret = HM_FAULT};
     if (c->client_free_early)
         assert_int_equal(call_and_free(&in, bulk, &out), HM_SUCCESS);
@@ -113,6 +120,7 @@ static hm_return_t run_case(const struct xfer_case *c, uint8_t seed)
     }
     if (!c->client_free_early)
         hm_bulk_free(bulk);
+    free((void *)in.pad.data);
     free(b.data);
     return (hm_return_t)out.ret;
 }
@@ -199,6 +207,74 @@ static void test_cancel(void **state)
     /* Every transfer called back exactly once. */
     assert_int_equal(after.started - before.started, 3);
     assert_int_equal(after.callbacks - before.callbacks, 3);
+}
+
+static uint64_t client_overflows_sent(void)
+{
+    hm_stats_t st = {.size = sizeof(st)};
+    assert_int_equal(hm_context_stats(bulk_cli.ctx, &st), HM_SUCCESS);
+    return st.overflows_sent;
+}
+
+/* The server's pulls served by a copy of carried contents so far. */
+static uint64_t server_eager_pulls(void)
+{
+    struct srv_stats st;
+    assert_int_equal(call(bulk_cli.ids.stats, NULL, &st), HM_SUCCESS);
+    return st.eager_pulls;
+}
+
+/*
+ * Handles created HM_BULK_READ_ONLY | HM_BULK_EAGER of up to 4096 bytes
+ * (the default HM_BULK_EAGER) carry their contents: each pull below is a
+ * copy on the server, and lands the same bytes (the server checks them) at
+ * offsets within scattered segments. Without the flag, read-write, or one
+ * byte more, the pull goes through the transport.
+ */
+static void test_carried_contents(void **state)
+{
+    (void)state;
+    const hm_bulk_perm_t eager = HM_BULK_READ_ONLY | HM_BULK_EAGER;
+    struct xfer_case small = {.op = HM_BULK_PULL, .size = 100, .client_segs = 3,
+                              .server_segs = 2, .origin_off = 7, .local_off = 5,
+                              .perm = eager};
+    struct xfer_case whole = {.op = HM_BULK_PULL, .size = 4096 - 11, .client_segs = 16,
+                              .server_segs = 3, .perm = eager};
+    uint64_t before = server_eager_pulls();
+    assert_int_equal(run_case(&small, 21), HM_SUCCESS);
+    assert_int_equal(run_case(&whole, 22), HM_SUCCESS); /* 4096 bytes with the tail */
+    assert_int_equal(server_eager_pulls() - before, 2);
+    struct xfer_case no_flag = small, not_ro = small, too_big = whole;
+    no_flag.perm = HM_BULK_READ_ONLY;
+    not_ro.perm = HM_BULK_READ_WRITE;
+    too_big.size++;
+    before = server_eager_pulls();
+    assert_int_equal(run_case(&no_flag, 23), HM_SUCCESS);
+    assert_int_equal(run_case(&not_ro, 24), HM_SUCCESS);
+    assert_int_equal(run_case(&too_big, 25), HM_SUCCESS);
+    assert_int_equal(server_eager_pulls() - before, 0);
+    /* Contents are carried only when the arguments still fit one message:
+     * else they go without (inline if that fits, else by overflow, whose
+     * two encoding passes must agree). */
+    size_t limit = hm_class_eager_limit(bulk_cli.cls);
+    struct xfer_case fits_without = whole, overflows = whole;
+    fits_without.client_segs = 1, fits_without.pad = limit - 2000;
+    overflows.client_segs = 1, overflows.pad = limit + 100;
+    uint64_t sent = client_overflows_sent();
+    before = server_eager_pulls();
+    assert_int_equal(run_case(&fits_without, 26), HM_SUCCESS);
+    assert_int_equal(client_overflows_sent() - sent, 0);
+    assert_int_equal(run_case(&overflows, 27), HM_SUCCESS);
+    assert_int_equal(client_overflows_sent() - sent, 1);
+    assert_int_equal(server_eager_pulls() - before, 0);
+    /* The flag asks for read-only. */
+    hm_bulk_t *bulk;
+    uint8_t byte = 0;
+    void *buf = &byte;
+    size_t len = 1;
+    assert_int_equal(hm_bulk_create(bulk_cli.cls, 1, &buf, &len,
+                                    HM_BULK_READ_WRITE | HM_BULK_EAGER, &bulk),
+                     HM_INVALID_ARG);
 }
 
 /* ---- no allocation per transfer once the context's pool is warm --------------------- */
@@ -294,6 +370,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_free_during_transfer),
         cmocka_unit_test(test_owner_frees_origin),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_carried_contents),
         cmocka_unit_test(test_no_alloc_after_warmup),
     };
     return cmocka_run_group_tests_name("bulk_xfer", tests, bulk_setup, bulk_teardown);

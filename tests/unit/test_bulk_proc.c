@@ -3,7 +3,10 @@
  * encodes and decodes to the same description; every truncation and a set
  * of corrupt fields decode to HM_PROTOCOL_ERROR with no handle, reading
  * nothing outside the input (each input sits in a buffer of its exact size,
- * for ASan); random bytes never crash.
+ * for ASan); random bytes never crash. Handles that carry their contents
+ * (wire v4): they round-trip only through an eager encode, and a carried
+ * flag on a handle that is not read-only, contents past the message or past
+ * HMI_BULK_EAGER_WIRE_MAX are refused before anything is allocated for them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -149,6 +152,101 @@ static void test_corrupt_fields(void **state)
     hm_bulk_free(bulk);
 }
 
+/* A remote-style read-only handle that carried its contents (byte i: i * 7). */
+static hm_bulk_t *fake_carrying_handle(uint32_t count)
+{
+    hm_bulk_t *keys = fake_handle(count);
+    size_t key_bytes = 0;
+    for (uint32_t i = 0; i < count; i++)
+        key_bytes += keys->b_key_lens[i];
+    hm_bulk_t *bulk = hmi_bulk_alloc(count, key_bytes + keys->b_size);
+    assert_non_null(bulk);
+    memcpy(bulk->b_lens, keys->b_lens, count * sizeof(size_t));
+    memcpy(bulk->b_key_lens, keys->b_key_lens, count * sizeof(uint32_t));
+    memcpy(bulk->b_key_store, keys->b_key_store, key_bytes);
+    for (uint32_t i = 0, off = 0; i < count; off += bulk->b_key_lens[i], i++)
+        bulk->b_keys[i] = bulk->b_key_store + off;
+    bulk->b_size = keys->b_size;
+    bulk->b_perm = HM_BULK_READ_ONLY;
+    bulk->b_eager = bulk->b_key_store + key_bytes;
+    for (size_t i = 0; i < bulk->b_size; i++)
+        bulk->b_eager[i] = (uint8_t)(i * 7);
+    hm_bulk_free(keys);
+    return bulk;
+}
+
+/* Encode as the core's eager send does (contents carried when allowed). */
+static uint8_t *encode_eager(hm_bulk_t *bulk, size_t *len_out)
+{
+    hm_proc_t p;
+    hmi_proc_init(&p, HM_PROC_ENCODE, NULL, 0, NULL);
+    hmi_proc_set_bulk_eager(&p, true);
+    assert_int_equal(hm_proc_bulk(&p, &bulk), HM_SUCCESS);
+    size_t need = hm_proc_get_size(&p);
+    uint8_t *buf = malloc(need);
+    hmi_proc_init(&p, HM_PROC_ENCODE, buf, need, NULL);
+    hmi_proc_set_bulk_eager(&p, true);
+    assert_int_equal(hm_proc_bulk(&p, &bulk), HM_SUCCESS);
+    assert_int_equal(hm_proc_get_size(&p), need);
+    assert_int_equal(hmi_proc_eager_bytes(&p), bulk->b_size);
+    *len_out = need;
+    return buf;
+}
+
+static void test_carried_roundtrip(void **state)
+{
+    (void)state;
+    hm_bulk_t *bulk = fake_carrying_handle(3), *copy;
+    size_t len, plain_len;
+    uint8_t *wire = encode_eager(bulk, &len);
+    assert_int_equal(decode_exact(wire, len, &copy), HM_SUCCESS);
+    assert_int_equal(copy->b_perm, HM_BULK_READ_ONLY);
+    assert_non_null(copy->b_eager);
+    assert_memory_equal(copy->b_eager, bulk->b_eager, bulk->b_size);
+    hm_bulk_free(copy);
+    /* Without the eager send's permission the contents stay home. */
+    uint8_t *plain = encode(bulk, &plain_len);
+    assert_int_equal(plain_len + bulk->b_size, len);
+    assert_int_equal(decode_exact(plain, plain_len, &copy), HM_SUCCESS);
+    assert_null(copy->b_eager);
+    hm_bulk_free(copy);
+    /* Every truncation of the carrying form is refused. */
+    for (size_t cut = 0; cut < len; cut++) {
+        assert_int_equal(decode_exact(wire, cut, &copy), HM_PROTOCOL_ERROR);
+        assert_null(copy);
+    }
+    free(plain);
+    free(wire);
+    hm_bulk_free(bulk);
+}
+
+static void test_carried_refused(void **state)
+{
+    (void)state;
+    hm_bulk_t *bulk = fake_carrying_handle(2), *out;
+    size_t len, plain_len;
+    uint8_t *wire = encode_eager(bulk, &len);
+    assert_int_equal(wire[4], 0x80 | HM_BULK_READ_ONLY);
+    expect_corrupt(wire, len, 4, 0x80 | HM_BULK_READ_WRITE, 1); /* writable and carried */
+    expect_corrupt(wire, len, 4, 0x80 | HM_BULK_WRITE_ONLY, 1);
+    /* The flag on a handle that sent no contents: they are not in the message. */
+    uint8_t *plain = encode(bulk, &plain_len);
+    plain[4] = 0x80 | HM_BULK_READ_ONLY;
+    assert_int_equal(decode_exact(plain, plain_len, &out), HM_PROTOCOL_ERROR);
+    assert_null(out);
+    free(plain);
+    free(wire);
+    hm_bulk_free(bulk);
+    /* 70 segments of about 1 KiB: contents past HMI_BULK_EAGER_WIRE_MAX. */
+    bulk = fake_carrying_handle(70);
+    assert_true(bulk->b_size > HMI_BULK_EAGER_WIRE_MAX);
+    wire = encode_eager(bulk, &len);
+    assert_int_equal(decode_exact(wire, len, &out), HM_PROTOCOL_ERROR);
+    assert_null(out);
+    free(wire);
+    hm_bulk_free(bulk);
+}
+
 static void test_random_bytes(void **state)
 {
     (void)state;
@@ -177,6 +275,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_carried_roundtrip),
+        cmocka_unit_test(test_carried_refused),
         cmocka_unit_test(test_null_handle),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_corrupt_fields),
