@@ -230,10 +230,12 @@ static void server_release_parked(bool all)
     srv.nparked = kept;
 }
 
+unsigned core_server_wait_ms = 20;
+
 static void server_loop(void)
 {
     while (!srv.shutdown) {
-        hm_progress(srv.ctx, 20);
+        hm_progress(srv.ctx, core_server_wait_ms);
         if (now_ns() < srv.busy_until_ns)
             continue; /* busy: requests pile up in the queue untriggered */
         server_release_parked(false);

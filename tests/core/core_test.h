@@ -59,6 +59,10 @@ hm_return_t core_register(hm_class_t *cls, struct core_ids *ids, bool server);
  * after `life_s` seconds, whichever comes first. 0 or -1.
  */
 int core_server_start(struct hm_test_server *server, const char *protocol, unsigned life_s);
+/* The longest a test server sleeps in hm_progress between passes (default
+ * 20 ms); set before core_server_start. A server started with a long one
+ * answers only what its transport wakes it for. */
+extern unsigned core_server_wait_ms;
 /* Ask the server to shut down (through ctx and addr, if given) and reap it
  * (SIGKILL after a bound). */
 void core_server_stop(struct hm_test_server *server, hm_context_t *ctx, hm_addr_t *addr,

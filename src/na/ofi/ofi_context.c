@@ -58,6 +58,14 @@ void hmi_ofi_op_posted(struct ofi_context *x, struct ofi_op *p)
     hmi_list_push_back(&x->x_posted, &p->p_link);
 }
 
+/*
+ * An op that met -FI_EAGAIN (or waits behind one). What unblocks it may be
+ * up to the peer: shm's first post to a peer only leaves our name in the
+ * peer's region and returns -FI_EAGAIN until the peer has progressed and
+ * mapped us back (issue 14: a sleeping server took its whole poll timeout,
+ * up to 1 s, to answer a new client). So the peer is woken here as after a
+ * post that went through; ringing costs a load unless the peer sleeps.
+ */
 void hmi_ofi_op_retry_later(struct ofi_context *x, struct ofi_op *p)
 {
     hmi_list_remove(&p->p_link);
@@ -66,6 +74,7 @@ void hmi_ofi_op_retry_later(struct ofi_context *x, struct ofi_op *p)
         p->p_queued = true;
         p->p_peer->a_nqueued++;
     }
+    ofi_bell_ring(x, p->p_peer);
 }
 
 hm_return_t hmi_ofi_op_error_status(const struct ofi_op *p, int err)
