@@ -54,6 +54,18 @@ static uint32_t admit_u32(uint64_t value)
     return value > UINT32_MAX ? UINT32_MAX : (uint32_t)value;
 }
 
+/* A bound on error replies: from `name`, within [HMI_ADMIT_BOUND_MIN, 2^30]. */
+static uint32_t admit_bound(const char *name, uint32_t value)
+{
+    uint64_t bound = admit_env(name, value);
+    if (bound < HMI_ADMIT_BOUND_MIN || bound > (1u << 30)) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "%s=%llu ignored (from %u to 2^30)", name,
+                (unsigned long long)bound, HMI_ADMIT_BOUND_MIN);
+        return value;
+    }
+    return (uint32_t)bound;
+}
+
 void hmi_admit_init(hm_context_t *ctx, const hm_context_opts_t *opts)
 {
     uint64_t mask = opts ? opts->field_mask : 0;
@@ -76,6 +88,8 @@ void hmi_admit_init(hm_context_t *ctx, const hm_context_opts_t *opts)
                                                       ? opts->retry_hint_us
                                                       : HM_RETRY_HINT_DEFAULT_US);
     ad->ad_hint_us = hint > HMI_WIRE_RETRY_MAX_US ? HMI_WIRE_RETRY_MAX_US : (uint32_t)hint;
+    ad->ad_replies_max = admit_bound("HM_ADMIT_REPLIES", HMI_ADMIT_REPLIES_CTX);
+    ad->ad_waiting_max = admit_bound("HM_ADMIT_WAITING", HMI_ADMIT_DEFERRED_MAX);
 }
 
 /* Bytes an overflowed request announces (its descriptor's first field); 0 if unreadable. */
@@ -184,8 +198,9 @@ static bool admit_peer_stalled(hm_addr_t *peer)
 /* No room to post one more reply now: it waits (admit_defer) instead. */
 static bool admit_posts_full(hm_context_t *ctx, hm_addr_t *peer)
 {
-    return ctx->c_admit.ad_replies >= HMI_ADMIT_REPLIES_CTX ||
-           hmi_admit_acct(peer)->a_adm_replies >= HMI_ADMIT_REPLIES_PEER_MAX;
+    const struct hmi_admit *ad = &ctx->c_admit;
+    return ad->ad_replies >= ad->ad_replies_max ||
+           hmi_admit_acct(peer)->a_adm_replies >= ad->ad_replies_max / 2;
 }
 
 static struct hmi_send_slot *admit_reply_slot(hm_context_t *ctx)
@@ -279,12 +294,12 @@ static void admit_drop(hm_context_t *ctx, const char *why)
 static void admit_defer(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *hdr)
 {
     struct hmi_admit *ad = &ctx->c_admit;
-    if (hmi_admit_acct(peer)->a_adm_deferred >= HMI_ADMIT_DEFERRED_PEER_MAX) {
+    if (hmi_admit_acct(peer)->a_adm_deferred >= ad->ad_waiting_max / 8) {
         admit_drop(ctx, "too many waiting for this sender");
         return;
     }
     struct admit_deferred *d =
-        ad->ad_deferred_count < HMI_ADMIT_DEFERRED_MAX ? malloc(sizeof(*d)) : NULL;
+        ad->ad_deferred_count < ad->ad_waiting_max ? malloc(sizeof(*d)) : NULL;
     if (d == NULL) {
         admit_drop(ctx, "too many waiting or out of memory");
         return;

@@ -40,20 +40,20 @@
 /* Error replies (HM_OVERLOADED, HM_NOENTRY, ...) a server keeps posted and not yet
  * sent (header-sized buffers, a few hundred bytes each): to a peer that has
  * taken none for HMI_ADMIT_STALL_MS, at most HMI_ADMIT_REPLIES_PEER; to any peer
- * HMI_ADMIT_REPLIES_PEER_MAX, and HMI_ADMIT_REPLIES_CTX in all. Past them (or
- * when a post fails for want of resources) the answer waits as a small record,
- * posted as earlier replies complete; at most HMI_ADMIT_DEFERRED_MAX wait in a
- * context. Only a peer that has stopped taking its replies (the stall rule) or
- * one past that last bound gets no answer, counted in overload_drops. */
+ * half the context's bound, HMI_ADMIT_REPLIES_CTX (HM_ADMIT_REPLIES) in all.
+ * Past them (or when a post fails for want of resources) the answer waits as a
+ * small record, posted as earlier replies complete; at most
+ * HMI_ADMIT_DEFERRED_MAX (HM_ADMIT_WAITING) wait in a context, an eighth of
+ * them for one sender (its transport address: a well-behaved client has at
+ * most one refusal outstanding per RPC in flight, so it needs more than
+ * 16384 + 32768 RPCs in flight to meet that bound). admit.c says who gets no
+ * answer (overload_drops). */
 #define HMI_ADMIT_REPLIES_PEER 64u
 #define HMI_ADMIT_STALL_MS 5000u /* as long as ofi+tcp waits to declare a peer dead */
-#define HMI_ADMIT_REPLIES_PEER_MAX 16384u
 #define HMI_ADMIT_REPLIES_CTX 32768u
 #define HMI_ADMIT_DEFERRED_MAX 262144u /* ~25 MB of records */
-/* Of those records, at most this many for one sender (its transport address):
- * a well-behaved client has at most one refusal outstanding per RPC in flight,
- * so it needs more than 16384 + 32768 RPCs in flight to meet this bound. */
-#define HMI_ADMIT_DEFERRED_PEER_MAX 32768u
+/* The least either bound may be set to (HM_ADMIT_REPLIES, HM_ADMIT_WAITING). */
+#define HMI_ADMIT_BOUND_MIN 256u
 /* Admission keys a sender by its transport address (admit_peer.c): its
  * counters live on the cached address of this index, which no context has. */
 #define HMI_ADMIT_ACCT_INDEX HMI_CTX_MAX
@@ -134,6 +134,8 @@ struct hmi_admit {
     uint64_t ad_max_bytes;
     uint64_t ad_max_bytes_peer;
     uint32_t ad_hint_us;
+    uint32_t ad_replies_max; /* error replies posted at once (HM_ADMIT_REPLIES) */
+    uint32_t ad_waiting_max; /* error replies waiting as records (HM_ADMIT_WAITING) */
     uint32_t ad_requests;    /* server handles in service */
     uint32_t ad_replies;     /* error replies posted, not yet completed */
     uint64_t ad_bytes;       /* overflow bytes held by requests in service */
