@@ -485,6 +485,11 @@ typedef struct hm_stats {
     uint64_t bulk_xfer_allocs;    /* transfer objects allocated: the context pools them (and
                                      their NA ops), so this stops growing once the pool holds
                                      as many as were ever in flight at once */
+    /* Admission, fairness (added after bulk_xfer_allocs). */
+    uint64_t overload_evictions;  /* error replies waiting to be sent that were dropped to
+                                     make room for another sender's, at the context's bound
+                                     (HM_ADMIT_WAITING): always the sender with the most
+                                     waiting; also counted in overload_drops */
 } hm_stats_t;
 /* The first version's size: up to and including `pool_trimmed`. */
 #define HM_STATS_SIZE_V1 (offsetof(hm_stats_t, pool_trimmed) + sizeof(uint64_t))

@@ -52,6 +52,10 @@
 #define HMI_ADMIT_STALL_MS 5000u /* as long as ofi+tcp waits to declare a peer dead */
 #define HMI_ADMIT_REPLIES_CTX 32768u
 #define HMI_ADMIT_DEFERRED_MAX 262144u /* ~25 MB of records */
+/* Senders with replies waiting that one reply's completion serves (admit.c). */
+#define HMI_ADMIT_FLUSH_VISITS 16u
+/* Senders looked at to find the heaviest, when it is not known (admit.c). */
+#define HMI_ADMIT_HEAVY_SCAN 64u
 /* The least either bound may be set to (HM_ADMIT_REPLIES, HM_ADMIT_WAITING). */
 #define HMI_ADMIT_BOUND_MIN 256u
 /* Admission keys a sender by its transport address (admit_peer.c): its
@@ -125,6 +129,8 @@ struct hm_addr {
     uint64_t a_adm_taken_ns; /* when it last took one (or the first was posted) */
     uint64_t a_adm_bytes;    /* overflow bytes of its requests in service */
     uint32_t a_adm_deferred; /* error replies to it waiting to be posted (admit.c) */
+    struct hmi_list a_adm_waiting; /* record: those replies, oldest first */
+    struct hmi_list a_adm_ring;    /* record: link in c_admit.ad_ring while it has some */
 };
 
 /* A serving context's admission budgets and their use (admit.c); 0: no limit. */
@@ -142,8 +148,13 @@ struct hmi_admit {
     /* Error replies' send slots: header-sized buffers, pooled apart from the
      * eager-limit ones, so an answer costs a few hundred bytes. */
     struct hmi_list ad_free_replies;
-    struct hmi_list ad_deferred; /* error replies waiting to be posted, oldest first */
-    uint32_t ad_deferred_count;
+    /* Senders (records) with error replies waiting, served in turn (admit.c). */
+    struct hmi_list ad_ring;
+    uint32_t ad_ring_count;
+    uint32_t ad_deferred_count; /* error replies waiting, all senders */
+    /* The sender with the most waiting, as last known: a context at its bound
+     * makes room by dropping one of its replies (admit_evict). NULL: rescan. */
+    hm_addr_t *ad_heaviest;
     uint32_t ad_replies_idle;
     uint32_t ad_replies_low;  /* fewest idle since the last trim (trim.c) */
 };

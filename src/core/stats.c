@@ -54,6 +54,7 @@ static const struct stat_field stat_fields[] = {
     STAT(incompatible_replies),
     STAT(checksum_replies),
     STAT(bulk_xfer_allocs),
+    STAT(overload_evictions),
 };
 #undef STAT
 

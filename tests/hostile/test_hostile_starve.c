@@ -36,7 +36,7 @@
 #define FLOODERS 16
 #define FLOOD_REQUESTS 4000u
 #define PEER_BUDGET 16u
-#define REPLIES_BOUND "256"  /* HM_ADMIT_REPLIES on the server */
+#define REPLIES_BOUND "4096" /* HM_ADMIT_REPLIES on the server */
 #define WAITING_BOUND "256"  /* HM_ADMIT_WAITING on the server */
 #define HONEST_RPCS 64u
 #define HONEST_ROUNDS 8
@@ -158,6 +158,12 @@ static int honest_client_main(void *arg)
 static void test_starved_refusal(void **state)
 {
     (void)state;
+    if (strncmp(protocol, "ofi+shm", 7) == 0) {
+        /* Known limits, "ofi+shm: a peer that stops reading stalls its sender's
+         * large sends": the server's 32 KiB answers to the stopped flooders hold
+         * back its sends to everyone (the honest RPCs end HM_UNREACHABLE). */
+        skip();
+    }
     hm_test_alarm(280, "hostile_starve");
     /* inherited by the server child */
     assert_int_equal(setenv("HM_ADMIT_REPLIES", REPLIES_BOUND, 1), 0);
@@ -210,7 +216,8 @@ static void test_starved_refusal(void **state)
  * context that progresses. The honest context must receive that answer
  * (it counts it as late: no RPC of its own waits for it).
  */
-#define FENCE_REFUSALS 400u
+#define FENCE_MUTES 8
+#define FENCE_REFUSALS 600u /* 8 x 600 > 4096 in flight + 256 waiting */
 
 static void refuse(hm_context_t *srv_ctx, hm_addr_t *peer, uint64_t cookie)
 {
@@ -265,20 +272,20 @@ static void test_fenced_refusal(void **state)
     assert_int_equal(setenv("HM_ADMIT_REPLIES", REPLIES_BOUND, 1), 0);
     assert_int_equal(setenv("HM_ADMIT_WAITING", WAITING_BOUND, 1), 0);
     hm_class_t *cls;
-    hm_context_t *srv_ctx, *honest, *mute[FLOODERS];
-    hm_addr_t *to_honest, *to_mute[FLOODERS];
+    hm_context_t *srv_ctx, *honest, *mute[FENCE_MUTES];
+    hm_addr_t *to_honest, *to_mute[FENCE_MUTES];
     assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
     assert_int_equal(hm_context_create(cls, NULL, &srv_ctx), HM_SUCCESS);
     unsetenv("HM_ADMIT_REPLIES");
     unsetenv("HM_ADMIT_WAITING");
     assert_int_equal(hm_context_create(cls, NULL, &honest), HM_SUCCESS);
     to_honest = peer_of(srv_ctx, honest);
-    for (int i = 0; i < FLOODERS; i++) {
+    for (int i = 0; i < FENCE_MUTES; i++) {
         assert_int_equal(hm_context_create(cls, NULL, &mute[i]), HM_SUCCESS);
         to_mute[i] = peer_of(srv_ctx, mute[i]);
     }
     for (uint32_t k = 0; k < FENCE_REFUSALS; k++)
-        for (int i = 0; i < FLOODERS; i++) {
+        for (int i = 0; i < FENCE_MUTES; i++) {
             refuse(srv_ctx, to_mute[i], k);
             if (k % 16 == 0)
                 hm_progress(srv_ctx, 0);
@@ -298,9 +305,9 @@ static void test_fenced_refusal(void **state)
                   (unsigned long long)hst.dropped_late);
     assert_int_equal(hst.dropped_late, 1);
     hm_addr_free(to_honest);
-    for (int i = 0; i < FLOODERS; i++)
+    for (int i = 0; i < FENCE_MUTES; i++)
         hm_addr_free(to_mute[i]);
-    for (int i = 0; i < FLOODERS; i++) /* now they read: the server's replies leave */
+    for (int i = 0; i < FENCE_MUTES; i++) /* now they read: the server's replies leave */
         hm_context_destroy(mute[i]);
     for (int i = 0; i < 3000 && hm_context_destroy(srv_ctx) != HM_SUCCESS; i++)
         hm_progress(srv_ctx, 1);
