@@ -10,6 +10,7 @@
  * per-sender fairness (verified: the same test with only the bounds made
  * settable): the flooders took every reply in flight (their sends never
  * complete there) and the records, and the honest refusal never left.
+ * Then (fence_evict) lighter senders must evict from the heaviest.
  * Elsewhere the transports complete sends to non-readers: it passes.
  *
  * test_starved_refusal (separate processes): 8 attackers send thousands of
@@ -266,6 +267,41 @@ static hm_addr_t *peer_of(hm_context_t *srv_ctx, hm_context_t *ctx)
     return addr;
 }
 
+/*
+ * Where the flooders' replies stay in flight (three quarters of the bound),
+ * FENCE_LIGHT more contexts that never progress take the last quarter, 63
+ * replies each at most; then their refusals wait as records, and with the
+ * records at their bound each takes one from the heaviest sender (a
+ * flooder): it must be counted, and the records stay at their bound.
+ */
+#define FENCE_LIGHT 20
+static void fence_evict(hm_class_t *cls, hm_context_t *srv_ctx)
+{
+    const struct hmi_admit *ad = &srv_ctx->c_admit;
+    if (ad->ad_replies < ad->ad_replies_max / 4 * 3)
+        return; /* this transport completed the flooders' replies: nothing is held */
+    hm_context_t *light[FENCE_LIGHT];
+    hm_addr_t *to_light[FENCE_LIGHT];
+    for (int i = 0; i < FENCE_LIGHT; i++) {
+        assert_int_equal(hm_context_create(cls, NULL, &light[i]), HM_SUCCESS);
+        to_light[i] = peer_of(srv_ctx, light[i]);
+    }
+    for (uint32_t k = 0; k < 70; k++)
+        for (int i = 0; i < FENCE_LIGHT; i++)
+            refuse(srv_ctx, to_light[i], k);
+    hm_stats_t st = {.size = sizeof(st)};
+    hm_context_stats(srv_ctx, &st);
+    print_message("server, light senders added: %u in flight, %u waiting, %llu evicted\n",
+                  ad->ad_replies, ad->ad_deferred_count,
+                  (unsigned long long)st.overload_evictions);
+    assert_true(st.overload_evictions > 0);
+    assert_int_equal(ad->ad_deferred_count, ad->ad_waiting_max);
+    for (int i = 0; i < FENCE_LIGHT; i++)
+        hm_addr_free(to_light[i]);
+    for (int i = 0; i < FENCE_LIGHT; i++)
+        hm_context_destroy(light[i]);
+}
+
 static void test_fenced_refusal(void **state)
 {
     (void)state;
@@ -299,12 +335,14 @@ static void test_fenced_refusal(void **state)
         hm_context_stats(honest, &hst);
     }
     hm_context_stats(srv_ctx, &st);
-    print_message("server: %llu refusals posted, %llu dropped, %u in flight, %u waiting; the "
-                  "honest peer got %llu\n",
+    print_message("server: %llu refusals posted, %llu dropped (%llu evicted), %u in flight, %u "
+                  "waiting; the honest peer got %llu\n",
                   (unsigned long long)st.overload_replies, (unsigned long long)st.overload_drops,
+                  (unsigned long long)st.overload_evictions,
                   srv_ctx->c_admit.ad_replies, srv_ctx->c_admit.ad_deferred_count,
                   (unsigned long long)hst.dropped_late);
     assert_int_equal(hst.dropped_late, 1);
+    fence_evict(cls, srv_ctx);
     hm_addr_free(to_honest);
     for (int i = 0; i < FENCE_MUTES; i++)
         hm_addr_free(to_mute[i]);
