@@ -492,6 +492,11 @@ typedef struct hm_stats {
                                      as many as were ever in flight at once */
     uint64_t bulk_eager_pulls;    /* pulls served by a copy: the origin handle carried its
                                      contents in the RPC (read-only, HM_BULK_EAGER bytes) */
+    /* Admission, fairness (added after bulk_eager_pulls). */
+    uint64_t overload_evictions;  /* error replies waiting to be sent that were dropped to
+                                     make room for another sender's, at the context's bound
+                                     (HM_ADMIT_WAITING): always the sender with the most
+                                     waiting; also counted in overload_drops */
 } hm_stats_t;
 /* The first version's size: up to and including `pool_trimmed`. */
 #define HM_STATS_SIZE_V1 (offsetof(hm_stats_t, pool_trimmed) + sizeof(uint64_t))

@@ -20,6 +20,8 @@ hm_addr_t *hmi_addr_create(hm_context_t *ctx, hmi_na_addr_t *na, uint16_t ctx_in
     addr->a_na = na;
     addr->a_ctx_index = ctx_index;
     addr->a_refs = 1;
+    hmi_list_init(&addr->a_adm_waiting);
+    hmi_list_init(&addr->a_adm_ring);
     return addr;
 }
 

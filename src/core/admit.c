@@ -14,17 +14,23 @@
  * sends it again (retry.c). An overflow announcing more bytes than a whole
  * budget can ever hold is answered HM_MSGSIZE instead: retrying cannot help.
  * The answer costs a send slot from a pool of header-sized buffers. Replies
- * waiting to leave are bounded (admit_replies_full); past the bound the
- * request is dropped unanswered, counted in overload_drops: so a peer that
- * floods and never progresses costs the server a bounded amount, while a
- * client that takes its replies, however slowly, is always answered.
+ * in flight are bounded (admit_posts_full), the last quarter of the bound
+ * kept for peers with few in flight; past it a reply waits as a record in
+ * its sender's queue, and senders with records are served in turn
+ * (admit_flush_ring), so one whose replies do not complete holds back only
+ * its own. Records are bounded per sender and per context; at the
+ * context's bound the sender with the most waiting loses its newest
+ * (admit_evict, overload_evictions), so a sender with few always gets one.
+ * A request is dropped unanswered (overload_drops) when it is one-way, its
+ * peer stalled or is dead, its sender is at its own record bound, or it is
+ * evicted: so a peer that floods and never progresses costs the server a
+ * bounded amount, and cannot take others' answers, while a client that
+ * takes its replies, however slowly, is always answered.
  *
  * Per-peer means per sender as the transport names it: the counters are
  * plain fields of the context and of the sender's record (admit_peer.c:
  * one per NA address, whatever context indexes its requests claim), touched
- * only by the thread driving the context. A sender also has at most
- * HMI_ADMIT_DEFERRED_PEER_MAX refusals waiting as records; past that, its
- * refusals are dropped unanswered (overload_drops).
+ * only by the thread driving the context.
  */
 #include <stdlib.h>
 
@@ -54,6 +60,18 @@ static uint32_t admit_u32(uint64_t value)
     return value > UINT32_MAX ? UINT32_MAX : (uint32_t)value;
 }
 
+/* A bound on error replies: from `name`, within [HMI_ADMIT_BOUND_MIN, 2^30]. */
+static uint32_t admit_bound(const char *name, uint32_t value)
+{
+    uint64_t bound = admit_env(name, value);
+    if (bound < HMI_ADMIT_BOUND_MIN || bound > (1u << 30)) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "%s=%llu ignored (from %u to 2^30)", name,
+                (unsigned long long)bound, HMI_ADMIT_BOUND_MIN);
+        return value;
+    }
+    return (uint32_t)bound;
+}
+
 void hmi_admit_init(hm_context_t *ctx, const hm_context_opts_t *opts)
 {
     uint64_t mask = opts ? opts->field_mask : 0;
@@ -76,6 +94,8 @@ void hmi_admit_init(hm_context_t *ctx, const hm_context_opts_t *opts)
                                                       ? opts->retry_hint_us
                                                       : HM_RETRY_HINT_DEFAULT_US);
     ad->ad_hint_us = hint > HMI_WIRE_RETRY_MAX_US ? HMI_WIRE_RETRY_MAX_US : (uint32_t)hint;
+    ad->ad_replies_max = admit_bound("HM_ADMIT_REPLIES", HMI_ADMIT_REPLIES_CTX);
+    ad->ad_waiting_max = admit_bound("HM_ADMIT_WAITING", HMI_ADMIT_DEFERRED_MAX);
 }
 
 /* Bytes an overflowed request announces (its descriptor's first field); 0 if unreadable. */
@@ -181,11 +201,21 @@ static bool admit_peer_stalled(hm_addr_t *peer)
     return hmi_time_ns() - sender->a_adm_taken_ns > (uint64_t)HMI_ADMIT_STALL_MS * 1000000u;
 }
 
-/* No room to post one more reply now: it waits (admit_defer) instead. */
+/*
+ * No room to post one more reply to `peer` now: it waits (admit_defer)
+ * instead. A peer may have half the context's bound in flight; the last
+ * quarter of it is kept for peers with fewer than HMI_ADMIT_REPLIES_PEER in
+ * flight, so peers whose replies stopped completing (they do not read) can
+ * never take every post from the others.
+ */
 static bool admit_posts_full(hm_context_t *ctx, hm_addr_t *peer)
 {
-    return ctx->c_admit.ad_replies >= HMI_ADMIT_REPLIES_CTX ||
-           hmi_admit_acct(peer)->a_adm_replies >= HMI_ADMIT_REPLIES_PEER_MAX;
+    const struct hmi_admit *ad = &ctx->c_admit;
+    uint32_t mine = hmi_admit_acct(peer)->a_adm_replies;
+    if (ad->ad_replies >= ad->ad_replies_max || mine >= ad->ad_replies_max / 2)
+        return true;
+    return mine >= HMI_ADMIT_REPLIES_PEER &&
+           ad->ad_replies >= ad->ad_replies_max - ad->ad_replies_max / 4;
 }
 
 static struct hmi_send_slot *admit_reply_slot(hm_context_t *ctx)
@@ -264,8 +294,8 @@ static hm_return_t admit_post(hm_context_t *ctx, hm_addr_t *peer,
 }
 
 struct admit_deferred {
-    struct hmi_list d_link;
-    hm_addr_t *d_peer; /* one reference */
+    struct hmi_list d_link;  /* in its sender's a_adm_waiting */
+    hm_addr_t *d_peer;       /* one reference */
     struct hmi_wire_header d_hdr;
 };
 
@@ -275,34 +305,92 @@ static void admit_drop(hm_context_t *ctx, const char *why)
     hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG, "error reply dropped: %s", why);
 }
 
-/* Keep the reply to post later, behind those already waiting. */
+/* Take `d` off `sender`'s queue and free it; `sender` may be freed with it. */
+static void admit_wait_remove(hm_context_t *ctx, hm_addr_t *sender, struct admit_deferred *d)
+{
+    struct hmi_admit *ad = &ctx->c_admit;
+    hmi_list_remove(&d->d_link);
+    ad->ad_deferred_count--;
+    if (--sender->a_adm_deferred == 0) {
+        hmi_list_remove(&sender->a_adm_ring);
+        ad->ad_ring_count--;
+        if (ad->ad_heaviest == sender)
+            ad->ad_heaviest = NULL;
+    }
+    hm_addr_free(d->d_peer); /* it holds its sender's record: the last use of `sender` */
+    free(d);
+}
+
+/*
+ * The sender with the most replies waiting, as known: kept while senders
+ * only gain records or lose them to eviction (one at a time, so it stays
+ * within one of the most), forgotten when its own are posted or dropped.
+ * Then found again, at the context's bound only, among the first
+ * HMI_ADMIT_HEAVY_SCAN senders of the ring: a bounded walk, never all peers.
+ */
+static hm_addr_t *admit_heaviest(hm_context_t *ctx)
+{
+    struct hmi_admit *ad = &ctx->c_admit;
+    if (ad->ad_heaviest != NULL)
+        return ad->ad_heaviest;
+    uint32_t walked = 0;
+    for (struct hmi_list *l = ad->ad_ring.next;
+         l != &ad->ad_ring && walked < HMI_ADMIT_HEAVY_SCAN; l = l->next, walked++) {
+        hm_addr_t *sender = hmi_container_of(l, hm_addr_t, a_adm_ring);
+        if (ad->ad_heaviest == NULL || sender->a_adm_deferred > ad->ad_heaviest->a_adm_deferred)
+            ad->ad_heaviest = sender;
+    }
+    return ad->ad_heaviest;
+}
+
+/*
+ * The context's records are all taken and `sender` wants one: drop the
+ * newest reply of the sender with the most waiting, unless `sender` would
+ * have as many (then it is its own reply that goes). So a sender with few
+ * waiting always gets a record, and the heaviest pay for the bound.
+ */
+static bool admit_evict(hm_context_t *ctx, hm_addr_t *sender)
+{
+    hm_addr_t *heavy = admit_heaviest(ctx);
+    if (heavy == NULL || heavy->a_adm_deferred <= sender->a_adm_deferred + 1)
+        return false;
+    struct admit_deferred *d =
+        hmi_container_of(heavy->a_adm_waiting.prev, struct admit_deferred, d_link);
+    ctx->c_stats.overload_evictions++;
+    admit_drop(ctx, "evicted for another sender's");
+    admit_wait_remove(ctx, heavy, d); /* heavy keeps others: it stays known as heaviest */
+    return true;
+}
+
+/* Keep the reply to post later, behind its sender's others. */
 static void admit_defer(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *hdr)
 {
     struct hmi_admit *ad = &ctx->c_admit;
-    if (hmi_admit_acct(peer)->a_adm_deferred >= HMI_ADMIT_DEFERRED_PEER_MAX) {
+    hm_addr_t *sender = hmi_admit_acct(peer);
+    if (sender->a_adm_deferred >= ad->ad_waiting_max / 8) {
         admit_drop(ctx, "too many waiting for this sender");
         return;
     }
-    struct admit_deferred *d =
-        ad->ad_deferred_count < HMI_ADMIT_DEFERRED_MAX ? malloc(sizeof(*d)) : NULL;
+    if (ad->ad_deferred_count >= ad->ad_waiting_max && !admit_evict(ctx, sender)) {
+        admit_drop(ctx, "too many waiting, this sender the heaviest");
+        return;
+    }
+    struct admit_deferred *d = malloc(sizeof(*d));
     if (d == NULL) {
-        admit_drop(ctx, "too many waiting or out of memory");
+        admit_drop(ctx, "out of memory");
         return;
     }
     admit_clock_start(peer);
     d->d_peer = hm_addr_dup(peer);
     d->d_hdr = *hdr;
-    hmi_admit_acct(peer)->a_adm_deferred++;
+    hmi_list_push_back(&sender->a_adm_waiting, &d->d_link);
+    if (sender->a_adm_deferred++ == 0) {
+        hmi_list_push_back(&ad->ad_ring, &sender->a_adm_ring);
+        ad->ad_ring_count++;
+    }
     ad->ad_deferred_count++;
-    hmi_list_push_back(&ad->ad_deferred, &d->d_link);
-}
-
-static void admit_deferred_free(hm_context_t *ctx, struct admit_deferred *d)
-{
-    ctx->c_admit.ad_deferred_count--;
-    hmi_admit_acct(d->d_peer)->a_adm_deferred--;
-    hm_addr_free(d->d_peer);
-    free(d);
+    if (ad->ad_heaviest != NULL && sender->a_adm_deferred > ad->ad_heaviest->a_adm_deferred)
+        ad->ad_heaviest = sender;
 }
 
 /* Answer now, later, or (stalled or dead peer) never. */
@@ -312,8 +400,8 @@ static void admit_answer(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wi
         admit_drop(ctx, "peer stalled");
         return;
     }
-    if (!hmi_list_empty(&ctx->c_admit.ad_deferred) || admit_posts_full(ctx, peer)) {
-        admit_defer(ctx, peer, hdr); /* in order, behind those waiting */
+    if (hmi_admit_acct(peer)->a_adm_deferred != 0 || admit_posts_full(ctx, peer)) {
+        admit_defer(ctx, peer, hdr); /* in order, behind its sender's waiting */
         return;
     }
     hm_return_t ret = admit_post(ctx, peer, hdr);
@@ -325,32 +413,62 @@ static void admit_answer(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wi
         admit_drop(ctx, hm_strerror(ret));
 }
 
-void hmi_admit_flush(hm_context_t *ctx)
+/*
+ * Post `sender`'s waiting replies while it has room. A stalled sender's are
+ * dropped. Returns once its queue is empty (the sender may then be freed)
+ * or it has no room.
+ */
+static void admit_flush_sender(hm_context_t *ctx, hm_addr_t *sender)
 {
-    struct hmi_admit *ad = &ctx->c_admit;
-    struct hmi_list *link;
-    while ((link = ad->ad_deferred.next) != &ad->ad_deferred) {
-        struct admit_deferred *d = hmi_container_of(link, struct admit_deferred, d_link);
+    bool stalled = admit_peer_stalled(sender);
+    for (;;) {
+        struct admit_deferred *d =
+            hmi_container_of(sender->a_adm_waiting.next, struct admit_deferred, d_link);
+        bool last = sender->a_adm_deferred == 1;
         hm_return_t ret = HM_TIMEOUT; /* stands for "peer stalled" */
-        if (!admit_peer_stalled(d->d_peer)) {
+        if (!stalled) {
             if (admit_posts_full(ctx, d->d_peer))
-                return; /* a completion calls again */
+                return; /* one of its completions calls again */
             ret = admit_post(ctx, d->d_peer, &d->d_hdr);
             if (ret != HM_SUCCESS && admit_transient(ret))
                 return; /* the next completion or trim tick tries again */
         }
         if (ret != HM_SUCCESS)
             admit_drop(ctx, ret == HM_TIMEOUT ? "peer stalled" : hm_strerror(ret));
-        hmi_list_remove(link);
-        admit_deferred_free(ctx, d);
+        admit_wait_remove(ctx, sender, d);
+        if (last)
+            return;
+        if (ctx->c_admit.ad_heaviest == sender)
+            ctx->c_admit.ad_heaviest = NULL; /* it may be no longer the heaviest */
     }
+}
+
+/* Serve up to `visits` senders with replies waiting, in turn. */
+static void admit_flush_ring(hm_context_t *ctx, uint32_t visits)
+{
+    struct hmi_list *ring = &ctx->c_admit.ad_ring;
+    for (uint32_t i = 0; i < visits && !hmi_list_empty(ring); i++) {
+        hm_addr_t *sender = hmi_container_of(ring->next, hm_addr_t, a_adm_ring);
+        hmi_list_remove(&sender->a_adm_ring); /* to the back: the next call starts after it */
+        hmi_list_push_back(ring, &sender->a_adm_ring);
+        admit_flush_sender(ctx, sender);
+    }
+}
+
+void hmi_admit_flush(hm_context_t *ctx)
+{
+    admit_flush_ring(ctx, HMI_ADMIT_FLUSH_VISITS);
 }
 
 void hmi_admit_deferred_free(hm_context_t *ctx)
 {
-    struct hmi_list *link;
-    while ((link = hmi_list_pop_front(&ctx->c_admit.ad_deferred)) != NULL)
-        admit_deferred_free(ctx, hmi_container_of(link, struct admit_deferred, d_link));
+    struct hmi_list *ring = &ctx->c_admit.ad_ring;
+    while (!hmi_list_empty(ring)) {
+        hm_addr_t *sender = hmi_container_of(ring->next, hm_addr_t, a_adm_ring);
+        admit_wait_remove(ctx, sender,
+                          hmi_container_of(sender->a_adm_waiting.next, struct admit_deferred,
+                                           d_link));
+    }
 }
 
 void hmi_admit_reply(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *req,
@@ -370,16 +488,19 @@ void hmi_admit_reply_done(struct hmi_send_slot *slot, hm_return_t status)
     hm_addr_t *peer = slot->s_peer;
     slot->s_peer = NULL;
     admit_reply_count(ctx, peer, false, status == HM_SUCCESS);
-    hm_addr_free(peer);
     admit_reply_slot_put(slot);
+    hm_addr_t *sender = hmi_admit_acct(peer);
+    if (sender->a_adm_deferred != 0) /* its own room first: `peer` holds the record */
+        admit_flush_sender(ctx, sender);
+    hm_addr_free(peer);
     hmi_admit_flush(ctx);
 }
 
 /* Idle reply slots that stayed idle a whole interval, past a few kept. */
 uint32_t hmi_admit_trim(hm_context_t *ctx)
 {
-    hmi_admit_flush(ctx); /* replies whose post failed wait for no completion */
     struct hmi_admit *ad = &ctx->c_admit;
+    admit_flush_ring(ctx, ad->ad_ring_count); /* posts that failed wait for no completion */
     uint32_t excess = ad->ad_replies_low > HMI_ADMIT_REPLIES_PEER
                           ? ad->ad_replies_low - HMI_ADMIT_REPLIES_PEER
                           : 0;

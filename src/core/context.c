@@ -392,7 +392,7 @@ static hm_return_t ctx_init_state(hm_context_t *ctx, const hm_context_opts_t *op
     hmi_list_init(&ctx->c_free_handles);
     hmi_list_init(&ctx->c_free_sends);
     hmi_list_init(&ctx->c_admit.ad_free_replies);
-    hmi_list_init(&ctx->c_admit.ad_deferred);
+    hmi_list_init(&ctx->c_admit.ad_ring);
     hm_return_t ret = hmi_hmap_init(&ctx->c_addr_cache, 64);
     if (ret != HM_SUCCESS)
         return ret;

@@ -40,20 +40,24 @@
 /* Error replies (HM_OVERLOADED, HM_NOENTRY, ...) a server keeps posted and not yet
  * sent (header-sized buffers, a few hundred bytes each): to a peer that has
  * taken none for HMI_ADMIT_STALL_MS, at most HMI_ADMIT_REPLIES_PEER; to any peer
- * HMI_ADMIT_REPLIES_PEER_MAX, and HMI_ADMIT_REPLIES_CTX in all. Past them (or
- * when a post fails for want of resources) the answer waits as a small record,
- * posted as earlier replies complete; at most HMI_ADMIT_DEFERRED_MAX wait in a
- * context. Only a peer that has stopped taking its replies (the stall rule) or
- * one past that last bound gets no answer, counted in overload_drops. */
+ * half the context's bound, HMI_ADMIT_REPLIES_CTX (HM_ADMIT_REPLIES) in all.
+ * Past them (or when a post fails for want of resources) the answer waits as a
+ * small record, posted as earlier replies complete; at most
+ * HMI_ADMIT_DEFERRED_MAX (HM_ADMIT_WAITING) wait in a context, an eighth of
+ * them for one sender (its transport address: a well-behaved client has at
+ * most one refusal outstanding per RPC in flight, so it needs more than
+ * 16384 + 32768 RPCs in flight to meet that bound). admit.c says who gets no
+ * answer (overload_drops). */
 #define HMI_ADMIT_REPLIES_PEER 64u
 #define HMI_ADMIT_STALL_MS 5000u /* as long as ofi+tcp waits to declare a peer dead */
-#define HMI_ADMIT_REPLIES_PEER_MAX 16384u
 #define HMI_ADMIT_REPLIES_CTX 32768u
 #define HMI_ADMIT_DEFERRED_MAX 262144u /* ~25 MB of records */
-/* Of those records, at most this many for one sender (its transport address):
- * a well-behaved client has at most one refusal outstanding per RPC in flight,
- * so it needs more than 16384 + 32768 RPCs in flight to meet this bound. */
-#define HMI_ADMIT_DEFERRED_PEER_MAX 32768u
+/* Senders with replies waiting that one reply's completion serves (admit.c). */
+#define HMI_ADMIT_FLUSH_VISITS 16u
+/* Senders looked at to find the heaviest, when it is not known (admit.c). */
+#define HMI_ADMIT_HEAVY_SCAN 64u
+/* The least either bound may be set to (HM_ADMIT_REPLIES, HM_ADMIT_WAITING). */
+#define HMI_ADMIT_BOUND_MIN 256u
 /* Admission keys a sender by its transport address (admit_peer.c): its
  * counters live on the cached address of this index, which no context has. */
 #define HMI_ADMIT_ACCT_INDEX HMI_CTX_MAX
@@ -125,6 +129,8 @@ struct hm_addr {
     uint64_t a_adm_taken_ns; /* when it last took one (or the first was posted) */
     uint64_t a_adm_bytes;    /* overflow bytes of its requests in service */
     uint32_t a_adm_deferred; /* error replies to it waiting to be posted (admit.c) */
+    struct hmi_list a_adm_waiting; /* record: those replies, oldest first */
+    struct hmi_list a_adm_ring;    /* record: link in c_admit.ad_ring while it has some */
 };
 
 /* A serving context's admission budgets and their use (admit.c); 0: no limit. */
@@ -134,14 +140,21 @@ struct hmi_admit {
     uint64_t ad_max_bytes;
     uint64_t ad_max_bytes_peer;
     uint32_t ad_hint_us;
+    uint32_t ad_replies_max; /* error replies posted at once (HM_ADMIT_REPLIES) */
+    uint32_t ad_waiting_max; /* error replies waiting as records (HM_ADMIT_WAITING) */
     uint32_t ad_requests;    /* server handles in service */
     uint32_t ad_replies;     /* error replies posted, not yet completed */
     uint64_t ad_bytes;       /* overflow bytes held by requests in service */
     /* Error replies' send slots: header-sized buffers, pooled apart from the
      * eager-limit ones, so an answer costs a few hundred bytes. */
     struct hmi_list ad_free_replies;
-    struct hmi_list ad_deferred; /* error replies waiting to be posted, oldest first */
-    uint32_t ad_deferred_count;
+    /* Senders (records) with error replies waiting, served in turn (admit.c). */
+    struct hmi_list ad_ring;
+    uint32_t ad_ring_count;
+    uint32_t ad_deferred_count; /* error replies waiting, all senders */
+    /* The sender with the most waiting, as last known: a context at its bound
+     * makes room by dropping one of its replies (admit_evict). NULL: rescan. */
+    hm_addr_t *ad_heaviest;
     uint32_t ad_replies_idle;
     uint32_t ad_replies_low;  /* fewest idle since the last trim (trim.c) */
 };

@@ -55,6 +55,7 @@ static const struct stat_field stat_fields[] = {
     STAT(checksum_replies),
     STAT(bulk_xfer_allocs),
     STAT(bulk_eager_pulls),
+    STAT(overload_evictions),
 };
 #undef STAT
 

@@ -44,6 +44,8 @@ struct hostile_report {
     uint64_t sends_pooled;    /* eager send slots in the pool, busy or idle */
     uint64_t handles_pooled;  /* handles in the pool, in use or idle */
     uint64_t retain;          /* send slots the trim keeps */
+    uint64_t admit_replies;   /* error replies posted, not yet completed (internals) */
+    uint64_t admit_waiting;   /* error replies waiting as records (internals) */
 };
 
 hm_return_t hostile_register(hm_class_t *cls);

@@ -24,6 +24,8 @@ static const hm_proc_field_t report_fields[] = {
     HM_PROC_FIELD(struct hostile_report, sends_pooled, hm_proc_uint64),
     HM_PROC_FIELD(struct hostile_report, handles_pooled, hm_proc_uint64),
     HM_PROC_FIELD(struct hostile_report, retain, hm_proc_uint64),
+    HM_PROC_FIELD(struct hostile_report, admit_replies, hm_proc_uint64),
+    HM_PROC_FIELD(struct hostile_report, admit_waiting, hm_proc_uint64),
 };
 
 static hm_return_t proc_report(hm_proc_t *p, void *data)
@@ -116,6 +118,8 @@ static hm_return_t srv_stats(hm_handle_t *h)
         .sends_pooled = ctx->c_sends_total, /* internals: the server is ours */
         .handles_pooled = ctx->c_table_size - ctx->c_slots_free_count,
         .retain = ctx->c_retain,
+        .admit_replies = ctx->c_admit.ad_replies,
+        .admit_waiting = ctx->c_admit.ad_deferred_count,
     };
     return srv_answer(h, &rep);
 }
