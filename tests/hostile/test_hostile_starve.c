@@ -108,7 +108,10 @@ static void honest_rpcs(hm_context_t *ctx, hm_addr_t *srv)
     print_message("honest client: %u of %u RPCs (no deadline) ended, after %llu refusals\n",
                   done, HONEST_RPCS, (unsigned long long)st.overload_retries);
     assert_int_equal(done, HONEST_RPCS);
-    assert_true(st.overload_retries > 0); /* it was refused, and heard so */
+    /* Whether it was refused at all depends on timing (a server that answers
+     * each echo before the next arrives refuses none: seen on a loaded VM),
+     * so that is reported, not required; test_fenced_refusal is the
+     * deterministic check of the refusal path. */
     for (uint32_t k = 0; k < HONEST_RPCS; k++) {
         assert_int_equal(rpcs[k].ret, HM_SUCCESS);
         hm_handle_destroy(rpcs[k].handle);
