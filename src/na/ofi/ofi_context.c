@@ -210,6 +210,7 @@ static void ctx_release(struct ofi_context *x)
     if (x->x_ep)
         fi_close(&x->x_ep->fid);
     x->x_ep = NULL;
+    hmi_ofi_reasm_close(x); /* before the peers its partial messages point at */
     hmi_ofi_slabs_close(x);
     hmi_ofi_peers_clear(x);
     if (x->x_av)
@@ -260,6 +261,8 @@ hm_return_t hmi_ofi_context_open(hmi_na_context_t *ctx)
     hmi_list_init(&x->x_repost);
     hmi_list_init(&x->x_retry);
     hmi_list_init(&x->x_posted);
+    hmi_list_init(&x->x_reasm);
+    hmi_list_init(&x->x_reasm_held);
     hmi_hmap_init(&x->x_by_fi, 16);
     hmi_na_addrtab_init(&x->x_by_name, NULL);
     ctx_check_device(ctx, x->x_cls);

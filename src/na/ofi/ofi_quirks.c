@@ -53,11 +53,15 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_watch_pid = true,
         .q_probe = false,
         .q_doorbell = true,
+        .q_inject_only = true,
         .q_note = "FI_SOURCE names a wrong entry for senders not in the AV, so the name "
                   "rides until the peer has answered; a CQ with FI_WAIT_FD fails "
                   "(FI_ENOSYS): blocking uses our doorbell; FI_OPT_MIN_MULTI_RECV crashes "
                   "before fi_enable; peer death is never reported: pids watched by pidfd; "
-                  "a failed read or write comes back with no context (libfabric 1.17)",
+                  "a failed read or write comes back with no context; sends past the inject "
+                  "size complete in order from one queue, so one to a stopped peer held "
+                  "back all: every send is an inject, larger messages go as fragments "
+                  "(libfabric 1.17)",
     },
     {
         .q_protocol = "verbs",
