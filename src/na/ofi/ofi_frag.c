@@ -19,7 +19,8 @@
  * command queue per receiver, filled under its lock, drained from the head),
  * so a receiver sees a train in order; trains of different senders
  * interleave. The receiver keeps at most one message in reassembly per peer
- * and OFI_REASM_MAX per context (one more evicts the oldest), and checks
+ * and OFI_REASM_MAX per context (one more evicts the one that moved least
+ * recently: a train in flight moves with each fragment), and checks
  * every field: a total past its eager limit, an offset other than the bytes
  * it has, a total that changes, a fragment past the total, a middle fragment
  * with no start: the fragment is dropped, and so is the partial message, and
@@ -191,8 +192,11 @@ struct ofi_reasm *hmi_ofi_reasm_add(struct ofi_context *x, hmi_na_addr_t *peer,
     }
     memcpy((uint8_t *)r->r_data + off, view->h_payload + OFI_FRAG_HDR_SIZE, n);
     r->r_got += n;
-    if (r->r_got < total)
+    if (r->r_got < total) {
+        hmi_list_remove(&r->r_link); /* the newest to move: the last to evict */
+        hmi_list_push_back(&x->x_reasm, &r->r_link);
         return NULL;
+    }
     hmi_list_remove(&r->r_link); /* whole: from partial to held */
     peer->a_reasm = NULL;
     r->r_peer = NULL;

@@ -120,7 +120,7 @@ size_t hmi_ofi_tunable(enum ofi_tunable_id id);
 #define OFI_FRAG_HDR_SIZE 8u  /* after the name: u32 total, u32 offset (LE) */
 #define OFI_FRAG_WIRE_MAX 4096u /* largest fragment on the wire (shm's inject size) */
 #define OFI_REASM_MAX 64u     /* messages in reassembly per context; one more evicts
-                                 the oldest */
+                                 the one whose last fragment is the oldest */
 
 struct ofi_name {
     uint8_t n_len;
@@ -291,7 +291,7 @@ struct ofi_context {
     int x_bell_fd;             /* doorbell socket, -1 without one */
     atomic_uint *x_armed;      /* our shared "armed" word */
     bool x_sleeping;           /* poll_arm armed the doorbell */
-    struct hmi_list x_reasm;   /* messages in reassembly, oldest first (ofi_frag.c) */
+    struct hmi_list x_reasm;   /* messages in reassembly, least recently moved first */
     unsigned int x_nreasm;     /* on x_reasm: at most OFI_REASM_MAX */
     struct hmi_list x_reasm_held; /* reassembled, delivered, not released yet */
     struct ofi_frag_stats x_frag;

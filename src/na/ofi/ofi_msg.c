@@ -242,6 +242,10 @@ static bool msg_deliver(struct ofi_context *x, struct ofi_slab *slab, uint8_t *d
         return false;
     }
     if (hmi_unlikely(view.h_flags & OFI_HDR_F_FRAG)) {
+        if (source->a_dead) { /* its partial went when it died; start no other */
+            x->x_frag.fs_dropped++;
+            return false;
+        }
         /* Copied out of the slab: the slab is not held for it. */
         size_t limit = x->x_na->x_class->c_eager_limit;
         struct ofi_reasm *whole = hmi_ofi_reasm_add(x, source, &view, limit);
