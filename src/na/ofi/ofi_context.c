@@ -33,8 +33,14 @@
  * starved its good client, `hostile_flood_ofi+tcp`). Taking more than rxm
  * brings in drains the backlog each call, so our posted receives never run
  * out and rxm never buffers (docs/ARCHITECTURE.md, admission control).
+ * shm's progress (every fi_cq_read) drains its whole command queue, up to
+ * FI_SHM_RX_SIZE messages (256, set by ofi_quirks.c), each into our slabs:
+ * reading 64 a call while a stream of 4 KiB fragments kept the queue full
+ * let the backlog grow until the slabs it pinned ran out and shm stopped
+ * receiving for good (hostile_swrma_ofi+shm under ASan, a stats RPC stuck
+ * 60 s). A batch of the queue's size keeps the backlog from growing.
  */
-#define CTX_CQ_BATCH 64
+#define CTX_CQ_BATCH 256
 #define CTX_CHECK_NS 50000000u /* pidfd / probe sweep period when nothing arrives */
 
 /* Off x_retry, keeping the peer's count of queued ops. */
@@ -403,6 +409,10 @@ static int ctx_read_cq(struct ofi_context *x)
         for (ssize_t i = 0; i < n; i++)
             ctx_handle_entry(x, &ent[i], x->x_cls->k_source ? src[i] : FI_ADDR_NOTAVAIL);
         events += (int)n;
+        /* Before the next read lets the provider fill slabs again (shm drains
+         * its whole command queue in each): those it let go of go back now. */
+        if (!hmi_list_empty(&x->x_repost))
+            hmi_ofi_slabs_repost(x);
         if (n < CTX_CQ_BATCH)
             break;
     }

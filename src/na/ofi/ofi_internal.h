@@ -19,7 +19,9 @@
  * that, packed back to back in a multi-receive slab, each one starts 8-byte
  * aligned as the NA contract promises. The header is written into headroom
  * that msg_buf_alloc leaves before the buffer, so a send is one contiguous span
- * (no copy, one iov, one memory descriptor).
+ * (no copy, one iov, one memory descriptor). On inject-only protocols (shm)
+ * a message past the inject size goes as fragments, each with the same
+ * header plus OFI_HDR_F_FRAG and an 8-byte fragment header (ofi_frag.c).
  */
 #ifndef HM_NA_OFI_INTERNAL_H
 #define HM_NA_OFI_INTERNAL_H

@@ -167,13 +167,14 @@ static unsigned int plugin_rma_iov_limit(const struct fi_info *info)
 /*
  * Slabs for a fragmenting protocol. One progress call drains the whole
  * command queue of our region: up to rx_attr->size injects of up to
- * k_inject_size bytes (4 MiB with shm's 1024 x 4 KiB). What finds no slab
- * posted becomes an unexpected message, and libfabric 1.17's shm, out of
- * entries for those, leaks one per retry until it stops receiving for good
- * (na_ofi_eagain_ofi+shm saw every send to it meet -FI_EAGAIN once 8 KiB
- * messages went as fragments with 8 slabs of 512 KiB). So twice that drain
+ * k_inject_size bytes (1 MiB with FI_SHM_RX_SIZE 256 x 4 KiB; 4 MiB with
+ * shm's own default of 1024). What finds no slab posted becomes an
+ * unexpected message, and libfabric 1.17's shm, out of entries for those,
+ * leaks one per retry until it stops receiving for good (with 1024 and 8
+ * slabs of 512 KiB, na_ofi_eagain_ofi+shm saw every send to it meet
+ * -FI_EAGAIN once 8 KiB messages went as fragments). So twice that drain
  * stays posted: it holds one full queue while the slabs of the previous
- * wait to be posted again.
+ * wait to be posted again (8 slabs cover it at 256).
  */
 static size_t plugin_frag_slabs(const struct fi_info *info, const struct ofi_class *k)
 {

@@ -110,6 +110,10 @@ static const struct {
 } ofi_provider_env[] = {
     {"FI_OFI_RXM_USE_SRX", "1"},
     {"FI_OFI_RXM_MSG_RX_SIZE", "256"},
+    /* shm's command queue per receiver (ofi_plugin.c, plugin_frag_slabs): one
+     * progress call drains it all into our slabs, and we read at most
+     * CTX_CQ_BATCH completions per fi_cq_read, so a drain must fit a batch. */
+    {"FI_SHM_RX_SIZE", "256"},
 };
 
 static void ofi_provider_env_once(void)
