@@ -137,7 +137,7 @@ const struct hmi_na_tunable hmi_ofi_tunables[OFI_TUNE_COUNT] = {
                             "bytes per multi-receive slab (raised to hold 4 eager messages)"},
     [OFI_TUNE_SLABS] = {"HM_OFI_SLABS", HMI_NA_TUNABLE_SIZE, "8", 2, 4096,
                         "receive slabs posted per context (ofi+tcp: buffers, at least 256; "
-                        "ofi+shm: at least 16)"},
+                        "ofi+shm: at least 2 x FI_SHM_RX_SIZE x 4 KiB)"},
     [OFI_TUNE_PROBE_MS] = {"HM_OFI_PROBE_MS", HMI_NA_TUNABLE_SIZE, "1000", 10, 600000,
                            "silence (ms) after a send before a quiet peer is probed"},
     [OFI_TUNE_STUCK_MS] = {"HM_OFI_STUCK_MS", HMI_NA_TUNABLE_SIZE, "5000", 100, 3600000,
