@@ -38,9 +38,11 @@
  * reading 64 a call while a stream of 4 KiB fragments kept the queue full
  * let the backlog grow until the slabs it pinned ran out and shm stopped
  * receiving for good (hostile_swrma_ofi+shm under ASan, a stats RPC stuck
- * 60 s). A batch of the queue's size keeps the backlog from growing.
+ * 60 s). A batch of the queue's size keeps the backlog from growing
+ * (fragmenting protocols read CTX_CQ_BATCH_FRAG; the others keep 64).
  */
-#define CTX_CQ_BATCH 256
+#define CTX_CQ_BATCH 64
+#define CTX_CQ_BATCH_FRAG 256
 #define CTX_CHECK_NS 50000000u /* pidfd / probe sweep period when nothing arrives */
 
 /* Off x_retry, keeping the peer's count of queued ops. */
@@ -383,8 +385,9 @@ static void ctx_handle_entry(struct ofi_context *x, const struct fi_cq_data_entr
 /* Read the CQ until it is empty (bounded); returns completions handled. */
 static int ctx_read_cq(struct ofi_context *x)
 {
-    struct fi_cq_data_entry ent[CTX_CQ_BATCH];
-    fi_addr_t src[CTX_CQ_BATCH];
+    struct fi_cq_data_entry ent[CTX_CQ_BATCH_FRAG];
+    fi_addr_t src[CTX_CQ_BATCH_FRAG];
+    size_t batch = x->x_cls->k_frag ? CTX_CQ_BATCH_FRAG : CTX_CQ_BATCH;
     int events = (int)x->x_nstash;
     if (hmi_unlikely(x->x_nstash)) { /* read by poll_arm */
         size_t n = x->x_nstash;
@@ -393,8 +396,8 @@ static int ctx_read_cq(struct ofi_context *x)
             ctx_handle_entry(x, &x->x_stash[i], x->x_stash_src[i]);
     }
     for (int round = 0; round < 8; round++) {
-        ssize_t n = x->x_cls->k_source ? fi_cq_readfrom(x->x_cq, ent, CTX_CQ_BATCH, src)
-                                       : fi_cq_read(x->x_cq, ent, CTX_CQ_BATCH);
+        ssize_t n = x->x_cls->k_source ? fi_cq_readfrom(x->x_cq, ent, batch, src)
+                                       : fi_cq_read(x->x_cq, ent, batch);
         if (n == -FI_EAGAIN)
             break;
         if (n == -FI_EAVAIL) {
@@ -411,9 +414,9 @@ static int ctx_read_cq(struct ofi_context *x)
         events += (int)n;
         /* Before the next read lets the provider fill slabs again (shm drains
          * its whole command queue in each): those it let go of go back now. */
-        if (!hmi_list_empty(&x->x_repost))
+        if (x->x_cls->k_frag && !hmi_list_empty(&x->x_repost))
             hmi_ofi_slabs_repost(x);
-        if (n < CTX_CQ_BATCH)
+        if ((size_t)n < batch)
             break;
     }
     return events;

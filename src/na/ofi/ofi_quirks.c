@@ -112,7 +112,7 @@ static const struct {
     {"FI_OFI_RXM_MSG_RX_SIZE", "256"},
     /* shm's command queue per receiver (ofi_plugin.c, plugin_frag_slabs): one
      * progress call drains it all into our slabs, and we read at most
-     * CTX_CQ_BATCH completions per fi_cq_read, so a drain must fit a batch. */
+     * CTX_CQ_BATCH_FRAG completions per fi_cq_read: a drain must fit a batch. */
     {"FI_SHM_RX_SIZE", "256"},
 };
 
