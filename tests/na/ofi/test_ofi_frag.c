@@ -246,6 +246,21 @@ static void fr_open(struct fr_side *s)
     assert_int_equal(s->good.cls->c_ops.addr_lookup(s->good.ctx, uri, &s->dest), HM_SUCCESS);
 }
 
+/* Wait for the attacker to exit, serving meanwhile; past the guard, kill it by its pid. */
+static void fr_reap(struct fr_side *s, pid_t atk)
+{
+    int wstatus = 0;
+    uint64_t end = hmi_time_ns() + FR_GUARD_NS;
+    while (waitpid(atk, &wstatus, WNOHANG) == 0 && hmi_time_ns() < end)
+        fr_progress(s);
+    if (hmi_time_ns() >= end) {
+        kill(atk, SIGKILL);
+        waitpid(atk, &wstatus, 0);
+    }
+    assert_true(WIFEXITED(wstatus));
+    assert_int_equal(WEXITSTATUS(wstatus), 0);
+}
+
 static void test_forged_fragments(void **state)
 {
     int to_atk[2], from_atk[2];
@@ -295,16 +310,7 @@ static void test_forged_fragments(void **state)
     assert_int_equal(s.good_ok, s.good_seq);
     assert_int_equal(st->fs_dropped, 7 + FR_FORGED);
     assert_int_equal(write(to_atk[1], "quit\n", 5), 5);
-    int wstatus = 0;
-    end = hmi_time_ns() + FR_GUARD_NS;
-    while (waitpid(atk, &wstatus, WNOHANG) == 0 && hmi_time_ns() < end)
-        fr_progress(&s);
-    if (hmi_time_ns() >= end) { /* stop it ourselves, by its pid */
-        kill(atk, SIGKILL);
-        waitpid(atk, &wstatus, 0);
-    }
-    assert_true(WIFEXITED(wstatus));
-    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    fr_reap(&s, atk);
     /* Its end (pidfd) drops what it left half sent. */
     fr_wait_counts(&s, 7 + FR_FORGED, 3 + FR_OWN_STARTS);
     assert_int_equal(ofi_ctx(s.srv.ctx)->x_nreasm, 0);
