@@ -957,15 +957,6 @@ static void test_peer_cap(void **state)
 static void test_stalled_reader(void **state)
 {
     (void)state;
-    if (strncmp(g_protocol, "ofi+shm", 7) == 0) {
-        /* libfabric's shm (1.17) completes an endpoint's sends larger than
-         * its inject size in order, from one response queue: one to a
-         * receiver that never progresses holds back every later one, to any
-         * peer, below Hermod (docs/ARCHITECTURE.md, Known limits). */
-        printf("stalled reader: skipped on ofi+shm (the provider's in-order send "
-               "completions)\n");
-        skip();
-    }
     hm_bulk_t *region = s_expose(&g_cli, &g_ids);
     assert_non_null(region);
     struct s_stats st0, st;

@@ -187,6 +187,7 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *w
         strcpy(uri, "?");
     hmi_log(HMI_SUBSYS_NA, HMI_LOG_INFO, "ofi: peer %s is dead: %s", uri, why);
     addr_unwatch_pid(x, peer);
+    hmi_ofi_reasm_cut(x, peer);
     addr_fail_queued(x, peer);
     hmi_na_peer_failed(x->x_na, peer);
 }

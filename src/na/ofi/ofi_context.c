@@ -33,8 +33,16 @@
  * starved its good client, `hostile_flood_ofi+tcp`). Taking more than rxm
  * brings in drains the backlog each call, so our posted receives never run
  * out and rxm never buffers (docs/ARCHITECTURE.md, admission control).
+ * shm's progress (every fi_cq_read) drains its whole command queue, up to
+ * FI_SHM_RX_SIZE messages (256, set by ofi_quirks.c), each into our slabs:
+ * reading 64 a call while a stream of 4 KiB fragments kept the queue full
+ * let the backlog grow until the slabs it pinned ran out and shm stopped
+ * receiving for good (hostile_swrma_ofi+shm under ASan, a stats RPC stuck
+ * 60 s). A batch of the queue's size keeps the backlog from growing
+ * (fragmenting protocols read CTX_CQ_BATCH_FRAG; the others keep 64).
  */
 #define CTX_CQ_BATCH 64
+#define CTX_CQ_BATCH_FRAG 256
 #define CTX_CHECK_NS 50000000u /* pidfd / probe sweep period when nothing arrives */
 
 /* Off x_retry, keeping the peer's count of queued ops. */
@@ -219,6 +227,7 @@ static void ctx_release(struct ofi_context *x)
     if (x->x_ep)
         fi_close(&x->x_ep->fid);
     x->x_ep = NULL;
+    hmi_ofi_reasm_close(x); /* before the peers its partial messages point at */
     hmi_ofi_slabs_close(x);
     hmi_ofi_peers_clear(x);
     if (x->x_av)
@@ -269,6 +278,8 @@ hm_return_t hmi_ofi_context_open(hmi_na_context_t *ctx)
     hmi_list_init(&x->x_repost);
     hmi_list_init(&x->x_retry);
     hmi_list_init(&x->x_posted);
+    hmi_list_init(&x->x_reasm);
+    hmi_list_init(&x->x_reasm_held);
     hmi_hmap_init(&x->x_by_fi, 16);
     hmi_na_addrtab_init(&x->x_by_name, NULL);
     ctx_check_device(ctx, x->x_cls);
@@ -383,8 +394,9 @@ static void ctx_handle_entry(struct ofi_context *x, const struct fi_cq_data_entr
 /* Read the CQ until it is empty (bounded); returns completions handled. */
 static int ctx_read_cq(struct ofi_context *x)
 {
-    struct fi_cq_data_entry ent[CTX_CQ_BATCH];
-    fi_addr_t src[CTX_CQ_BATCH];
+    struct fi_cq_data_entry ent[CTX_CQ_BATCH_FRAG];
+    fi_addr_t src[CTX_CQ_BATCH_FRAG];
+    size_t batch = x->x_cls->k_frag ? CTX_CQ_BATCH_FRAG : CTX_CQ_BATCH;
     int events = (int)x->x_nstash;
     if (hmi_unlikely(x->x_nstash)) { /* read by poll_arm */
         size_t n = x->x_nstash;
@@ -393,8 +405,8 @@ static int ctx_read_cq(struct ofi_context *x)
             ctx_handle_entry(x, &x->x_stash[i], x->x_stash_src[i]);
     }
     for (int round = 0; round < 8; round++) {
-        ssize_t n = x->x_cls->k_source ? fi_cq_readfrom(x->x_cq, ent, CTX_CQ_BATCH, src)
-                                       : fi_cq_read(x->x_cq, ent, CTX_CQ_BATCH);
+        ssize_t n = x->x_cls->k_source ? fi_cq_readfrom(x->x_cq, ent, batch, src)
+                                       : fi_cq_read(x->x_cq, ent, batch);
         if (n == -FI_EAGAIN)
             break;
         if (n == -FI_EAVAIL) {
@@ -409,7 +421,11 @@ static int ctx_read_cq(struct ofi_context *x)
         for (ssize_t i = 0; i < n; i++)
             ctx_handle_entry(x, &ent[i], x->x_cls->k_source ? src[i] : FI_ADDR_NOTAVAIL);
         events += (int)n;
-        if (n < CTX_CQ_BATCH)
+        /* Before the next read lets the provider fill slabs again (shm drains
+         * its whole command queue in each): those it let go of go back now. */
+        if (x->x_cls->k_frag && !hmi_list_empty(&x->x_repost))
+            hmi_ofi_slabs_repost(x);
+        if ((size_t)n < batch)
             break;
     }
     return events;

@@ -7,6 +7,7 @@
  *   ofi_context.c  endpoint, AV, CQ, epoll set, progress, blocking, cancel, close
  *   ofi_addr.c     canonical peers (by fi_addr_t and by name), pidfds, liveness probes
  *   ofi_msg.c      message buffers, send/inject, receive slabs, release tokens
+ *   ofi_frag.c     inject-only protocols (shm): fragments out, reassembly in
  *   ofi_rma.c      memory registration, key packing, fi_read/fi_write and
  *                  fi_readmsg/fi_writemsg for multi-piece ops
  *
@@ -18,7 +19,9 @@
  * that, packed back to back in a multi-receive slab, each one starts 8-byte
  * aligned as the NA contract promises. The header is written into headroom
  * that msg_buf_alloc leaves before the buffer, so a send is one contiguous span
- * (no copy, one iov, one memory descriptor).
+ * (no copy, one iov, one memory descriptor). On inject-only protocols (shm)
+ * a message past the inject size goes as fragments, each with the same
+ * header plus OFI_HDR_F_FRAG and an 8-byte fragment header (ofi_frag.c).
  */
 #ifndef HM_NA_OFI_INTERNAL_H
 #define HM_NA_OFI_INTERNAL_H
@@ -67,6 +70,8 @@ struct ofi_quirk {
     bool q_mem_pins;              /* registration pins pages (an RDMA NIC) */
     bool q_rma_native;            /* the NIC enforces RMA keys: the plugin's RMA is
                                      used (HM_NA_RMA_NATIVE); else the NA's */
+    bool q_inject_only;           /* every send is an fi_inject: a message past the
+                                     inject size goes as fragments (ofi_frag.c) */
     bool q_rma_fails_named;       /* RMA parts a broken peer leaves in the provider come
                                      back as error completions naming their op (so an op
                                      to a dead peer waits for them; see ofi_addr.c) */
@@ -113,6 +118,11 @@ size_t hmi_ofi_tunable(enum ofi_tunable_id id);
 #define OFI_HDR_MAGIC 0xa7u
 #define OFI_HDR_F_NAME 0x01u  /* the sender's name follows the header */
 #define OFI_HDR_F_PROBE 0x02u /* liveness probe: not for the core */
+#define OFI_HDR_F_FRAG 0x04u  /* one fragment of a message (ofi_frag.c) */
+#define OFI_FRAG_HDR_SIZE 8u  /* after the name: u32 total, u32 offset (LE) */
+#define OFI_FRAG_WIRE_MAX 4096u /* largest fragment on the wire (shm's inject size) */
+#define OFI_REASM_MAX 64u     /* messages in reassembly per context; one more evicts
+                                 the one whose last fragment is the oldest */
 
 struct ofi_name {
     uint8_t n_len;
@@ -182,6 +192,7 @@ enum ofi_req_kind {
     OFI_REQ_OP = 1,    /* an hmi_na_op_t (send, put, get) */
     OFI_REQ_SLAB = 2,  /* a receive slab */
     OFI_REQ_PROBE = 3, /* a peer's liveness probe */
+    OFI_REQ_REASM = 4, /* a reassembled message (a release token, never posted) */
 };
 
 struct ofi_req {
@@ -236,10 +247,21 @@ struct ofi_class {
     uint64_t k_stuck_ns;
     bool k_source;          /* FI_SOURCE granted */
     bool k_multi_recv;
+    bool k_frag;            /* q_inject_only: sends past k_inject_size go in fragments */
     bool k_listen_set;      /* the URI named a listen address */
     struct ofi_name k_listen;
     uint64_t _Atomic k_next_key; /* keys we choose without FI_MR_PROV_KEY */
     hmi_na_context_t *_Atomic k_mr_ctx; /* endpoint MRs bind to, with FI_MR_ENDPOINT */
+};
+
+/* What ofi_frag.c did, per context (tests and logs read them). */
+struct ofi_frag_stats {
+    uint64_t fs_sent;       /* messages sent as fragments */
+    uint64_t fs_delivered;  /* messages reassembled and delivered */
+    uint64_t fs_dropped;    /* fragments dropped: a bad field, out of sequence, no room */
+    uint64_t fs_abandoned;  /* partial messages dropped: cut off by a new message, the
+                               sender's end, or evicted for room */
+    uint64_t fs_bytes;      /* bytes of partial messages held now */
 };
 
 struct ofi_context {
@@ -271,6 +293,10 @@ struct ofi_context {
     int x_bell_fd;             /* doorbell socket, -1 without one */
     atomic_uint *x_armed;      /* our shared "armed" word */
     bool x_sleeping;           /* poll_arm armed the doorbell */
+    struct hmi_list x_reasm;   /* messages in reassembly, least recently moved first */
+    unsigned int x_nreasm;     /* on x_reasm: at most OFI_REASM_MAX */
+    struct hmi_list x_reasm_held; /* reassembled, delivered, not released yet */
+    struct ofi_frag_stats x_frag;
     size_t x_nstash;           /* completions poll_arm read, for the next progress */
     struct fi_cq_data_entry x_stash[16];
     fi_addr_t x_stash_src[16];
@@ -295,6 +321,7 @@ struct hmi_na_addr {
     uint64_t a_stuck_since_ns; /* first -FI_EAGAIN of a post to it not followed by success */
     unsigned int a_nqueued;    /* its ops on x_retry: new sends queue behind them */
     uint64_t a_blocked_round;  /* retry round in which one of its posts met EAGAIN */
+    struct ofi_reasm *a_reasm; /* its message in reassembly, or NULL (ofi_frag.c) */
     struct ofi_req a_probe;
 };
 
@@ -313,6 +340,7 @@ struct ofi_op {
     void *p_wire;
     size_t p_wire_len;
     void *p_desc;
+    size_t p_frag_off;      /* fragmented send: payload bytes injected so far */
     /*
      * rma: the pieces as libfabric takes them, kept until the op completes
      * (retries after -FI_EAGAIN post them again; libfabric does not promise
@@ -454,6 +482,39 @@ int hmi_ofi_slabs_repost(struct ofi_context *x);
 /* A receive completion (FI_RECV) on `slab`. */
 void hmi_ofi_recv_done(struct ofi_context *x, struct ofi_slab *slab, void *buf, size_t len,
                        uint64_t flags, fi_addr_t src);
+
+/* ofi_frag.c */
+/*
+ * A message being reassembled, or reassembled and held by the core (its
+ * release token). Owned by its peer (a_reasm) and on x_reasm while partial,
+ * on x_reasm_held once delivered; freed at release, eviction or close.
+ */
+struct ofi_reasm {
+    struct ofi_req r_req;      /* first: r_kind OFI_REQ_REASM tells a token apart */
+    struct hmi_list r_link;    /* x_reasm or x_reasm_held */
+    hmi_na_addr_t *r_peer;     /* while partial */
+    size_t r_total;
+    size_t r_got;
+    uint64_t r_data[];         /* r_total bytes, 8-byte aligned */
+};
+
+/* Post (or resume) `p` as fragments; -FI_EAGAIN to queue, like hmi_ofi_send_post. */
+ssize_t hmi_ofi_frag_post(struct ofi_context *x, struct ofi_op *p);
+/*
+ * One received fragment of `peer` (view of a span with OFI_HDR_F_FRAG),
+ * checked against the peer's message in reassembly and the receiver's
+ * `limit` (its eager limit). Returns the whole message when this fragment
+ * completes it (then on x_reasm_held, for the caller to deliver), else NULL:
+ * kept, or dropped and counted.
+ */
+struct ofi_reasm *hmi_ofi_reasm_add(struct ofi_context *x, hmi_na_addr_t *peer,
+                                    const struct ofi_hdr_view *view, size_t limit);
+/* `peer` sent a whole message or is gone: drop what it left half sent. */
+void hmi_ofi_reasm_cut(struct ofi_context *x, hmi_na_addr_t *peer);
+/* The core released a reassembled message. */
+void hmi_ofi_reasm_release(struct ofi_context *x, struct ofi_reasm *r);
+/* Free every partial and held message (context close). */
+void hmi_ofi_reasm_close(struct ofi_context *x);
 
 /* ofi_rma.c */
 hm_return_t hmi_ofi_mem_register(hmi_na_class_t *cls, hmi_na_mem_t *mem);

@@ -3,13 +3,15 @@
  * headroom (its bookkeeping, then room for the plugin header and sender
  * name) and 8 bytes of tailroom (padding), registered whole when the
  * provider wants FI_MR_LOCAL, so a send is one contiguous span: fi_inject
- * when it fits the provider's inject size, fi_send otherwise.
+ * when it fits the provider's inject size, fi_send otherwise, or, for
+ * inject-only protocols (shm), a train of injects (ofi_frag.c).
  *
  * Receives land in slabs posted with FI_MULTI_RECV and are delivered in
  * place; the release token is the slab. A slab goes back to the provider
  * only once the provider has let go of it and the core has released every
  * message in it (hmi_ofi_slab_*). Without FI_MULTI_RECV each slab holds one
- * message.
+ * message. A fragment is copied out into its message's reassembly buffer,
+ * which is the release token of the whole message (r_kind tells them apart).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +62,8 @@ ssize_t hmi_ofi_send_post(struct ofi_context *x, struct ofi_op *p)
 {
     fi_addr_t dest = p->p_peer->a_fi;
     ssize_t rc;
+    if (hmi_unlikely(x->x_cls->k_frag && p->p_wire_len > x->x_cls->k_inject_size))
+        return hmi_ofi_frag_post(x, p);
     if (p->p_wire_len <= x->x_cls->k_inject_size) {
         rc = fi_inject(x->x_ep, p->p_wire, p->p_wire_len, dest);
         if (rc == 0) {
@@ -114,6 +118,7 @@ hm_return_t hmi_ofi_msg_send(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const v
     p->p_wire = hmi_ofi_hdr_write(b->b_payload, len, name, (uint32_t)x->x_pid, 0,
                                   &p->p_wire_len);
     p->p_desc = b->b_desc;
+    p->p_frag_off = 0;
     dest->a_await = true;
     dest->a_quiet_since_ns = 0;
     dest->a_probes = 0;
@@ -232,8 +237,23 @@ static bool msg_deliver(struct ofi_context *x, struct ofi_slab *slab, uint8_t *d
         static struct hmi_log_limit unknown_log; /* a peer can cause it: rate-limited */
         hmi_log_limited(&unknown_log, HMI_SUBSYS_NA, HMI_LOG_WARN,
                         "ofi: dropped a message from an unknown sender");
+        if (view.h_flags & OFI_HDR_F_FRAG)
+            x->x_frag.fs_dropped++;
         return false;
     }
+    if (hmi_unlikely(view.h_flags & OFI_HDR_F_FRAG)) {
+        if (source->a_dead) { /* its partial went when it died; start no other */
+            x->x_frag.fs_dropped++;
+            return false;
+        }
+        /* Copied out of the slab: the slab is not held for it. */
+        size_t limit = x->x_na->x_class->c_eager_limit;
+        struct ofi_reasm *whole = hmi_ofi_reasm_add(x, source, &view, limit);
+        if (whole != NULL)
+            hmi_na_deliver(x->x_na, source, whole->r_data, whole->r_total, (uintptr_t)whole);
+        return whole != NULL;
+    }
+    hmi_ofi_reasm_cut(x, source); /* a whole message ends any train it left unfinished */
     hmi_ofi_slab_deliver(slab);
     hmi_na_deliver(x->x_na, source, view.h_payload, view.h_payload_len, (uintptr_t)slab);
     return true;
@@ -255,6 +275,10 @@ void hmi_ofi_recv_done(struct ofi_context *x, struct ofi_slab *slab, void *buf, 
 
 void hmi_ofi_msg_release(hmi_na_context_t *ctx, uintptr_t token)
 {
+    if (hmi_unlikely(((struct ofi_req *)token)->r_kind == OFI_REQ_REASM)) {
+        hmi_ofi_reasm_release(ofi_ctx(ctx), (struct ofi_reasm *)token);
+        return;
+    }
     struct ofi_slab *slab = (struct ofi_slab *)token;
     if (hmi_ofi_slab_release(slab)) {
         ctx->x_recv_pinned--;

@@ -164,6 +164,27 @@ static unsigned int plugin_rma_iov_limit(const struct fi_info *info)
     return limit == 0 ? 1u : (unsigned int)limit;
 }
 
+/*
+ * Slabs for a fragmenting protocol. One progress call drains the whole
+ * command queue of our region: up to rx_attr->size injects of up to
+ * k_inject_size bytes (1 MiB with FI_SHM_RX_SIZE 256 x 4 KiB; 4 MiB with
+ * shm's own default of 1024). What finds no slab posted becomes an
+ * unexpected message, and libfabric 1.17's shm, out of entries for those,
+ * leaks one per retry until it stops receiving for good (with 1024 and 8
+ * slabs of 512 KiB, na_ofi_eagain_ofi+shm saw every send to it meet
+ * -FI_EAGAIN once 8 KiB messages went as fragments). So twice that drain
+ * stays posted: it holds one full queue while the slabs of the previous
+ * wait to be posted again (8 slabs cover it at 256).
+ */
+static size_t plugin_frag_slabs(const struct fi_info *info, const struct ofi_class *k)
+{
+    size_t drain = info->rx_attr->size * k->k_inject_size;
+    size_t need = (2 * drain + k->k_slab_size - 1) / k->k_slab_size;
+    if (need > 4096)
+        need = 4096;
+    return k->k_nslabs > need ? k->k_nslabs : need;
+}
+
 /* Check what fi_getinfo granted and derive the class's limits from it. */
 static hm_return_t plugin_check_info(hmi_na_class_t *cls, struct ofi_class *k)
 {
@@ -189,6 +210,8 @@ static hm_return_t plugin_check_info(hmi_na_class_t *cls, struct ofi_class *k)
     k->k_rma_flags = info->tx_attr->op_flags | FI_COMPLETION;
     cls->c_rma_iov_limit = plugin_rma_iov_limit(info);
     k->k_multi_recv = k->k_quirk->q_multi_recv && (info->caps & FI_MULTI_RECV);
+    k->k_frag = k->k_quirk->q_inject_only &&
+                k->k_inject_size >= OFI_HDR_SIZE + 8 + OFI_NAME_MAX + OFI_FRAG_HDR_SIZE + 8;
     size_t eager = hmi_ofi_tunable(OFI_TUNE_EAGER_LIMIT);
     cls->c_eager_limit = eager;
     k->k_min_multi_recv = ofi_round8(eager) + OFI_BUF_ROOM;
@@ -205,6 +228,8 @@ static hm_return_t plugin_check_info(hmi_na_class_t *cls, struct ofi_class *k)
         k->k_nslabs = 256;
     }
     k->k_slab_size = ofi_round8(k->k_slab_size);
+    if (k->k_frag && k->k_multi_recv)
+        k->k_nslabs = plugin_frag_slabs(info, k);
     k->k_probe_ns = (uint64_t)hmi_ofi_tunable(OFI_TUNE_PROBE_MS) * 1000000u;
     k->k_stuck_ns = (uint64_t)hmi_ofi_tunable(OFI_TUNE_STUCK_MS) * 1000000u;
     return HM_SUCCESS;
@@ -287,10 +312,10 @@ static hm_return_t ofi_class_open(hmi_na_class_t *cls, const char *protocol, con
     }
     hmi_log(HMI_SUBSYS_NA, HMI_LOG_INFO,
             "ofi: %s on \"%s\": eager %zu, inject %zu, mr_mode 0x%llx, source %d, "
-            "multi_recv %d, rma iovs %u",
+            "multi_recv %d, fragments %d, rma iovs %u",
             cls->c_protocol, k->k_info->fabric_attr->prov_name, cls->c_eager_limit,
             k->k_inject_size, (unsigned long long)k->k_mr_mode, k->k_source,
-            k->k_multi_recv, cls->c_rma_iov_limit);
+            k->k_multi_recv, k->k_frag, cls->c_rma_iov_limit);
     return HM_SUCCESS;
 
 err_fabric:

@@ -53,11 +53,15 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_watch_pid = true,
         .q_probe = false,
         .q_doorbell = true,
+        .q_inject_only = true,
         .q_note = "FI_SOURCE names a wrong entry for senders not in the AV, so the name "
                   "rides until the peer has answered; a CQ with FI_WAIT_FD fails "
                   "(FI_ENOSYS): blocking uses our doorbell; FI_OPT_MIN_MULTI_RECV crashes "
                   "before fi_enable; peer death is never reported: pids watched by pidfd; "
-                  "a failed read or write comes back with no context (libfabric 1.17)",
+                  "a failed read or write comes back with no context; sends past the inject "
+                  "size complete in order from one queue, so one to a stopped peer held "
+                  "back all: every send is an inject, larger messages go as fragments "
+                  "(libfabric 1.17)",
     },
     {
         .q_protocol = "verbs",
@@ -106,6 +110,10 @@ static const struct {
 } ofi_provider_env[] = {
     {"FI_OFI_RXM_USE_SRX", "1"},
     {"FI_OFI_RXM_MSG_RX_SIZE", "256"},
+    /* shm's command queue per receiver (ofi_plugin.c, plugin_frag_slabs): one
+     * progress call drains it all into our slabs, and we read at most
+     * CTX_CQ_BATCH_FRAG completions per fi_cq_read: a drain must fit a batch. */
+    {"FI_SHM_RX_SIZE", "256"},
 };
 
 static void ofi_provider_env_once(void)
@@ -128,7 +136,8 @@ const struct hmi_na_tunable hmi_ofi_tunables[OFI_TUNE_COUNT] = {
     [OFI_TUNE_SLAB_SIZE] = {"HM_OFI_SLAB_SIZE", HMI_NA_TUNABLE_SIZE, "524288", 4096, 1u << 30,
                             "bytes per multi-receive slab (raised to hold 4 eager messages)"},
     [OFI_TUNE_SLABS] = {"HM_OFI_SLABS", HMI_NA_TUNABLE_SIZE, "8", 2, 4096,
-                        "receive slabs posted per context (ofi+tcp: buffers, at least 256)"},
+                        "receive slabs posted per context (ofi+tcp: buffers, at least 256; "
+                        "ofi+shm: at least 2 x FI_SHM_RX_SIZE x 4 KiB)"},
     [OFI_TUNE_PROBE_MS] = {"HM_OFI_PROBE_MS", HMI_NA_TUNABLE_SIZE, "1000", 10, 600000,
                            "silence (ms) after a send before a quiet peer is probed"},
     [OFI_TUNE_STUCK_MS] = {"HM_OFI_STUCK_MS", HMI_NA_TUNABLE_SIZE, "5000", 100, 3600000,

@@ -175,8 +175,9 @@ hm_return_t hmi_ofi_hdr_parse(uint8_t *wire, size_t len, struct ofi_hdr_view *vi
     if (len < OFI_HDR_SIZE || wire[0] != OFI_HDR_MAGIC)
         return HM_PROTOCOL_ERROR;
     uint8_t flags = wire[1], pad = wire[2], name_len = wire[3];
-    if ((flags & ~(OFI_HDR_F_NAME | OFI_HDR_F_PROBE)) || pad > 7 || name_len > OFI_NAME_MAX ||
-        !(flags & OFI_HDR_F_NAME) != !name_len)
+    if ((flags & ~(OFI_HDR_F_NAME | OFI_HDR_F_PROBE | OFI_HDR_F_FRAG)) || pad > 7 ||
+        name_len > OFI_NAME_MAX || !(flags & OFI_HDR_F_NAME) != !name_len ||
+        (flags & (OFI_HDR_F_PROBE | OFI_HDR_F_FRAG)) == (OFI_HDR_F_PROBE | OFI_HDR_F_FRAG))
         return HM_PROTOCOL_ERROR;
     size_t hdr_len = ofi_hdr_len(name_len);
     if (hdr_len + pad > len)

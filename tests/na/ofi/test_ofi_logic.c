@@ -1,6 +1,7 @@
 /*
  * The ofi plugin's hardware-free logic: URIs, the quirk table, tunables, the
- * message header and the slab bookkeeping. No transport is opened.
+ * message header, the slab bookkeeping and the reassembly of fragments
+ * (ofi_frag.c), hostile trains included. No transport is opened.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -217,6 +218,171 @@ static void test_slab_bookkeeping(void **state)
     assert_true(hmi_ofi_slab_release(&s));
 }
 
+/* ---- Reassembly (ofi_frag.c) ------------------------------------------------ */
+
+#define RA_LIMIT 65536u
+
+static void ra_ctx(struct ofi_context *x)
+{
+    memset(x, 0, sizeof(*x));
+    hmi_list_init(&x->x_reasm);
+    hmi_list_init(&x->x_reasm_held);
+}
+
+/* A received fragment as msg_deliver would see it: frag header, then bytes. */
+struct ra_frag {
+    _Alignas(8) uint8_t bytes[OFI_FRAG_HDR_SIZE + OFI_FRAG_WIRE_MAX];
+    struct ofi_hdr_view view;
+};
+
+static struct ofi_hdr_view *ra_frag(struct ra_frag *f, uint32_t total, uint32_t off, size_t n,
+                                    const uint8_t *src)
+{
+    for (int i = 0; i < 4; i++) {
+        f->bytes[i] = (uint8_t)(total >> (8 * i));
+        f->bytes[4 + i] = (uint8_t)(off >> (8 * i));
+    }
+    size_t from = (size_t)off + n <= RA_LIMIT ? off : 0; /* a hostile offset: any bytes */
+    if (n > 0)
+        memcpy(f->bytes + OFI_FRAG_HDR_SIZE, src + from, n);
+    f->view = (struct ofi_hdr_view){.h_flags = OFI_HDR_F_FRAG, .h_payload = f->bytes,
+                                    .h_payload_len = OFI_FRAG_HDR_SIZE + n};
+    return &f->view;
+}
+
+static uint8_t ra_src[RA_LIMIT + 16];
+
+static void ra_fill(void)
+{
+    for (size_t i = 0; i < sizeof(ra_src); i++)
+        ra_src[i] = (uint8_t)(i * 7 + 3);
+}
+
+/* Two peers' trains interleaved, each reassembled whole and in order. */
+static void test_reasm_interleaved(void **state)
+{
+    struct ofi_context x;
+    ra_ctx(&x);
+    ra_fill();
+    hmi_na_addr_t a = {0}, b = {0};
+    struct ra_frag f;
+    const uint32_t ta = 10000, tb = 9000, step = 4000;
+    struct ofi_reasm *done_a = NULL, *done_b = NULL;
+    for (uint32_t off = 0; off < ta || off < tb; off += step) {
+        if (off < ta) {
+            size_t n = ta - off < step ? ta - off : step;
+            assert_null(done_a);
+            done_a = hmi_ofi_reasm_add(&x, &a, ra_frag(&f, ta, off, n, ra_src), RA_LIMIT);
+        }
+        if (off < tb) {
+            size_t n = tb - off < step ? tb - off : step;
+            assert_null(done_b);
+            done_b = hmi_ofi_reasm_add(&x, &b, ra_frag(&f, tb, off, n, ra_src), RA_LIMIT);
+        }
+    }
+    assert_non_null(done_a);
+    assert_non_null(done_b);
+    assert_int_equal(done_a->r_total, ta);
+    assert_memory_equal(done_a->r_data, ra_src, ta);
+    assert_memory_equal(done_b->r_data, ra_src, tb);
+    assert_int_equal((uintptr_t)done_a->r_data % 8, 0);
+    assert_int_equal(done_a->r_req.r_kind, OFI_REQ_REASM);
+    assert_null(a.a_reasm);
+    assert_int_equal(x.x_nreasm, 0);
+    assert_int_equal(x.x_frag.fs_bytes, 0);
+    assert_int_equal(x.x_frag.fs_delivered, 2);
+    assert_int_equal(x.x_frag.fs_dropped + x.x_frag.fs_abandoned, 0);
+    hmi_ofi_reasm_release(&x, done_a);
+    hmi_ofi_reasm_close(&x); /* frees done_b, still held */
+    assert_true(hmi_list_empty(&x.x_reasm_held));
+}
+
+/* Every bad field: the fragment is dropped and counted, the partial with it. */
+static void test_reasm_hostile(void **state)
+{
+    struct ofi_context x;
+    ra_ctx(&x);
+    ra_fill();
+    hmi_na_addr_t a = {0};
+    struct ra_frag f;
+    /* a middle fragment with no start */
+    assert_null(hmi_ofi_reasm_add(&x, &a, ra_frag(&f, 8000, 4000, 4000, ra_src), RA_LIMIT));
+    assert_int_equal(x.x_frag.fs_dropped, 1);
+    /* a total past the limit; one of 0; an empty fragment; bytes past the total */
+    assert_null(hmi_ofi_reasm_add(&x, &a, ra_frag(&f, RA_LIMIT + 1, 0, 8, ra_src), RA_LIMIT));
+    assert_null(hmi_ofi_reasm_add(&x, &a, ra_frag(&f, 0, 0, 8, ra_src), RA_LIMIT));
+    assert_null(hmi_ofi_reasm_add(&x, &a, ra_frag(&f, 100, 0, 0, ra_src), RA_LIMIT));
+    assert_null(hmi_ofi_reasm_add(&x, &a, ra_frag(&f, 100, 96, 8, ra_src), RA_LIMIT));
+    assert_null(hmi_ofi_reasm_add(&x, &a, ra_frag(&f, 0xffffffffu, 0xfffffff8u, 8, ra_src),
+                                  UINT32_MAX));
+    assert_int_equal(x.x_frag.fs_dropped, 6);
+    assert_null(a.a_reasm);
+    /* the start of a good one, then a gap: both go */
+    assert_null(hmi_ofi_reasm_add(&x, &a, ra_frag(&f, 8000, 0, 4000, ra_src), RA_LIMIT));
+    assert_non_null(a.a_reasm);
+    assert_int_equal(x.x_frag.fs_bytes, 8000);
+    assert_null(hmi_ofi_reasm_add(&x, &a, ra_frag(&f, 8000, 4008, 8, ra_src), RA_LIMIT));
+    assert_null(a.a_reasm);
+    assert_int_equal(x.x_frag.fs_dropped, 7);
+    assert_int_equal(x.x_frag.fs_abandoned, 1);
+    /* a total that changes mid-train */
+    assert_null(hmi_ofi_reasm_add(&x, &a, ra_frag(&f, 8000, 0, 4000, ra_src), RA_LIMIT));
+    assert_null(hmi_ofi_reasm_add(&x, &a, ra_frag(&f, 9000, 4000, 4000, ra_src), RA_LIMIT));
+    assert_int_equal(x.x_frag.fs_dropped, 8);
+    /* a new start cuts the old one; a whole message (reasm_cut) too */
+    assert_null(hmi_ofi_reasm_add(&x, &a, ra_frag(&f, 8000, 0, 4000, ra_src), RA_LIMIT));
+    assert_null(hmi_ofi_reasm_add(&x, &a, ra_frag(&f, 6000, 0, 4000, ra_src), RA_LIMIT));
+    assert_int_equal(x.x_frag.fs_abandoned, 3);
+    assert_int_equal(a.a_reasm->r_total, 6000);
+    hmi_ofi_reasm_cut(&x, &a);
+    assert_int_equal(x.x_frag.fs_abandoned, 4);
+    assert_int_equal(x.x_nreasm, 0);
+    assert_int_equal(x.x_frag.fs_bytes, 0);
+    assert_int_equal(x.x_frag.fs_delivered, 0);
+    hmi_ofi_reasm_close(&x);
+}
+
+/* Starts from more peers than OFI_REASM_MAX: the oldest are evicted, memory bounded. */
+static void test_reasm_bounded(void **state)
+{
+    struct ofi_context x;
+    ra_ctx(&x);
+    ra_fill();
+    static hmi_na_addr_t peers[3 * OFI_REASM_MAX];
+    struct ra_frag f;
+    for (size_t i = 0; i < 3 * OFI_REASM_MAX; i++) {
+        assert_null(hmi_ofi_reasm_add(&x, &peers[i], ra_frag(&f, RA_LIMIT, 0, 8, ra_src),
+                                      RA_LIMIT));
+        assert_true(x.x_nreasm <= OFI_REASM_MAX);
+        assert_true(x.x_frag.fs_bytes <= (uint64_t)OFI_REASM_MAX * RA_LIMIT);
+    }
+    assert_int_equal(x.x_nreasm, OFI_REASM_MAX);
+    assert_int_equal(x.x_frag.fs_abandoned, 2 * OFI_REASM_MAX);
+    assert_null(peers[0].a_reasm);                     /* evicted: its next is out of sequence */
+    assert_non_null(peers[3 * OFI_REASM_MAX - 1].a_reasm); /* the newest kept */
+    assert_null(hmi_ofi_reasm_add(&x, &peers[0], ra_frag(&f, RA_LIMIT, 8, 8, ra_src), RA_LIMIT));
+    assert_int_equal(x.x_frag.fs_dropped, 1);
+    hmi_ofi_reasm_close(&x);
+    assert_int_equal(x.x_nreasm, 0);
+    assert_int_equal(x.x_frag.fs_bytes, 0);
+    for (size_t i = 0; i < 3 * OFI_REASM_MAX; i++)
+        assert_null(peers[i].a_reasm);
+}
+
+/* The fragment flag parses; with the probe flag it does not. */
+static void test_header_frag_flag(void **state)
+{
+    static _Alignas(8) uint8_t room[OFI_BUF_ROOM + 64];
+    uint8_t *payload = room + OFI_BUF_ROOM;
+    size_t wire_len;
+    uint8_t *wire = hmi_ofi_hdr_write(payload, 16, NULL, 1, OFI_HDR_F_FRAG, &wire_len);
+    struct ofi_hdr_view v;
+    assert_int_equal(hmi_ofi_hdr_parse(wire, wire_len, &v), HM_SUCCESS);
+    assert_int_equal(v.h_flags, OFI_HDR_F_FRAG);
+    wire[1] = OFI_HDR_F_FRAG | OFI_HDR_F_PROBE;
+    assert_int_equal(hmi_ofi_hdr_parse(wire, wire_len, &v), HM_PROTOCOL_ERROR);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -224,6 +390,8 @@ int main(void)
         cmocka_unit_test(test_uri_shm),            cmocka_unit_test(test_quirks),
         cmocka_unit_test(test_tunables),           cmocka_unit_test(test_header_round_trip),
         cmocka_unit_test(test_header_malformed),   cmocka_unit_test(test_slab_bookkeeping),
+        cmocka_unit_test(test_reasm_interleaved),  cmocka_unit_test(test_reasm_hostile),
+        cmocka_unit_test(test_reasm_bounded),      cmocka_unit_test(test_header_frag_flag),
     };
     return cmocka_run_group_tests_name("ofi_logic", tests, NULL, NULL);
 }
