@@ -11,12 +11,18 @@
 
 hm_bulk_t *hmi_bulk_alloc(uint32_t count, size_t key_bytes)
 {
+    return hmi_bulk_alloc_raw(count, key_bytes, 0);
+}
+
+hm_bulk_t *hmi_bulk_alloc_raw(uint32_t count, size_t key_bytes, size_t raw_bytes)
+{
     size_t head = sizeof(hm_bulk_t);
     size_t arrays = (size_t)count * (sizeof(size_t) + sizeof(hmi_na_mem_t *) +
                                      sizeof(uint8_t *) + sizeof(uint32_t));
-    hm_bulk_t *bulk = calloc(1, head + arrays + key_bytes);
+    hm_bulk_t *bulk = malloc(head + arrays + key_bytes + raw_bytes);
     if (bulk == NULL)
         return NULL;
+    memset(bulk, 0, head + arrays + key_bytes); /* the raw bytes are the caller's to fill */
     char *p = (char *)bulk + head;
     bulk->b_lens = (size_t *)(void *)p;
     p += count * sizeof(size_t);

@@ -83,9 +83,11 @@ void hmi_bulk_rcache_stats(struct hmi_bulk_rcache *rc, hm_bulk_cache_stats_t *st
 /* A local handle; registrations come through `rc` (the class's cache). */
 hm_return_t hmi_bulk_create(struct hmi_bulk_rcache *rc, uint32_t count, void *const *bufs,
                             const size_t *sizes, hm_bulk_perm_t perm, hm_bulk_t **bulk_out);
-/* An empty handle with room for `count` segments whose keys total `key_bytes`
- * (remote handles add the bytes they carry to `key_bytes`). */
+/* An empty handle with room for `count` segments whose keys total `key_bytes`. */
 hm_bulk_t *hmi_bulk_alloc(uint32_t count, size_t key_bytes);
+/* The same with `raw_bytes` more after the keys, left unset (a remote handle's
+ * carried contents, which the caller copies in at once). */
+hm_bulk_t *hmi_bulk_alloc_raw(uint32_t count, size_t key_bytes, size_t raw_bytes);
 /*
  * hmi_bulk_rkeys_get: the keys of `bulk` unpacked for (`ctx`, `peer`), from
  * the cache or unpacked now (once). HM_PROTOCOL_ERROR for a bad key.

@@ -123,7 +123,7 @@ static hm_bulk_t *bulk_remote_build(const struct bulk_wire_seg *segs, uint32_t c
                                     hm_bulk_perm_t perm, uint64_t total, size_t key_bytes,
                                     size_t carried)
 {
-    hm_bulk_t *bulk = hmi_bulk_alloc(count, key_bytes + carried);
+    hm_bulk_t *bulk = hmi_bulk_alloc_raw(count, key_bytes, carried);
     if (bulk == NULL)
         return NULL;
     bulk->b_perm = perm;
