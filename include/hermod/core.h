@@ -109,8 +109,8 @@ typedef struct hm_class_opts {
  * a transport eager limit below 4096 bytes, e.g. HM_OFI_EAGER_LIMIT=1024:
  * every peer may send that much before it has heard this class's limit),
  * HM_NOMEM, the transport's error. *class_out is written only on success.
- * The first ofi class of the process sets FI_OFI_RXM_USE_SRX and
- * FI_OFI_RXM_MSG_RX_SIZE in the environment when they are unset
+ * The first ofi class of the process sets FI_OFI_RXM_USE_SRX,
+ * FI_OFI_RXM_MSG_RX_SIZE and FI_SHM_RX_SIZE in the environment when they are unset
  * (libfabric reads its parameters only from there): setenv(3) is not safe
  * against other threads reading or changing the environment at that
  * moment, so create it before starting such threads.
