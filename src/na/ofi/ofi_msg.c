@@ -242,7 +242,10 @@ static bool msg_deliver(struct ofi_context *x, struct ofi_slab *slab, uint8_t *d
         return false;
     }
     if (hmi_unlikely(view.h_flags & OFI_HDR_F_FRAG)) {
-        if (source->a_dead) { /* its partial went when it died; start no other */
+        /* Only fragmenting protocols send trains: elsewhere a fragment is forged,
+         * and must not make us hold partial messages. Nor does a dead sender
+         * (its partial went when it died) start another. */
+        if (!x->x_cls->k_frag || source->a_dead) {
             x->x_frag.fs_dropped++;
             return false;
         }
