@@ -57,6 +57,13 @@ int hostile_server_start(struct hm_test_server *server, const struct hostile_ser
 hm_return_t hostile_call(hm_context_t *ctx, hm_addr_t *srv, const char *name, void *in,
                          void *out, unsigned int timeout_ms);
 hm_return_t hostile_report_of(hm_context_t *ctx, hm_addr_t *srv, struct hostile_report *rep);
+/*
+ * An honest client's end in a multi-process test: tell the parent "done",
+ * wait for its word (it stops the attackers first), then stop the server
+ * through `ctx` within `stop_ms`. HM_TIMEOUT if the parent never answered,
+ * else the STOP call's status.
+ */
+hm_return_t hostile_client_done(hm_context_t *ctx, hm_addr_t *srv, int stop_ms);
 
 /* What an attacker does. */
 enum hostile_attack {

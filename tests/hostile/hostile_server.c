@@ -229,6 +229,15 @@ hm_return_t hostile_report_of(hm_context_t *ctx, hm_addr_t *srv_addr,
     return hostile_call(ctx, srv_addr, HOSTILE_STATS, NULL, rep, 10000);
 }
 
+hm_return_t hostile_client_done(hm_context_t *ctx, hm_addr_t *srv_addr, int stop_ms)
+{
+    char line[64];
+    hm_test_signal("done");
+    if (hm_test_await(line, sizeof(line), 120000) != 0)
+        return HM_TIMEOUT;
+    return hostile_call(ctx, srv_addr, HOSTILE_STOP, NULL, NULL, stop_ms);
+}
+
 int hostile_memory_kb(pid_t pid, long *hwm_kb, long *rss_kb)
 {
     char path[64], line[256];

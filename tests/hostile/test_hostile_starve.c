@@ -143,10 +143,8 @@ static void honest_client(const char *uri)
                   (unsigned long long)rep.overload_replies,
                   (unsigned long long)rep.overload_drops,
                   (unsigned long long)rep.admit_replies, (unsigned long long)rep.admit_waiting);
-    hm_test_signal("done"); /* the parent stops the flooders before the server */
-    assert_int_equal(hm_test_await(line, sizeof(line), 120000), 0);
-    assert_int_equal(hostile_call(control, srv_control, HOSTILE_STOP, NULL, NULL, 60000),
-                     HM_SUCCESS);
+    /* The parent stops the flooders before the server. */
+    assert_int_equal(hostile_client_done(control, srv_control, 60000), HM_SUCCESS);
     hm_addr_free(srv);
     hm_addr_free(srv_control);
     assert_int_equal(hm_context_destroy(ctx), HM_SUCCESS);
