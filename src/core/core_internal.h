@@ -363,6 +363,10 @@ struct hm_context {
     hm_progress_mode_t c_mode;
     uint32_t c_timeout_ms;
     uint32_t c_spin_us;
+    /* Default mode's idle spin (progress.c): when it may yield the core
+     * next, and whether the last yield gave the core to another thread. */
+    uint64_t c_spin_next_yield_ns;
+    bool c_spin_core_shared;
 
     /* The one completion queue (trigger.c): records (util/comp.h) of handles,
      * bulk transfers and user timers whose callback is due, in the order

@@ -11,6 +11,32 @@
 #include "util/log.h"
 #include "util/time.h"
 
+/* Pure spin between two yields of the default mode's idle spin. */
+#define SPIN_YIELD_GAP_NS 20000u
+/* A yield that took longer gave the core to another thread. */
+#define SPIN_YIELD_SHARED_NS 4000u
+
+/*
+ * One idle pass of the default mode's spin. An idle spin must let a peer
+ * that shares our core run (an oversubscribed node, a forked server):
+ * pure spinning there cost 110 us per round trip on shm against 2 us with
+ * a yield per pass. But on this VM a sched_yield is a syscall of 1.3-2 us,
+ * and a yield per pass made the default mode's shm round trip 1.5-1.8x
+ * busy's when each side had its own core. So the spin yields once per
+ * SPIN_YIELD_GAP_NS, unless the last yield gave the core away (it came back
+ * late: someone else ran), which means we share it; then it yields on every
+ * pass, as before, until a yield comes back at once.
+ */
+static void progress_idle_spin(hm_context_t *ctx, uint64_t now)
+{
+    if (!ctx->c_spin_core_shared && now < ctx->c_spin_next_yield_ns)
+        return;
+    sched_yield();
+    uint64_t after = hmi_time_ns();
+    ctx->c_spin_core_shared = after - now > SPIN_YIELD_SHARED_NS;
+    ctx->c_spin_next_yield_ns = after + SPIN_YIELD_GAP_NS;
+}
+
 /* Milliseconds to block: until `deadline`, or the next RPC deadline if sooner. */
 static int progress_block_ms(hm_context_t *ctx, uint64_t now, uint64_t deadline)
 {
@@ -61,13 +87,7 @@ static hm_return_t progress_locked(hm_context_t *ctx, unsigned int timeout_ms)
         if (events > 0 || ctx->c_mode == HM_PROGRESS_BUSY)
             continue;
         if (ctx->c_mode == HM_PROGRESS_DEFAULT && now < spin_until) {
-            /* An idle spin yields the core: a peer sharing it (an
-             * oversubscribed node, a forked server) would otherwise wait for
-             * our whole spin before it could run, which doubled the spin in
-             * every round trip. Measured: pure spin 110 us median on shm
-             * when client and server shared a core, yielding 2 us either way;
-             * HM_PROGRESS_BUSY keeps the pure spin (1.2 us on its own core). */
-            sched_yield();
+            progress_idle_spin(ctx, now);
             continue;
         }
         hmi_ctx_block(ctx, progress_block_ms(ctx, now, deadline));
