@@ -7,7 +7,9 @@
 
 /*
  * ceil_floors: the blocking ping-pong floors (pipe, eventfd, TCP_NODELAY
- * over 127.0.0.1), `iters` timed round trips each against a forked echoer,
+ * over 127.0.0.1) and the busy TCP one (tcp_busy: the same connection
+ * non-blocking, both sides spinning), `iters` timed round trips each
+ * against a forked echoer,
  * and tcp_first: `iters` fresh 127.0.0.1 connections, each timed from
  * socket() to its first reply (the raw first contact);
  * one table row or JSON record ({"floor":..., "median_us":...}) per floor.

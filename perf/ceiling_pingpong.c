@@ -5,12 +5,16 @@
  *   pipe     two pipes, 1 byte each way, blocking read;
  *   eventfd  two eventfds, one 8-byte count each way, blocking read;
  *   tcp      a 127.0.0.1 TCP connection with TCP_NODELAY on both ends, 1 byte
- *            each way, blocking recv.
+ *            each way, blocking recv;
+ *   tcp_busy the same connection non-blocking, both sides spinning on recv:
+ *            the raw floor of a busy-polling tcp transport (`hm-perf --busy`
+ *            over ucx+tcp and ofi+tcp), and the kernel's own tail (p99).
  * A forked child echoes; the parent times each round trip (after a warm-up)
  * and reports the median and p99 in us.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -41,6 +45,13 @@ static uint64_t pp_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Whether a failed read or write is to be tried again: interrupted, or a
+ * non-blocking end (tcp_busy) that had nothing yet. */
+static bool pp_again(ssize_t n)
+{
+    return n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 /* One message: all of `len` bytes (an eventfd reads and writes 8 at once). */
 static int pp_write(int fd, size_t len)
 {
@@ -48,7 +59,7 @@ static int pp_write(int fd, size_t len)
     ssize_t n;
     do
         n = write(fd, &one, len);
-    while (n < 0 && errno == EINTR);
+    while (pp_again(n));
     return n == (ssize_t)len ? 0 : -1;
 }
 
@@ -58,7 +69,7 @@ static int pp_read(int fd, size_t len)
     ssize_t n;
     do
         n = read(fd, &v, len);
-    while (n < 0 && errno == EINTR);
+    while (pp_again(n));
     return n == (ssize_t)len ? 0 : -1;
 }
 
@@ -171,16 +182,35 @@ err:
     return -1;
 }
 
-static int pp_tcp(unsigned int iters, double *med, double *p99)
+/* pp_tcp_run: the TCP ping-pong, blocking, or spinning when `spin`. */
+static int pp_tcp_run(bool spin, unsigned int iters, double *med, double *p99)
 {
     int fds[2];
     if (pp_tcp_pair(fds) != 0)
         return -1;
+    for (int i = 0; spin && i < 2; i++) {
+        int flags = fcntl(fds[i], F_GETFL);
+        if (flags < 0 || fcntl(fds[i], F_SETFL, flags | O_NONBLOCK) != 0) {
+            close(fds[0]);
+            close(fds[1]);
+            return -1;
+        }
+    }
     struct pp_ends e = {.p_out = fds[0], .p_in = fds[0], .c_in = fds[1], .c_out = fds[1],
                         .msg = 1};
     int rc = pp_run(&e, iters, med, p99);
     close(fds[1]); /* pp_run closed fds[0] */
     return rc;
+}
+
+static int pp_tcp(unsigned int iters, double *med, double *p99)
+{
+    return pp_tcp_run(false, iters, med, p99);
+}
+
+static int pp_tcp_busy(unsigned int iters, double *med, double *p99)
+{
+    return pp_tcp_run(true, iters, med, p99);
 }
 
 /* The echoer of tcp_first: `iters` connections, one byte back on each. */
@@ -266,6 +296,7 @@ int ceil_floors(bool json, unsigned int iters)
     } floors[] = {{"pipe", pp_pipe, 0},
                   {"eventfd", pp_eventfd, 0},
                   {"tcp_nodelay", pp_tcp, 0},
+                  {"tcp_busy", pp_tcp_busy, 0},
                   {"tcp_first", pp_tcp_first, 1000}};
     if (!json)
         printf("%-12s %8s %10s %10s\n", "floor", "iters", "median_us", "p99_us");
