@@ -526,7 +526,17 @@ static hm_return_t na_rma_native(hmi_na_context_t *ctx, hmi_na_op_t *op, enum hm
     return ctx->x_class->c_ops.rma(ctx, op, dir, peer, native, count);
 }
 
-/* Owner-checked RMA: CMA where every key offers it and it works, else messages. */
+/* The bytes an op moves (each piece's length was checked against its region). */
+static size_t na_rma_bytes(const struct hmi_na_rma_piece *pieces, unsigned int count)
+{
+    size_t bytes = 0;
+    for (unsigned int i = 0; i < count; i++)
+        bytes += pieces[i].rp_len;
+    return bytes;
+}
+
+/* Owner-checked RMA: CMA where every key offers it, the op is not too small
+ * for it (c_cma_min) and it works; else messages. */
 static hm_return_t na_rma_owner_checked(hmi_na_context_t *ctx, hmi_na_op_t *op,
                                         enum hmi_na_rma_dir dir, hmi_na_addr_t *peer,
                                         const struct hmi_na_rma_piece *pieces,
@@ -541,7 +551,7 @@ static hm_return_t na_rma_owner_checked(hmi_na_context_t *ctx, hmi_na_op_t *op,
                 ctx->x_class->c_protocol, dir == HM_NA_RMA_PUT ? "put" : "get");
         return ret;
     }
-    if (all_cma && ctx->x_class->c_cma) {
+    if (all_cma && ctx->x_class->c_cma && na_rma_bytes(pieces, count) >= ctx->x_class->c_cma_min) {
         op->o_engine = HMI_NA_ENGINE_CMA;
         ret = hmi_cma_rma(ctx, op, dir, peer, pieces, count);
         if (ret != HM_AGAIN)

@@ -445,6 +445,10 @@ struct hmi_na_class {
     bool c_cma;               /* set by class_open: peers are processes of this
                                  host (shared memory), so owner-checked RMA may
                                  use process_vm_readv/writev */
+    size_t c_cma_min;         /* set by class_open with c_cma: ops of fewer bytes
+                                 go over messages even where CMA works (its
+                                 check and copy are two syscalls, which can cost
+                                 more than a round trip of messages) */
     const char *c_trusted_only; /* set by class_open: NULL when the transport was
                                  shown to survive any peer's bytes (tests/hostile);
                                  else "trusted only: why" (static) */

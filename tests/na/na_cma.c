@@ -4,7 +4,12 @@
  * names only its sender's pid; with the pid binding gone (a plugin that
  * cannot tell a peer's pid), the owner's key table alone still refuses a
  * forged pid; the kernel refusing CMA (EPERM from seccomp) sends RMA to the
- * message engine; HM_CMA=0 turns CMA off.
+ * message engine; HM_CMA=0 turns CMA off; an op below the class's CMA
+ * threshold (HM_UCX_CMA_MIN / HM_OFI_CMA_MIN) takes the message engine and
+ * one at it takes CMA.
+ *
+ * Every case but the threshold's runs with both thresholds 0 (CMA for
+ * every op), since it checks the CMA engine itself.
  */
 #include <errno.h>
 #include <linux/filter.h>
@@ -268,6 +273,38 @@ static int client_cma_off(void *arg)
     return 0;
 }
 
+/* The threshold: ops below c_cma_min go over messages, ops at it use CMA. */
+static int client_cma_min(void *arg)
+{
+    setenv("HM_UCX_CMA_MIN", "4096", 1);
+    setenv("HM_OFI_CMA_MIN", "4096", 1);
+    struct nt_peer p;
+    hmi_na_addr_t *srv;
+    unsigned char key[256];
+    size_t key_len = sizeof(key);
+    NT_CHECK(nc_client_open(&p, &srv, arg, key, &key_len) == 0);
+    NT_CHECK(p.cls->c_cma && p.cls->c_cma_min == 4096);
+    void *rkey;
+    NT_CHECK(hmi_na_rkey_unpack(p.ctx, srv, key, key_len, &rkey) == HM_SUCCESS);
+    unsigned char *buf = calloc(1, 4096);
+    hmi_na_mem_t *mem;
+    NT_CHECK(buf != NULL && hmi_na_mem_register(p.cls, buf, 4096, 0, &mem) == HM_SUCCESS);
+    uint8_t engine = 0;
+    NT_CHECK(nc_rma(&p, false, mem, srv, rkey, 1, 4095, &engine) == HM_SUCCESS);
+    NT_CHECK(engine == HMI_NA_ENGINE_SWRMA);
+    for (size_t i = 0; i < 4095; i++)
+        NT_CHECK(buf[i] == nt_pattern(1 + i, 1));
+    NT_CHECK(nc_rma(&p, false, mem, srv, rkey, 7, 4096, &engine) == HM_SUCCESS);
+    NT_CHECK(engine == HMI_NA_ENGINE_CMA);
+    for (size_t i = 0; i < 4096; i++)
+        NT_CHECK(buf[i] == nt_pattern(7 + i, 1));
+    hmi_na_mem_deregister(mem);
+    free(buf);
+    hmi_na_rkey_release(p.ctx, rkey);
+    nc_client_close(&p, srv);
+    return 0;
+}
+
 static void nc_run(hm_test_fn_t client, const char *name)
 {
     struct hm_test_server srv;
@@ -306,16 +343,25 @@ static void test_cma_off(void **state)
     nc_run(client_cma_off, "cma_off");
 }
 
+static void test_cma_min(void **state)
+{
+    (void)state;
+    nc_run(client_cma_min, "cma_min");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
         return 2;
     g_uri = argv[1];
+    setenv("HM_UCX_CMA_MIN", "0", 1);
+    setenv("HM_OFI_CMA_MIN", "0", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cma),
         cmocka_unit_test(test_cma_table_only),
         cmocka_unit_test(test_cma_refused),
         cmocka_unit_test(test_cma_off),
+        cmocka_unit_test(test_cma_min),
     };
     return cmocka_run_group_tests_name(g_uri, tests, NULL, NULL);
 }

@@ -101,6 +101,7 @@ enum ofi_tunable_id {
     OFI_TUNE_PROBE_MS,
     OFI_TUNE_STUCK_MS,
     OFI_TUNE_RMA_IOV,
+    OFI_TUNE_CMA_MIN,
     OFI_TUNE_COUNT
 };
 

@@ -147,6 +147,12 @@ const struct hmi_na_tunable hmi_ofi_tunables[OFI_TUNE_COUNT] = {
                           OFI_RMA_IOV_MAX,
                           "most pieces per RMA op (also capped by the provider's "
                           "iov_limit and rma_iov_limit; 1: one fi_read/fi_write each)"},
+    /* 0: shm's messages beat CMA only up to about 8 KiB in busy and default
+     * mode, and lose twice over when the owner sleeps (it must wake to
+     * answer; a wait-mode owner never spins): ARCHITECTURE, Owner-checked CMA. */
+    [OFI_TUNE_CMA_MIN] = {"HM_OFI_CMA_MIN", HMI_NA_TUNABLE_SIZE, "0", 0, (size_t)1 << 40,
+                          "ofi+shm: bulk ops of fewer bytes go over messages, not "
+                          "process_vm_readv/writev (0: CMA for every op)"},
 };
 
 size_t hmi_ofi_tunable(enum ofi_tunable_id id)

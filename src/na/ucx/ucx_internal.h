@@ -96,6 +96,7 @@ enum ucx_tunable_id {
     UCX_TUNE_TCP_TLS,
     UCX_TUNE_SHM_TLS,
     UCX_TUNE_CONNECT_MS,
+    UCX_TUNE_CMA_MIN,
     UCX_TUNE_COUNT
 };
 extern const struct hmi_na_tunable hmi_ucx_tunables[UCX_TUNE_COUNT];
