@@ -137,7 +137,11 @@ static void trigger_release(hm_context_t *ctx, struct trigger_batch *batch)
 /* One lock round and its callbacks; returns how many ran (0: none queued). */
 static unsigned int trigger_batch(hm_context_t *ctx, unsigned int max)
 {
-    struct trigger_batch batch = {.count = 0, .has_bulk = false};
+    /* Not `= {...}`: that would zero all 16 items (about 1 KiB) on every
+     * call, the larger part of this function's cost per RPC (callgrind). */
+    struct trigger_batch batch;
+    batch.count = 0;
+    batch.has_bulk = false;
     bool took = hmi_ctx_enter(ctx);
     trigger_take(ctx, &batch, max < TRIGGER_BATCH ? max : TRIGGER_BATCH);
     hmi_ctx_leave(ctx, took);
