@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bulk/bulk_internal.h"
+#include "bulk/bulk_spare.h"
 #include "util/log.h"
 
 hm_bulk_t *hmi_bulk_alloc(uint32_t count, size_t key_bytes)
@@ -19,7 +20,10 @@ hm_bulk_t *hmi_bulk_alloc_raw(uint32_t count, size_t key_bytes, size_t raw_bytes
     size_t head = sizeof(hm_bulk_t);
     size_t arrays = (size_t)count * (sizeof(size_t) + sizeof(hmi_na_mem_t *) +
                                      sizeof(uint8_t *) + sizeof(uint32_t));
-    hm_bulk_t *bulk = malloc(head + arrays + key_bytes + raw_bytes);
+    size_t total = head + arrays + key_bytes + raw_bytes;
+    /* Only handles with contents use the spares: they are the per-RPC ones. */
+    size_t spare_cap = raw_bytes > 0 ? hmi_bulk_spare_size(total) : 0;
+    hm_bulk_t *bulk = spare_cap ? hmi_bulk_spare_take(spare_cap) : malloc(total);
     if (bulk == NULL)
         return NULL;
     memset(bulk, 0, head + arrays + key_bytes); /* the raw bytes are the caller's to fill */
@@ -35,6 +39,7 @@ hm_bulk_t *hmi_bulk_alloc_raw(uint32_t count, size_t key_bytes, size_t raw_bytes
     bulk->b_key_store = (uint8_t *)p;
     bulk->b_count = count;
     bulk->b_refs = 1;
+    bulk->b_spare_cap = spare_cap;
     return bulk;
 }
 
@@ -259,7 +264,7 @@ void hm_bulk_free(hm_bulk_t *bulk)
     if (bulk->b_class != NULL)
         bulk_deregister(bulk->b_rcache, bulk->b_mems, bulk->b_count);
     free(bulk->b_owned);
-    free(bulk);
+    hmi_bulk_spare_give(bulk, bulk->b_spare_cap);
 }
 
 /* Unpack every segment's key for (ctx, peer); on error nothing is kept. */

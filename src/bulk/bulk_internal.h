@@ -64,6 +64,8 @@ struct hm_bulk {
     uint8_t *b_eager;          /* remote: the b_size bytes the handle carried (bulk_proc.c),
                                   after the keys in the same allocation; else NULL */
     bool b_carry;              /* local: created with HM_BULK_EAGER */
+    size_t b_spare_cap;        /* the block's size class when it goes back to the
+                                  spares at free (bulk_spare.h), else 0 */
 };
 
 /* Largest packed key accepted from the wire. */

@@ -118,6 +118,9 @@ static hm_return_t bulk_decode_segs(hm_proc_t *proc, struct bulk_wire_seg *segs,
     return HM_SUCCESS;
 }
 
+/* Segment tables up to this size are decoded on the stack. */
+#define BULK_FEW_SEGS 4u
+
 /* A remote handle of the checked segments, with room for `carried` bytes of contents. */
 static hm_bulk_t *bulk_remote_build(const struct bulk_wire_seg *segs, uint32_t count,
                                     hm_bulk_perm_t perm, uint64_t total, size_t key_bytes,
@@ -146,7 +149,9 @@ static hm_return_t bulk_decode_body(hm_proc_t *proc, uint32_t count, hm_bulk_per
                                     uint64_t total, bool carries, hm_bulk_t **bulk_out)
 {
     size_t key_bytes = 0;
-    struct bulk_wire_seg *segs = calloc(count, sizeof(*segs));
+    /* Most handles have a segment or two: no allocation for their table. */
+    struct bulk_wire_seg few[BULK_FEW_SEGS] = {0};
+    struct bulk_wire_seg *segs = count <= BULK_FEW_SEGS ? few : calloc(count, sizeof(*segs));
     if (segs == NULL)
         return HM_NOMEM;
     hm_return_t ret = bulk_decode_segs(proc, segs, count, total, &key_bytes);
@@ -160,7 +165,8 @@ static hm_return_t bulk_decode_body(hm_proc_t *proc, uint32_t count, hm_bulk_per
         if (*bulk_out == NULL)
             ret = HM_NOMEM;
     }
-    free(segs);
+    if (segs != few)
+        free(segs);
     if (ret == HM_SUCCESS && carries &&
         (ret = hm_proc_raw(proc, (*bulk_out)->b_eager, (size_t)total)) != HM_SUCCESS) {
         hm_bulk_free(*bulk_out);
