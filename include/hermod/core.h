@@ -497,6 +497,10 @@ typedef struct hm_stats {
                                      make room for another sender's, at the context's bound
                                      (HM_ADMIT_WAITING): always the sender with the most
                                      waiting; also counted in overload_drops */
+    /* Responses bound to their peer (added after overload_evictions). */
+    uint64_t dropped_foreign;     /* responses to our RPCs, and acknowledgements of our
+                                     overflow responses, that came from another peer than
+                                     the RPC's: dropped, the RPC waits on for its own */
 } hm_stats_t;
 /* The first version's size: up to and including `pool_trimmed`. */
 #define HM_STATS_SIZE_V1 (offsetof(hm_stats_t, pool_trimmed) + sizeof(uint64_t))

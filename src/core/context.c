@@ -10,6 +10,7 @@
 #include "core/core_internal.h"
 #include "core/stats.h"
 #include "util/log.h"
+#include "util/siphash.h"
 #include "util/outstruct.h"
 
 #define CTX_DEFAULT_POOL 64u
@@ -37,6 +38,20 @@ static bool ctx_table_room(hm_context_t *ctx)
 
 /* Make one more handle, in a trimmed handle's slot (going on from its
  * generation, so its old cookies stay stale) or a new one. */
+/*
+ * A new slot's first generation: unpredictable, so that a cookie (slot and
+ * generation, the RPC's name on the wire) cannot be guessed by a peer that
+ * has not seen it. The response path also checks who answers
+ * (forward.c, dropped_foreign); this keeps a transport whose sender names
+ * are self-declared (ofi+tcp) from being the only lock. Keyed with the
+ * process's random key (util/siphash.h), over the context and the slot.
+ */
+static uint32_t ctx_first_gen(const hm_context_t *ctx, uint32_t slot)
+{
+    const void *words[2] = {ctx, (const void *)(uintptr_t)slot};
+    return (uint32_t)hmi_siphash(hmi_siphash_process_key(), words, sizeof(words));
+}
+
 static hm_handle_t *ctx_handle_new(hm_context_t *ctx)
 {
     bool reuse = ctx->c_slots_free_count > 0;
@@ -52,6 +67,7 @@ static hm_handle_t *ctx_handle_new(hm_context_t *ctx)
         handle->h_gen = (uint32_t)(freed >> 32) + 1;
     } else {
         handle->h_slot = ctx->c_table_size++;
+        handle->h_gen = ctx_first_gen(ctx, handle->h_slot);
     }
     hmi_list_init(&handle->h_link);
     hmi_comp_init(&handle->h_done, HMI_COMP_OF_HANDLE);

@@ -652,7 +652,8 @@ hm_return_t hmi_send_error_reply(hm_context_t *ctx, hmi_na_addr_t *dest,
                                  const struct hmi_wire_header *req, hm_return_t error);
 
 /* forward.c (client side) */
-void hmi_forward_response(hm_context_t *ctx, const struct hmi_wire_header *hdr, void *buf,
+void hmi_forward_response(hm_context_t *ctx, hmi_na_addr_t *source,
+                          const struct hmi_wire_header *hdr, void *buf,
                           size_t len, uintptr_t token);
 void hmi_forward_send_done(hm_context_t *ctx, uint64_t cookie, hm_return_t status);
 void hmi_forward_complete(hm_handle_t *handle, hm_return_t ret);
@@ -662,7 +663,8 @@ void hmi_forward_fail_peer(hm_context_t *ctx, hmi_na_addr_t *peer);
 hm_handle_t *hmi_forward_waiting(hm_context_t *ctx, uint64_t cookie);
 /* A response without the CRC our class requires: its RPC fails with
  * HM_CHECKSUM_MISMATCH; nothing of it is used. */
-void hmi_forward_unchecked(hm_context_t *ctx, const struct hmi_wire_header *hdr);
+void hmi_forward_unchecked(hm_context_t *ctx, hmi_na_addr_t *source,
+                           const struct hmi_wire_header *hdr);
 
 /* respond.c (server side) */
 void hmi_respond_request(hm_context_t *ctx, hmi_na_addr_t *source,
@@ -692,7 +694,7 @@ hm_return_t hmi_overflow_response(hm_handle_t *handle, const struct hmi_wire_hea
 /* Server: keep the response's overflow buffer (one more handle reference) until released. */
 void hmi_overflow_hold(hm_handle_t *handle, hm_bulk_t *bulk);
 void hmi_overflow_release(hm_handle_t *handle);
-void hmi_overflow_ack(hm_context_t *ctx, const struct hmi_wire_header *hdr);
+void hmi_overflow_ack(hm_context_t *ctx, hmi_na_addr_t *source, const struct hmi_wire_header *hdr);
 void hmi_overflow_release_peer(hm_context_t *ctx, hmi_na_addr_t *peer);
 void hmi_overflow_release_all(hm_context_t *ctx);
 /* Count the held response buffers; with `out`, also store one new reference to each. */

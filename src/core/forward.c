@@ -349,10 +349,37 @@ void hmi_forward_send_done(hm_context_t *ctx, uint64_t cookie, hm_return_t statu
         hmi_forward_complete(handle, HM_SUCCESS);
 }
 
-void hmi_forward_response(hm_context_t *ctx, const struct hmi_wire_header *hdr, void *buf,
-                          size_t len, uintptr_t token)
+/*
+ * Whether a response (or an error about our request) for `handle` came from
+ * anyone but the peer the request went to. Such a message is dropped and
+ * counted (dropped_foreign), and the RPC waits on for its own server: a
+ * third party that learns or guesses a cookie cannot end someone else's
+ * RPC, nor hand it its output. (Found by review, issue 13: before, any peer
+ * that could send to a client could answer its RPCs; cookies are a slot
+ * and a generation, easy to guess.) The source is the transport's
+ * canonical address of the sender, so a pointer compare.
+ */
+static bool forward_foreign(hm_context_t *ctx, hm_handle_t *handle, hmi_na_addr_t *source)
+{
+    if (hmi_likely(handle->h_addr->a_na == source))
+        return false;
+    ctx->c_stats.dropped_foreign++;
+    static struct hmi_log_limit foreign_log; /* a peer can cause it: rate-limited */
+    hmi_log_limited(&foreign_log, HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                    "context %u dropped a response to RPC \"%s\" from a peer it was not sent to",
+                    ctx->c_index, handle->h_rpc->r_name);
+    return true;
+}
+
+void hmi_forward_response(hm_context_t *ctx, hmi_na_addr_t *source,
+                          const struct hmi_wire_header *hdr, void *buf, size_t len,
+                          uintptr_t token)
 {
     hm_handle_t *handle = hmi_forward_waiting(ctx, hdr->cookie);
+    if (hmi_unlikely(handle != NULL && forward_foreign(ctx, handle, source))) {
+        hmi_na_msg_release(ctx->c_na, token);
+        return;
+    }
     if (hmi_unlikely(handle == NULL || handle->h_id != hdr->rpc_id ||
                      handle->h_fetch != NULL)) {
         ctx->c_stats.dropped_late++;
@@ -390,9 +417,12 @@ void hmi_forward_response(hm_context_t *ctx, const struct hmi_wire_header *hdr, 
     hmi_forward_complete(handle, HM_SUCCESS);
 }
 
-void hmi_forward_unchecked(hm_context_t *ctx, const struct hmi_wire_header *hdr)
+void hmi_forward_unchecked(hm_context_t *ctx, hmi_na_addr_t *source,
+                           const struct hmi_wire_header *hdr)
 {
     hm_handle_t *handle = hmi_forward_waiting(ctx, hdr->cookie);
+    if (handle != NULL && forward_foreign(ctx, handle, source))
+        return;
     if (handle == NULL || handle->h_id != hdr->rpc_id || handle->h_fetch != NULL) {
         ctx->c_stats.dropped_late++;
         return;

@@ -408,10 +408,16 @@ void hmi_overflow_release(hm_handle_t *handle)
     hm_handle_destroy(handle);
 }
 
-void hmi_overflow_ack(hm_context_t *ctx, const struct hmi_wire_header *hdr)
+void hmi_overflow_ack(hm_context_t *ctx, hmi_na_addr_t *source, const struct hmi_wire_header *hdr)
 {
     uint32_t slot = (uint32_t)hdr->cookie;
     hm_handle_t *handle = slot < ctx->c_table_size ? ctx->c_table[slot] : NULL; /* or trimmed */
+    if (handle != NULL && handle->h_server && handle->h_addr != NULL &&
+        handle->h_addr->a_na != source) {
+        /* Only the requester says it is done with our buffer (issue 13). */
+        ctx->c_stats.dropped_foreign++;
+        return;
+    }
     if (handle == NULL || !handle->h_server || handle->h_overflow == NULL ||
         handle->h_gen != (uint32_t)(hdr->cookie >> 32)) {
         ctx->c_stats.dropped_late++;

@@ -37,7 +37,7 @@ static void recv_unchecked(hm_context_t *ctx, hmi_na_addr_t *source,
     if (hdr->flags & HMI_WIRE_F_REQUEST)
         hmi_respond_unchecked(ctx, source, hdr);
     else if (hdr->flags & HMI_WIRE_F_RESPONSE)
-        hmi_forward_unchecked(ctx, hdr);
+        hmi_forward_unchecked(ctx, source, hdr);
 }
 
 void hmi_recv_cb(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token)
@@ -67,11 +67,11 @@ void hmi_recv_cb(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintpt
     ctx->c_stats.bytes_received += len;
     if (hdr.flags & HMI_WIRE_F_ACK) {
         hmi_na_msg_release(ctx->c_na, token);
-        hmi_overflow_ack(ctx, &hdr);
+        hmi_overflow_ack(ctx, source, &hdr);
     } else if (hdr.flags & HMI_WIRE_F_REQUEST)
         hmi_respond_request(ctx, source, &hdr, buf, len, token);
     else
-        hmi_forward_response(ctx, &hdr, buf, len, token);
+        hmi_forward_response(ctx, source, &hdr, buf, len, token);
 }
 
 void hmi_peer_fail_cb(void *arg, hmi_na_addr_t *peer)

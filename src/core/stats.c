@@ -56,6 +56,7 @@ static const struct stat_field stat_fields[] = {
     STAT(bulk_xfer_allocs),
     STAT(bulk_eager_pulls),
     STAT(overload_evictions),
+    STAT(dropped_foreign),
 };
 #undef STAT
 

@@ -1,0 +1,215 @@
+/*
+ * Responses from a third party (every protocol). A client has an RPC in
+ * flight to its server (test.delay, answered after DELAY_MS). An attacker
+ * process, told the RPC's cookie and id (as if it had guessed or sniffed
+ * them), sends the client well-formed responses to it from its own
+ * endpoint: an error response (HM_NOENTRY), a plain response, a response
+ * without the checksum the client does not require, and an overflow
+ * acknowledgement naming the same cookie.
+ * Promise: none of them touches the RPC. Each is dropped and counted in
+ * the client's dropped_foreign, the RPC ends with its own server's answer
+ * (HM_SUCCESS), and the client then runs another RPC.
+ * Before the check (forward.c, forward_foreign) the first forged response
+ * ended the RPC with the attacker's HM_NOENTRY on every protocol.
+ * Usage: test_hostile_forge <protocol URI>.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/core_internal.h"
+#include "core/wire.h"
+#include "hostile_test.h"
+#include "na/na.h"
+
+#define DELAY_MS 3000u
+#define FORGED 4 /* messages the attacker sends (see forge_all) */
+
+static const char *protocol;
+
+struct raw {
+    hmi_na_class_t *cls;
+    hmi_na_context_t *ctx;
+    hmi_na_addr_t *victim;
+    hmi_na_op_t *op;
+    uint8_t *buf;
+    void *desc;
+};
+
+static void raw_recv(void *arg, hmi_na_addr_t *src, void *buf, size_t len, uintptr_t token)
+{
+    (void)src, (void)buf, (void)len;
+    hmi_na_msg_release(*(hmi_na_context_t **)arg, token);
+}
+
+static void raw_sent(hmi_na_op_t *op, hm_return_t status)
+{
+    *(int *)op->o_arg = status == HM_SUCCESS ? 1 : -1;
+}
+
+/* Our own NA endpoint on the test's protocol, and the victim looked up. */
+static int raw_open(struct raw *raw, const char *victim_uri)
+{
+    char uri[128];
+    const char *sep = strstr(protocol, "://");
+    snprintf(uri, sizeof(uri), "%.*s://%s", (int)(sep - protocol), protocol,
+             strstr(protocol, "+tcp") ? "127.0.0.1:0" : "");
+    if (hmi_na_class_open(uri, &raw->cls) != HM_SUCCESS ||
+        hmi_na_context_open(raw->cls, 0, raw_recv, &raw->ctx, NULL, NULL, &raw->ctx) !=
+            HM_SUCCESS ||
+        raw->cls->c_ops.addr_lookup(raw->ctx, victim_uri, &raw->victim) != HM_SUCCESS)
+        return -1;
+    raw->op = hmi_na_op_create(raw->cls);
+    raw->buf = raw->cls->c_ops.msg_buf_alloc(raw->cls, 4096, &raw->desc);
+    return raw->op != NULL && raw->buf != NULL ? 0 : -1;
+}
+
+static void raw_close(struct raw *raw)
+{
+    raw->cls->c_ops.msg_buf_free(raw->cls, raw->buf, raw->desc);
+    hmi_na_op_destroy(raw->op);
+    raw->cls->c_ops.addr_unref(raw->victim);
+    hmi_na_context_close(raw->ctx);
+    hmi_na_class_close(raw->cls);
+}
+
+/* Encode `hdr` (no payload) and send it; 0 once the send completed. */
+static int raw_send(struct raw *raw, const struct hmi_wire_header *hdr)
+{
+    int done = 0;
+    hmi_wire_encode(raw->buf, hdr, false);
+    raw->op->o_cb = raw_sent;
+    raw->op->o_arg = &done;
+    if (hmi_na_msg_send(raw->ctx, raw->victim, raw->buf, HMI_WIRE_HEADER_SIZE, raw->desc,
+                        raw->op) != HM_SUCCESS)
+        return -1;
+    for (int i = 0; i < 5000000 && done == 0; i++)
+        hmi_na_progress(raw->ctx);
+    return done == 1 ? 0 : -1;
+}
+
+/* The forged messages: each names the victim's RPC exactly. */
+static int forge_all(struct raw *raw, uint64_t cookie, uint32_t rpc_id)
+{
+    struct hmi_wire_header hdr = {
+        .flags = HMI_WIRE_F_RESPONSE | HMI_WIRE_F_ERROR,
+        .rpc_id = rpc_id,
+        .cookie = cookie,
+        .ret = HM_NOENTRY,
+        .budget_us = HMI_WIRE_NO_BUDGET,
+    };
+    int sent = raw_send(raw, &hdr) == 0;
+    hdr.flags = HMI_WIRE_F_RESPONSE;
+    hdr.ret = 0;
+    sent += raw_send(raw, &hdr) == 0;
+    hdr.flags = HMI_WIRE_F_RESPONSE | HMI_WIRE_F_ERROR;
+    hdr.ret = HM_PERMISSION;
+    sent += raw_send(raw, &hdr) == 0;
+    hdr.flags = HMI_WIRE_F_ACK;
+    hdr.ret = 0;
+    sent += raw_send(raw, &hdr) == 0;
+    return sent;
+}
+
+/* The attacker: arg is "URI COOKIE RPC_ID"; reports how many it sent. */
+static int attacker_main(void *arg)
+{
+    char uri[512];
+    unsigned long long cookie;
+    unsigned int rpc_id;
+    if (sscanf(arg, "%511s %llx %x", uri, &cookie, &rpc_id) != 3)
+        return 2;
+    struct raw raw;
+    memset(&raw, 0, sizeof(raw));
+    if (raw_open(&raw, uri) != 0)
+        return 3;
+    int sent = forge_all(&raw, cookie, rpc_id);
+    raw_close(&raw);
+    char line[32];
+    snprintf(line, sizeof(line), "%d", sent);
+    hm_test_ready(line);
+    return 0;
+}
+
+/* The client context's NA URI: its address without the "#index". */
+static void self_uri(hm_context_t *ctx, char *buf, size_t size)
+{
+    hm_addr_t *self;
+    assert_int_equal(hm_addr_self(ctx, &self), HM_SUCCESS);
+    assert_int_equal(hm_addr_to_string(self, buf, &size), HM_SUCCESS);
+    hm_addr_free(self);
+    char *hash = strrchr(buf, '#');
+    if (hash != NULL)
+        *hash = '\0';
+}
+
+static void progress_until(hm_context_t *ctx, const struct core_outcome *o, unsigned ms)
+{
+    double end = core_now_ms() + ms;
+    while (o->calls == 0 && core_now_ms() < end) {
+        hm_progress(ctx, 10);
+        hm_trigger(ctx, 16, NULL);
+    }
+}
+
+static void test_forged_response(void **state)
+{
+    (void)state;
+    struct core_client *cli = &core_client;
+    hm_stats_t before = {.size = sizeof(before)}, after = {.size = sizeof(after)};
+    assert_int_equal(hm_context_stats(cli->ctx, &before), HM_SUCCESS);
+    hm_handle_t *handle;
+    assert_int_equal(hm_handle_create(cli->ctx, cli->server, cli->ids.delay, &handle), HM_SUCCESS);
+    struct core_ms in = {.ms = DELAY_MS};
+    struct core_outcome outcome = {0};
+    assert_int_equal(hm_forward(handle, &in, core_outcome_cb, &outcome, NULL), HM_SUCCESS);
+    /* What a guessing or sniffing peer would need: the cookie and the id. */
+    char arg[700], uri[512];
+    self_uri(cli->ctx, uri, sizeof(uri));
+    snprintf(arg, sizeof(arg), "%s %llx %x", uri,
+             (unsigned long long)hmi_cookie(handle->h_gen, handle->h_slot), handle->h_id);
+    struct hm_test_child attacker;
+    char line[32];
+    assert_int_equal(hm_test_spawn(&attacker, attacker_main, arg), 0);
+    /* Progress while the attacker sends, so its messages arrive meanwhile. */
+    double end = core_now_ms() + 20000;
+    int got = -1;
+    while (got != 0 && core_now_ms() < end) {
+        hm_progress(cli->ctx, 10);
+        hm_trigger(cli->ctx, 16, NULL);
+        got = hm_test_recv(&attacker, line, sizeof(line), 1);
+    }
+    assert_int_equal(got, 0);
+    assert_int_equal(hm_test_wait(&attacker, 20), 0);
+    assert_int_equal(atoi(line), FORGED);
+    progress_until(cli->ctx, &outcome, 20000);
+    print_message("# forged responses: RPC ended %s after %d call(s)\n", hm_strerror(outcome.ret),
+                  outcome.calls);
+    assert_int_equal(outcome.calls, 1);
+    assert_int_equal(outcome.ret, HM_SUCCESS);
+    assert_int_equal(hm_context_stats(cli->ctx, &after), HM_SUCCESS);
+    print_message("# dropped_foreign %llu\n",
+                  (unsigned long long)(after.dropped_foreign - before.dropped_foreign));
+    assert_int_equal(after.dropped_foreign - before.dropped_foreign, FORGED - 1);
+    hm_handle_destroy(handle);
+    /* The client is unharmed. */
+    assert_int_equal(core_call(cli, cli->ids.noop, NULL, NULL, 10000), HM_SUCCESS);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return 2;
+    protocol = argv[1];
+    core_protocol = protocol;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_forged_response, core_setup, core_teardown),
+    };
+    return cmocka_run_group_tests_name(protocol, tests, NULL, NULL);
+}
