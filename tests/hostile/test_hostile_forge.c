@@ -25,77 +25,23 @@
 
 #include "core/core_internal.h"
 #include "core/wire.h"
+#include "hostile_raw.h"
 #include "hostile_test.h"
-#include "na/na.h"
 
 #define DELAY_MS 3000u
 #define FORGED 4 /* messages the attacker sends (see forge_all) */
 
 static const char *protocol;
 
-struct raw {
-    hmi_na_class_t *cls;
-    hmi_na_context_t *ctx;
-    hmi_na_addr_t *victim;
-    hmi_na_op_t *op;
-    uint8_t *buf;
-    void *desc;
-};
-
-static void raw_recv(void *arg, hmi_na_addr_t *src, void *buf, size_t len, uintptr_t token)
-{
-    (void)src, (void)buf, (void)len;
-    hmi_na_msg_release(*(hmi_na_context_t **)arg, token);
-}
-
-static void raw_sent(hmi_na_op_t *op, hm_return_t status)
-{
-    *(int *)op->o_arg = status == HM_SUCCESS ? 1 : -1;
-}
-
-/* Our own NA endpoint on the test's protocol, and the victim looked up. */
-static int raw_open(struct raw *raw, const char *victim_uri)
-{
-    char uri[128];
-    const char *sep = strstr(protocol, "://");
-    snprintf(uri, sizeof(uri), "%.*s://%s", (int)(sep - protocol), protocol,
-             strstr(protocol, "+tcp") ? "127.0.0.1:0" : "");
-    if (hmi_na_class_open(uri, &raw->cls) != HM_SUCCESS ||
-        hmi_na_context_open(raw->cls, 0, raw_recv, &raw->ctx, NULL, NULL, &raw->ctx) !=
-            HM_SUCCESS ||
-        raw->cls->c_ops.addr_lookup(raw->ctx, victim_uri, &raw->victim) != HM_SUCCESS)
-        return -1;
-    raw->op = hmi_na_op_create(raw->cls);
-    raw->buf = raw->cls->c_ops.msg_buf_alloc(raw->cls, 4096, &raw->desc);
-    return raw->op != NULL && raw->buf != NULL ? 0 : -1;
-}
-
-static void raw_close(struct raw *raw)
-{
-    raw->cls->c_ops.msg_buf_free(raw->cls, raw->buf, raw->desc);
-    hmi_na_op_destroy(raw->op);
-    raw->cls->c_ops.addr_unref(raw->victim);
-    hmi_na_context_close(raw->ctx);
-    hmi_na_class_close(raw->cls);
-}
-
 /* Encode `hdr` (no payload) and send it; 0 once the send completed. */
-static int raw_send(struct raw *raw, const struct hmi_wire_header *hdr)
+static int raw_send(struct hostile_raw *raw, const struct hmi_wire_header *hdr)
 {
-    int done = 0;
     hmi_wire_encode(raw->buf, hdr, false);
-    raw->op->o_cb = raw_sent;
-    raw->op->o_arg = &done;
-    if (hmi_na_msg_send(raw->ctx, raw->victim, raw->buf, HMI_WIRE_HEADER_SIZE, raw->desc,
-                        raw->op) != HM_SUCCESS)
-        return -1;
-    for (int i = 0; i < 5000000 && done == 0; i++)
-        hmi_na_progress(raw->ctx);
-    return done == 1 ? 0 : -1;
+    return hostile_raw_send(raw, HMI_WIRE_HEADER_SIZE);
 }
 
 /* The forged messages: each names the victim's RPC exactly. */
-static int forge_all(struct raw *raw, uint64_t cookie, uint32_t rpc_id)
+static int forge_all(struct hostile_raw *raw, uint64_t cookie, uint32_t rpc_id)
 {
     struct hmi_wire_header hdr = {
         .flags = HMI_WIRE_F_RESPONSE | HMI_WIRE_F_ERROR,
@@ -125,12 +71,11 @@ static int attacker_main(void *arg)
     unsigned int rpc_id;
     if (sscanf(arg, "%511s %llx %x", uri, &cookie, &rpc_id) != 3)
         return 2;
-    struct raw raw;
-    memset(&raw, 0, sizeof(raw));
-    if (raw_open(&raw, uri) != 0)
+    struct hostile_raw raw;
+    if (hostile_raw_open(&raw, protocol, uri, 4096) != 0)
         return 3;
     int sent = forge_all(&raw, cookie, rpc_id);
-    raw_close(&raw);
+    hostile_raw_close(&raw);
     char line[32];
     snprintf(line, sizeof(line), "%d", sent);
     hm_test_ready(line);

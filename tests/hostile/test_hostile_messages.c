@@ -22,66 +22,16 @@
 #include <cmocka.h>
 
 #include "core/wire.h"
+#include "hostile_raw.h"
 #include "hostile_test.h"
-#include "na/na.h"
 
 #define RANDOM_MSGS 300
 #define MSG_MAX 1024
 
 static const char *protocol;
 
-struct raw {
-    hmi_na_class_t *cls;
-    hmi_na_context_t *ctx;
-    hmi_na_addr_t *server;
-    hmi_na_op_t *op;
-    uint8_t *buf;
-    void *desc;
-};
-
-static void raw_recv(void *arg, hmi_na_addr_t *src, void *buf, size_t len, uintptr_t token)
-{
-    (void)src, (void)buf, (void)len;
-    hmi_na_msg_release(*(hmi_na_context_t **)arg, token);
-}
-
-static void raw_sent(hmi_na_op_t *op, hm_return_t status)
-{
-    (void)status;
-    *(int *)op->o_arg = 1;
-}
-
-static int raw_open(struct raw *raw, const char *server_uri)
-{
-    char uri[128];
-    const char *sep = strstr(protocol, "://");
-    snprintf(uri, sizeof(uri), "%.*s://%s", (int)(sep - protocol), protocol,
-             strstr(protocol, "+tcp") ? "127.0.0.1:0" : "");
-    if (hmi_na_class_open(uri, &raw->cls) != HM_SUCCESS ||
-        hmi_na_context_open(raw->cls, 0, raw_recv, &raw->ctx, NULL, NULL, &raw->ctx) !=
-            HM_SUCCESS ||
-        raw->cls->c_ops.addr_lookup(raw->ctx, server_uri, &raw->server) != HM_SUCCESS)
-        return -1;
-    raw->op = hmi_na_op_create(raw->cls);
-    raw->buf = raw->cls->c_ops.msg_buf_alloc(raw->cls, MSG_MAX, &raw->desc);
-    return raw->op != NULL && raw->buf != NULL ? 0 : -1;
-}
-
-/* Send raw->buf[0..len) and wait for the send to complete. */
-static int raw_send(struct raw *raw, size_t len)
-{
-    int done = 0;
-    raw->op->o_cb = raw_sent;
-    raw->op->o_arg = &done;
-    if (hmi_na_msg_send(raw->ctx, raw->server, raw->buf, len, raw->desc, raw->op) != HM_SUCCESS)
-        return -1;
-    for (int i = 0; i < 5000000 && !done; i++)
-        hmi_na_progress(raw->ctx);
-    return done ? 0 : -1;
-}
-
 /* A valid no-op request header (id 1) with `payload` bytes declared. */
-static void raw_header(struct raw *raw, uint32_t payload)
+static void raw_header(struct hostile_raw *raw, uint32_t payload)
 {
     struct hmi_wire_header hdr = {
         .flags = HMI_WIRE_F_REQUEST,
@@ -94,21 +44,21 @@ static void raw_header(struct raw *raw, uint32_t payload)
 }
 
 /* Wire v3 fields that lie (wire.h): each must be dropped as malformed. */
-static int send_v3_lies(struct raw *raw)
+static int send_v3_lies(struct hostile_raw *raw)
 {
     int sent = 0;
     raw_header(raw, 0);
     raw->buf[34] = 1; /* a receive limit below the 4 KiB every class takes */
     raw->buf[35] = 0;
-    sent += raw_send(raw, HMI_WIRE_HEADER_SIZE) == 0;
+    sent += hostile_raw_send(raw, HMI_WIRE_HEADER_SIZE) == 0;
     raw_header(raw, 0);
     raw->buf[44] = 3; /* a protocol version without a protocol id */
-    sent += raw_send(raw, HMI_WIRE_HEADER_SIZE) == 0;
+    sent += hostile_raw_send(raw, HMI_WIRE_HEADER_SIZE) == 0;
     raw_header(raw, 0);
     raw->buf[40] = 7; /* a protocol id asking for version "none" */
     raw->buf[44] = 0xff;
     raw->buf[45] = 0xff;
-    sent += raw_send(raw, HMI_WIRE_HEADER_SIZE) == 0;
+    sent += hostile_raw_send(raw, HMI_WIRE_HEADER_SIZE) == 0;
     struct hmi_wire_header resp = {
         .flags = HMI_WIRE_F_RESPONSE,
         .rpc_id = 1,
@@ -117,7 +67,7 @@ static int send_v3_lies(struct raw *raw)
         .proto_id = 7, /* a plain response naming a protocol */
     };
     hmi_wire_encode(raw->buf, &resp, false);
-    sent += raw_send(raw, HMI_WIRE_HEADER_SIZE) == 0;
+    sent += hostile_raw_send(raw, HMI_WIRE_HEADER_SIZE) == 0;
     return sent;
 }
 #define V3_LIES 4
@@ -126,9 +76,8 @@ static int send_v3_lies(struct raw *raw)
 static int attacker_main(void *arg)
 {
     const char *server_uri = arg;
-    struct raw raw;
-    memset(&raw, 0, sizeof(raw));
-    if (raw_open(&raw, server_uri) != 0)
+    struct hostile_raw raw;
+    if (hostile_raw_open(&raw, protocol, server_uri, MSG_MAX) != 0)
         return 2;
     int sent = 0;
     srand(13);
@@ -138,27 +87,23 @@ static int attacker_main(void *arg)
             raw.buf[k] = (uint8_t)rand();
         if (len >= 4)
             raw.buf[0] ^= 0x5a; /* never the magic by chance */
-        sent += raw_send(&raw, len) == 0;
+        sent += hostile_raw_send(&raw, len) == 0;
     }
     for (size_t len = 1; len < HMI_WIRE_HEADER_SIZE; len++) { /* truncated headers */
         raw_header(&raw, 0);
-        sent += raw_send(&raw, len) == 0;
+        sent += hostile_raw_send(&raw, len) == 0;
     }
     const uint32_t lies[] = {1, 64, 1000, UINT32_MAX}; /* declared > carried */
     for (size_t i = 0; i < sizeof(lies) / sizeof(lies[0]); i++) {
         raw_header(&raw, lies[i]);
-        sent += raw_send(&raw, HMI_WIRE_HEADER_SIZE) == 0;
+        sent += hostile_raw_send(&raw, HMI_WIRE_HEADER_SIZE) == 0;
     }
     raw_header(&raw, 0); /* declared 0, carries 100 */
-    sent += raw_send(&raw, HMI_WIRE_HEADER_SIZE + 100) == 0;
+    sent += hostile_raw_send(&raw, HMI_WIRE_HEADER_SIZE + 100) == 0;
     raw_header(&raw, 16); /* declared 16, carries 8 */
-    sent += raw_send(&raw, HMI_WIRE_HEADER_SIZE + 8) == 0;
+    sent += hostile_raw_send(&raw, HMI_WIRE_HEADER_SIZE + 8) == 0;
     sent += send_v3_lies(&raw);
-    raw.cls->c_ops.msg_buf_free(raw.cls, raw.buf, raw.desc);
-    hmi_na_op_destroy(raw.op);
-    raw.cls->c_ops.addr_unref(raw.server);
-    hmi_na_context_close(raw.ctx);
-    hmi_na_class_close(raw.cls);
+    hostile_raw_close(&raw);
     char line[32];
     snprintf(line, sizeof(line), "%d", sent);
     hm_test_ready(line);
