@@ -36,8 +36,6 @@ static bool ctx_table_room(hm_context_t *ctx)
     return true;
 }
 
-/* Make one more handle, in a trimmed handle's slot (going on from its
- * generation, so its old cookies stay stale) or a new one. */
 /*
  * A new slot's first generation: unpredictable, so that a cookie (slot and
  * generation, the RPC's name on the wire) cannot be guessed by a peer that
@@ -52,6 +50,8 @@ static uint32_t ctx_first_gen(const hm_context_t *ctx, uint32_t slot)
     return (uint32_t)hmi_siphash(hmi_siphash_process_key(), words, sizeof(words));
 }
 
+/* Make one more handle, in a trimmed handle's slot (going on from its
+ * generation, so its old cookies stay stale) or a new one. */
 static hm_handle_t *ctx_handle_new(hm_context_t *ctx)
 {
     bool reuse = ctx->c_slots_free_count > 0;

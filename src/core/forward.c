@@ -355,8 +355,9 @@ void hmi_forward_send_done(hm_context_t *ctx, uint64_t cookie, hm_return_t statu
  * counted (dropped_foreign), and the RPC waits on for its own server: a
  * third party that learns or guesses a cookie cannot end someone else's
  * RPC, nor hand it its output. (Found by review, issue 13: before, any peer
- * that could send to a client could answer its RPCs; cookies are a slot
- * and a generation, easy to guess.) The source is the transport's
+ * that could send to a client could answer its RPCs, and cookies, a slot
+ * and a generation, were easy to guess: context.c now draws a slot's first
+ * generation at random.) The source is the transport's
  * canonical address of the sender, so a pointer compare.
  */
 static bool forward_foreign(hm_context_t *ctx, hm_handle_t *handle, hmi_na_addr_t *source)
