@@ -39,10 +39,10 @@ static bool ctx_table_room(hm_context_t *ctx)
 /*
  * A new slot's first generation: unpredictable, so that a cookie (slot and
  * generation, the RPC's name on the wire) cannot be guessed by a peer that
- * has not seen it. The response path also checks who answers
- * (forward.c, dropped_foreign); this keeps a transport whose sender names
- * are self-declared (ofi+tcp) from being the only lock. Keyed with the
- * process's random key (util/siphash.h), over the context and the slot.
+ * has not seen it. The response path also checks who answers (forward.c,
+ * dropped_foreign), but on ofi+tcp a sender's name is its own claim, so
+ * there the cookie is the lock that is left. Keyed with the process's
+ * random key (util/siphash.h), over the context and the slot.
  */
 static uint32_t ctx_first_gen(const hm_context_t *ctx, uint32_t slot)
 {
