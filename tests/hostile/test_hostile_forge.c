@@ -32,6 +32,7 @@
 #define FORGED 4 /* messages the attacker sends (see forge_all) */
 
 static const char *protocol;
+static char *self_path; /* argv[0]: the attacker is this binary run again */
 
 /* Encode `hdr` (no payload) and send it; 0 once the send completed. */
 static int raw_send(struct hostile_raw *raw, const struct hmi_wire_header *hdr)
@@ -63,14 +64,15 @@ static int forge_all(struct hostile_raw *raw, uint64_t cookie, uint32_t rpc_id)
     return sent;
 }
 
-/* The attacker: arg is "URI COOKIE RPC_ID"; reports how many it sent. */
-static int attacker_main(void *arg)
+/*
+ * The attacker, a fresh process (the test binary run again with --attack:
+ * a forked copy of the client would carry the client's transport state,
+ * which a leak checker then reports at its exit). Reports how many it sent.
+ */
+static int attacker_run(const char *uri, const char *cookie_hex, const char *rpc_id_hex)
 {
-    char uri[512];
-    unsigned long long cookie;
-    unsigned int rpc_id;
-    if (sscanf(arg, "%511s %llx %x", uri, &cookie, &rpc_id) != 3)
-        return 2;
+    uint64_t cookie = strtoull(cookie_hex, NULL, 16);
+    uint32_t rpc_id = (uint32_t)strtoul(rpc_id_hex, NULL, 16);
     struct hostile_raw raw;
     if (hostile_raw_open(&raw, protocol, uri, 4096) != 0)
         return 3;
@@ -115,13 +117,15 @@ static void test_forged_response(void **state)
     struct core_outcome outcome = {0};
     assert_int_equal(hm_forward(handle, &in, core_outcome_cb, &outcome, NULL), HM_SUCCESS);
     /* What a guessing or sniffing peer would need: the cookie and the id. */
-    char arg[700], uri[512];
+    char uri[512], cookie[32], rpc_id[16];
     self_uri(cli->ctx, uri, sizeof(uri));
-    snprintf(arg, sizeof(arg), "%s %llx %x", uri,
-             (unsigned long long)hmi_cookie(handle->h_gen, handle->h_slot), handle->h_id);
+    snprintf(cookie, sizeof(cookie), "%llx",
+             (unsigned long long)hmi_cookie(handle->h_gen, handle->h_slot));
+    snprintf(rpc_id, sizeof(rpc_id), "%x", handle->h_id);
+    char *args[] = {self_path, "--attack", (char *)protocol, uri, cookie, rpc_id, NULL};
     struct hm_test_child attacker;
     char line[32];
-    assert_int_equal(hm_test_spawn(&attacker, attacker_main, arg), 0);
+    assert_int_equal(hm_test_spawn_exec(&attacker, args, 60), 0);
     /* Progress while the attacker sends, so its messages arrive meanwhile. */
     double end = core_now_ms() + 20000;
     int got = -1;
@@ -149,8 +153,13 @@ static void test_forged_response(void **state)
 
 int main(int argc, char **argv)
 {
+    if (argc == 6 && strcmp(argv[1], "--attack") == 0) {
+        protocol = argv[2];
+        return attacker_run(argv[3], argv[4], argv[5]);
+    }
     if (argc < 2)
         return 2;
+    self_path = argv[0];
     protocol = argv[1];
     core_protocol = protocol;
     const struct CMUnitTest tests[] = {
