@@ -3,7 +3,8 @@
  * dropped and counted while the server keeps answering; a client that dies
  * mid-RPC leaves the server serving others; a server that dies makes the
  * client's RPC fail with HM_UNREACHABLE before its deadline.
- * Usage: test_core_fault <protocol URI>.
+ * Usage: test_core_fault <protocol URI> (or --dying-client <protocol URI>
+ * <server URI>: the doomed client's process).
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -177,10 +178,15 @@ static void never_called(const hm_cb_info_t *info)
     _exit(5); /* the process dies before it triggers anything */
 }
 
-static int dying_client(void *arg)
+/*
+ * The doomed client's process: this binary run again (exec), not a fork of
+ * the test process, whose UCX threads may hold a lock at the fork that the
+ * child would then wait on for ever.
+ */
+static int dying_client(const char *server_uri)
 {
     struct core_client doomed = {0};
-    if (core_client_open(&doomed, core_protocol, core_client.server_proc.uri) != HM_SUCCESS)
+    if (core_client_open(&doomed, core_protocol, server_uri) != HM_SUCCESS)
         _exit(2);
     struct core_ms delay = {.ms = 200};
     for (int i = 0; i < 3; i++) {
@@ -197,10 +203,14 @@ static int dying_client(void *arg)
     return 6;
 }
 
+static const char *self_path; /* argv[0]: the doomed client is this binary */
+
 static void test_client_dies_mid_rpc(void **state)
 {
     struct hm_test_child doomed;
-    assert_int_equal(hm_test_spawn(&doomed, dying_client, NULL), 0);
+    char *args[] = {(char *)self_path, "--dying-client", (char *)core_protocol,
+                    core_client.server_proc.uri, NULL};
+    assert_int_equal(hm_test_spawn_exec(&doomed, args, 60), 0);
     assert_int_equal(hm_test_wait(&doomed, 30), -SIGKILL);
     double end = core_now_ms() + 500; /* the server tries to answer the dead client */
     while (core_now_ms() < end) {
@@ -252,13 +262,25 @@ static void test_server_dies_mid_rpc(void **state)
 
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--dying-client") == 0) {
+        core_protocol = argv[2];
+        return dying_client(argv[3]);
+    }
+    self_path = argv[0];
     if (argc > 1)
         core_protocol = argv[1];
-    const struct CMUnitTest tests[] = {
+    const struct CMUnitTest with_server[] = {
         cmocka_unit_test(test_malformed_messages_dropped),
         cmocka_unit_test(test_bad_overflow_descriptor),
         cmocka_unit_test(test_client_dies_mid_rpc),
+    };
+    /* Its own group: it starts its victim server while no client of ours
+     * is open (a server is forked, and forks only from a single thread). */
+    const struct CMUnitTest server_death[] = {
         cmocka_unit_test(test_server_dies_mid_rpc),
     };
-    return cmocka_run_group_tests_name("core_fault", tests, core_setup, core_teardown);
+    int failed = cmocka_run_group_tests_name("core_fault", with_server, core_setup,
+                                             core_teardown);
+    return failed + cmocka_run_group_tests_name("core_fault_server_death", server_death,
+                                                NULL, NULL);
 }

@@ -37,7 +37,8 @@
  *    owner refuses none (HM_OVERLOADED before the window).
  *
  * The server, the attackers and this process (the victim, the good client)
- * are separate processes. argv[1]: the protocol URI.
+ * are separate processes. argv[1]: the protocol URI (or "--attacker ...":
+ * one attacker's process, see attacker_spawn).
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -72,6 +73,7 @@
 #define MANY 512u             /* concurrent pulls of one honest client, */
 #define MANY_LEN (BIG / MANY) /* 16 KiB each, together the whole region */
 #define S_SERVER_LIFE_S 300u  /* the server's bound (SIGALRM) */
+#define ATTACKER_LIFE_S 240u  /* an attacker's (it is killed or told to stop before) */
 
 /* ---- the RPCs -------------------------------------------------------------- */
 
@@ -495,11 +497,6 @@ static void attacker_serve_until_stop(struct attacker *at)
 
 /* ---- the attacker: a flood of GET_REQs --------------------------------------------- */
 
-struct flood_args {
-    const char *uri;
-    bool stall; /* stall_run (asks, then stops reading), else flood_run */
-};
-
 static void flood_sent(hmi_na_op_t *op, hm_return_t status)
 {
     (void)status;
@@ -595,21 +592,25 @@ static int stall_run(struct attacker *at, struct flood_msgs *f)
     double end = bulk_now_ms() + HANG_GUARD_MS;
     while (rc == 0 && f->done < STALL_REQS && bulk_now_ms() < end)
         hm_progress(at->c.ctx, 1); /* until the requests have left; their answers pile up */
-    hm_test_signal(rc == 0 && f->done == STALL_REQS ? "sent" : "failed");
+    char said[48] = "sent";
+    if (rc != 0 || f->done != STALL_REQS)
+        snprintf(said, sizeof(said), "failed %d, %u of %u sent", rc, f->done, STALL_REQS);
+    hm_test_signal(said);
     (void)hm_test_await(line, sizeof(line), 120000); /* reads nothing more, ever */
     return rc;
 }
 
 /* The GET_REQ attacker's process: expose, then flood_run or stall_run. */
-static int flood_main(void *arg)
+static int flood_main(const char *uri, bool stall)
 {
-    const struct flood_args *a = arg;
     static struct attacker at;
     static struct flood_msgs f;
-    int rc = attacker_open(&at, a->uri, true);
-    if (rc != 0)
+    int rc = attacker_open(&at, uri, true);
+    if (rc != 0) {
+        hm_test_signal("cannot open");
         return rc;
-    rc = a->stall ? stall_run(&at, &f) : flood_run(&at, &f);
+    }
+    rc = stall ? stall_run(&at, &f) : flood_run(&at, &f);
     /* An attacker leaves without closing: the owner may still stream to it,
      * and its teardown is not what is tested (nor leak-checked). */
     _exit(rc);
@@ -619,29 +620,23 @@ static int flood_main(void *arg)
 
 #define FOREIGN 4u /* forged replies, each naming the victim's live op */
 
-struct foreign_args {
-    const char *victim_uri;
-    uint64_t id; /* the victim's live op, as its owner received it */
-};
-
 /*
  * Send FOREIGN replies for `id` to the victim: GET_DATA covering the whole
  * pull (0xab), PUT_ACK and ERR; "sent" once they have left, then wait for
  * "stop" while progressing.
  */
-static int foreign_main(void *arg)
+static int foreign_main(const char *victim_uri, uint64_t id)
 {
-    const struct foreign_args *a = arg;
     static struct attacker at;
-    int rc = attacker_open(&at, a->victim_uri, false);
+    int rc = attacker_open(&at, victim_uri, false);
     if (rc != 0)
         return rc;
     hmi_na_context_t *na = at.c.ctx->c_na;
     hmi_na_addr_t *victim = at.c.server->a_na;
-    forge_data(na, victim, a->id, 0, PULL / 2);
-    forge_data(na, victim, a->id, PULL / 2, PULL / 2);
-    forge_reply(na, victim, SWRMA_PUT_ACK, a->id, PULL);
-    forge_reply(na, victim, SWRMA_ERR, a->id, (uint64_t)HM_CANCELED);
+    forge_data(na, victim, id, 0, PULL / 2);
+    forge_data(na, victim, id, PULL / 2, PULL / 2);
+    forge_reply(na, victim, SWRMA_PUT_ACK, id, PULL);
+    forge_reply(na, victim, SWRMA_ERR, id, (uint64_t)HM_CANCELED);
     double end = bulk_now_ms() + HANG_GUARD_MS;
     while (g_forged_done < FOREIGN && bulk_now_ms() < end) {
         hm_progress(at.c.ctx, 1);
@@ -651,6 +646,34 @@ static int foreign_main(void *arg)
     hm_test_signal(rc == 0 ? "sent" : "failed");
     attacker_serve_until_stop(&at);
     _exit(rc); /* as the flood's attacker: its teardown is not what is tested */
+}
+
+/*
+ * Attackers are this binary run again (exec), never forks of the test
+ * process: a fork copies the transport's locks, and one that a thread of
+ * UCX held at that instant stays held in the child for ever (the child
+ * then hangs opening its own context).
+ */
+static const char *g_self; /* argv[0] */
+
+/* Start the attacker `mode` ("flood", "stall", "foreign") at `uri`; `id`: foreign's op. */
+static int attacker_spawn(struct hm_test_child *child, const char *mode, const char *uri,
+                          uint64_t id)
+{
+    char id_hex[24];
+    snprintf(id_hex, sizeof(id_hex), "%llx", (unsigned long long)id);
+    char *args[] = {(char *)g_self, "--attacker", (char *)mode, (char *)g_protocol,
+                    (char *)uri, id_hex, NULL};
+    return hm_test_spawn_exec(child, args, ATTACKER_LIFE_S);
+}
+
+/* An attacker's process, with attacker_spawn's argv: an exit status. */
+static int attacker_main(char **argv)
+{
+    g_protocol = argv[3];
+    if (strcmp(argv[2], "foreign") == 0)
+        return foreign_main(argv[4], strtoull(argv[5], NULL, 16));
+    return flood_main(argv[4], strcmp(argv[2], "stall") == 0);
 }
 
 /* ---- the test process ----------------------------------------------------------------- */
@@ -795,13 +818,12 @@ static void wait_pull_or_foreign(const struct pull_wait *w, uint64_t target)
 }
 
 /* A third process spawned to send FOREIGN replies for our op `id`; "sent" awaited. */
-static void foreign_start(struct hm_test_child *attacker, struct foreign_args *fa)
+static void foreign_start(struct hm_test_child *attacker, uint64_t id)
 {
     char line[64];
     static char uri[512];
     assert_int_equal(hm_test_self_uri(g_cli.ctx, uri, sizeof(uri)), 0);
-    fa->victim_uri = uri;
-    assert_int_equal(hm_test_spawn(attacker, foreign_main, fa), 0);
+    assert_int_equal(attacker_spawn(attacker, "foreign", uri, id), 0);
     assert_int_equal(recv_progressing(attacker, line, sizeof(line)), 0);
     assert_string_equal(line, "sent");
 }
@@ -827,10 +849,10 @@ static void test_foreign_replies(void **state)
     assert_int_equal(hm_bulk_transfer(g_cli.ctx, &x, NULL, pull_wait_cb, &w, &op), HM_SUCCESS);
     char line[64];
     assert_int_equal(recv_progressing(&g_server.child, line, sizeof(line)), 0); /* "id <hex>" */
-    struct foreign_args fa = {.id = strtoull(line + 3, NULL, 16)};
-    printf("owner holds our GET_REQ, id 0x%llx\n", (unsigned long long)fa.id);
+    uint64_t id = strtoull(line + 3, NULL, 16);
+    printf("owner holds our GET_REQ, id 0x%llx\n", (unsigned long long)id);
     struct hm_test_child attacker;
-    foreign_start(&attacker, &fa);
+    foreign_start(&attacker, id);
     wait_pull_or_foreign(&w, before.ss_foreign + FOREIGN);
     hmi_swrma_stats(g_cli.ctx->c_na, &after);
     unsigned int early_calls = w.calls;
@@ -916,10 +938,9 @@ static void test_peer_cap(void **state)
     assert_non_null(region);
     struct s_stats st0, st;
     server_stats(&st0);
-    struct flood_args fa = {.uri = g_server.uri};
     struct hm_test_child attacker;
     char line[64];
-    assert_int_equal(hm_test_spawn(&attacker, flood_main, &fa), 0);
+    assert_int_equal(attacker_spawn(&attacker, "flood", g_server.uri, 0), 0);
     assert_int_equal(hm_test_recv(&attacker, line, sizeof(line), 20000), 0);
     assert_int_equal(hm_test_recv(&g_server.child, line, sizeof(line), 20000), 0);
     assert_string_equal(line, "paused");
@@ -961,13 +982,14 @@ static void test_stalled_reader(void **state)
     assert_non_null(region);
     struct s_stats st0, st;
     server_stats(&st0);
-    struct flood_args fa = {.uri = g_server.uri, .stall = true};
     struct hm_test_child attackers[STALLERS];
     bool sent = true;
     for (unsigned int a = 0; a < STALLERS; a++) {
         char line[64];
-        assert_int_equal(hm_test_spawn(&attackers[a], flood_main, &fa), 0);
+        assert_int_equal(attacker_spawn(&attackers[a], "stall", g_server.uri, 0), 0);
         int got = hm_test_recv(&attackers[a], line, sizeof(line), 30000);
+        if (got != 0 || strcmp(line, "sent") != 0)
+            printf("staller %u: %s\n", a, got == 0 ? line : "no line in 30 s");
         sent = sent && got == 0 && strcmp(line, "sent") == 0 &&
                kill(attackers[a].pid, SIGSTOP) == 0;
     }
@@ -1066,8 +1088,11 @@ static void test_many_gets(void **state)
 
 int main(int argc, char **argv)
 {
-    g_protocol = argc > 1 ? argv[1] : "ucx+tcp://127.0.0.1:0";
     setenv("HM_CMA", "0", 1); /* shm classes: RMA over messages, not CMA (every process) */
+    if (argc == 6 && strcmp(argv[1], "--attacker") == 0)
+        return attacker_main(argv);
+    g_self = argv[0];
+    g_protocol = argc > 1 ? argv[1] : "ucx+tcp://127.0.0.1:0";
     hm_test_alarm(280, "test_hostile_swrma");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_forged_get_data, start_forging, stop),

@@ -198,11 +198,45 @@ static void ht_close_fds(int *fds, int n)
     errno = err;
 }
 
+/* Threads of this process (/proc/self/status), or -1 when unknown. */
+static int ht_thread_count(void)
+{
+    FILE *status = fopen("/proc/self/status", "re");
+    if (status == NULL)
+        return -1;
+    char line[256];
+    int threads = -1;
+    while (fgets(line, sizeof(line), status) != NULL)
+        if (sscanf(line, "Threads: %d", &threads) == 1)
+            break;
+    fclose(status);
+    return threads;
+}
+
+/* May this process fork a child that runs a function (no exec)? See harness.h. */
+static bool ht_fork_safe(void)
+{
+#if defined(__SANITIZE_THREAD__)
+    return true; /* TSan's background thread; TSan makes fork safe for its runtime */
+#else
+    int threads = ht_thread_count();
+    if (threads <= 1)
+        return true;
+    fprintf(stderr,
+            "harness: refusing to fork from a process with %d threads (a lock a thread "
+            "held stays held in the child): start this child with hm_test_spawn_exec\n",
+            threads);
+    return false;
+#endif
+}
+
 static int ht_spawn(struct hm_test_child *child, const struct ht_start *how)
 {
     int fds[5] = {-1, -1, -1, -1, -1}; /* down[2], up[2], output */
     memset(child, 0, sizeof(*child));
     child->output = -1;
+    if (how->argv == NULL && !ht_fork_safe())
+        return -1;
     if (pipe2(&fds[0], O_CLOEXEC) != 0 || pipe2(&fds[2], O_CLOEXEC) != 0)
         goto err;
     if (how->capture && (fds[4] = memfd_create("hm-test-child", MFD_CLOEXEC)) < 0)

@@ -32,6 +32,15 @@
  * parent, hm_test_await(buf, size, ms) reads what the parent sent with
  * hm_test_send. The child function's return value is its exit status.
  *
+ * A fork copies the memory of every thread but runs only the caller's: a
+ * lock another thread held at that instant (UCX's async thread takes one
+ * whenever an event fires) stays held in the child for ever. So
+ * hm_test_spawn, hm_test_spawn_captured and hm_test_server_start refuse (-1,
+ * with a message) to fork from a process with more than one thread; such a
+ * test starts its children with hm_test_spawn_exec (the test binary run
+ * again with arguments that pick the child's role). ThreadSanitizer's own
+ * thread is not counted (its runtime forks safely).
+ *
  * Not thread-safe; one harness per test process.
  */
 #ifndef HM_TEST_HARNESS_H
