@@ -198,6 +198,13 @@ static void ht_close_fds(int *fds, int n)
     errno = err;
 }
 
+/* May this process fork a child that runs a function (no exec)? See harness.h. */
+#if defined(__SANITIZE_THREAD__)
+static bool ht_fork_safe(void)
+{
+    return true; /* TSan's background thread; TSan makes fork safe for its runtime */
+}
+#else
 /* Threads of this process (/proc/self/status), or -1 when unknown. */
 static int ht_thread_count(void)
 {
@@ -213,12 +220,8 @@ static int ht_thread_count(void)
     return threads;
 }
 
-/* May this process fork a child that runs a function (no exec)? See harness.h. */
 static bool ht_fork_safe(void)
 {
-#if defined(__SANITIZE_THREAD__)
-    return true; /* TSan's background thread; TSan makes fork safe for its runtime */
-#else
     int threads = ht_thread_count();
     if (threads <= 1)
         return true;
@@ -227,8 +230,8 @@ static bool ht_fork_safe(void)
             "held stays held in the child): start this child with hm_test_spawn_exec\n",
             threads);
     return false;
-#endif
 }
+#endif
 
 static int ht_spawn(struct hm_test_child *child, const struct ht_start *how)
 {
