@@ -18,14 +18,16 @@
  * kept for peers with few in flight; past it a reply waits as a record in
  * its sender's queue, and senders with records are served in turn
  * (admit_flush_ring), so one whose replies do not complete holds back only
- * its own. Records are bounded per sender and per context; at the
- * context's bound the sender with the most waiting loses its newest
- * (admit_evict, overload_evictions), so a sender with few always gets one.
- * A request is dropped unanswered (overload_drops) when it is one-way, its
- * peer stalled or is dead, its sender is at its own record bound, or it is
- * evicted: so a peer that floods and never progresses costs the server a
- * bounded amount, and cannot take others' answers, while a client that
- * takes its replies, however slowly, is always answered.
+ * its own. Records are bounded per context, and per sender for a quiet
+ * sender (admit_live: it has replies pending and took none lately); at the
+ * context's bound the sender with the most waiting loses its newest, or,
+ * for a live sender, a quiet one does (admit_evict, overload_evictions), so
+ * a sender with few always gets one and a live one is not crowded out. A
+ * request is dropped unanswered (overload_drops) when it is one-way, its
+ * peer stalled or is dead, its sender is quiet and at its own record bound,
+ * or it is evicted: so a peer that floods and never progresses costs the
+ * server a bounded amount, and cannot take others' answers, while a client
+ * that takes its replies, however slowly, is always answered.
  *
  * Per-peer means per sender as the transport names it: the counters are
  * plain fields of the context and of the sender's record (admit_peer.c:
@@ -344,21 +346,67 @@ static hm_addr_t *admit_heaviest(hm_context_t *ctx)
 }
 
 /*
+ * Is `sender` taking its replies: none pending, or one taken (or its first
+ * posted) within HMI_ADMIT_QUIET_MS? A sender that is not live is quiet.
+ */
+static bool admit_live(const hm_addr_t *sender)
+{
+    if (sender->a_adm_replies + sender->a_adm_deferred == 0)
+        return true;
+    return hmi_time_ns() - sender->a_adm_taken_ns <= (uint64_t)HMI_ADMIT_QUIET_MS * 1000000u;
+}
+
+/* A quiet sender with replies waiting, other than `sender`, among the first
+ * HMI_ADMIT_HEAVY_SCAN of the ring; NULL if none. */
+static hm_addr_t *admit_quiet_one(hm_context_t *ctx, const hm_addr_t *sender)
+{
+    struct hmi_admit *ad = &ctx->c_admit;
+    uint32_t walked = 0;
+    for (struct hmi_list *l = ad->ad_ring.next;
+         l != &ad->ad_ring && walked < HMI_ADMIT_HEAVY_SCAN; l = l->next, walked++) {
+        hm_addr_t *other = hmi_container_of(l, hm_addr_t, a_adm_ring);
+        if (other != sender && !admit_live(other))
+            return other;
+    }
+    return NULL;
+}
+
+/*
+ * Whose reply goes to make room for one of `sender`'s: the sender with the
+ * most waiting, if it has more than `sender` would (and a quiet sender never
+ * takes from a live one); else, for a live `sender`, any quiet sender. NULL:
+ * `sender`'s own reply goes.
+ */
+static hm_addr_t *admit_victim(hm_context_t *ctx, hm_addr_t *sender)
+{
+    hm_addr_t *heavy = admit_heaviest(ctx);
+    if (heavy != NULL && heavy->a_adm_deferred <= sender->a_adm_deferred + 1) {
+        ctx->c_admit.ad_heaviest = NULL; /* the one known may have fallen behind: look again */
+        heavy = admit_heaviest(ctx);
+    }
+    bool live = admit_live(sender);
+    if (heavy != NULL && heavy->a_adm_deferred > sender->a_adm_deferred + 1 &&
+        (live || !admit_live(heavy)))
+        return heavy;
+    return live ? admit_quiet_one(ctx, sender) : NULL;
+}
+
+/*
  * The context's records are all taken and `sender` wants one: drop the
- * newest reply of the sender with the most waiting, unless `sender` would
- * have as many (then it is its own reply that goes). So a sender with few
- * waiting always gets a record, and the heaviest pay for the bound.
+ * newest reply of admit_victim's choice. So a sender with few waiting
+ * always gets a record, the heaviest pay for the bound, and a sender taking
+ * its replies is never crowded out by senders that stopped taking theirs.
  */
 static bool admit_evict(hm_context_t *ctx, hm_addr_t *sender)
 {
-    hm_addr_t *heavy = admit_heaviest(ctx);
-    if (heavy == NULL || heavy->a_adm_deferred <= sender->a_adm_deferred + 1)
+    hm_addr_t *victim = admit_victim(ctx, sender);
+    if (victim == NULL)
         return false;
     struct admit_deferred *d =
-        hmi_container_of(heavy->a_adm_waiting.prev, struct admit_deferred, d_link);
+        hmi_container_of(victim->a_adm_waiting.prev, struct admit_deferred, d_link);
     ctx->c_stats.overload_evictions++;
     admit_drop(ctx, "evicted for another sender's");
-    admit_wait_remove(ctx, heavy, d); /* heavy keeps others: it stays known as heaviest */
+    admit_wait_remove(ctx, victim, d); /* if heaviest, it stays within one of the most */
     return true;
 }
 
@@ -367,7 +415,7 @@ static void admit_defer(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wir
 {
     struct hmi_admit *ad = &ctx->c_admit;
     hm_addr_t *sender = hmi_admit_acct(peer);
-    if (sender->a_adm_deferred >= ad->ad_waiting_max / 8) {
+    if (sender->a_adm_deferred >= ad->ad_waiting_max / 8 && !admit_live(sender)) {
         admit_drop(ctx, "too many waiting for this sender");
         return;
     }

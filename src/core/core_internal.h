@@ -44,12 +44,16 @@
  * Past them (or when a post fails for want of resources) the answer waits as a
  * small record, posted as earlier replies complete; at most
  * HMI_ADMIT_DEFERRED_MAX (HM_ADMIT_WAITING) wait in a context, an eighth of
- * them for one sender (its transport address: a well-behaved client has at
- * most one refusal outstanding per RPC in flight, so it needs more than
- * 16384 + 32768 RPCs in flight to meet that bound). admit.c says who gets no
- * answer (overload_drops). */
+ * them for one sender that is quiet (it has replies pending and took none for
+ * HMI_ADMIT_QUIET_MS). A live sender may hold more, up to the context's bound,
+ * and takes records from quiet ones: the server sees a send complete only
+ * some time after the peer got it, so in a burst a well-behaved client can
+ * count twice its RPCs in flight, its retries refused before the first
+ * refusals' sends were seen to complete. admit.c says who gets no answer
+ * (overload_drops). */
 #define HMI_ADMIT_REPLIES_PEER 64u
 #define HMI_ADMIT_STALL_MS 5000u /* as long as ofi+tcp waits to declare a peer dead */
+#define HMI_ADMIT_QUIET_MS 100u  /* a burst's completions are seen well within it */
 #define HMI_ADMIT_REPLIES_CTX 32768u
 #define HMI_ADMIT_DEFERRED_MAX 262144u /* ~25 MB of records */
 /* Senders with replies waiting that one reply's completion serves (admit.c). */
