@@ -46,9 +46,10 @@
  * At least this many voluntary switches per RPC on each side. Measured here:
  * 0.57-0.70 when sleeping (the peer woken by our message sometimes preempts
  * us before we reach poll, an involuntary switch in place of the voluntary
- * one), 0.00 when spinning (HM_PROGRESS=busy).
+ * one), and once 0.23 for the ofi+shm client in a CI dry run (the server
+ * 0.83); 0.00 when spinning (HM_PROGRESS=busy).
  */
-#define MIN_SWITCHES_PER_RPC 0.25
+#define MIN_SWITCHES_PER_RPC 0.10
 /* CPU over an idle second: measured 0.2-4 ms sleeping (the test server wakes
  * every 20 ms), 200-500 ms spinning on this loaded 2-core machine. */
 #define MAX_IDLE_CPU_US 50000u
