@@ -380,8 +380,11 @@ static hm_addr_t *admit_quiet_one(hm_context_t *ctx, const hm_addr_t *sender)
 static hm_addr_t *admit_victim(hm_context_t *ctx, hm_addr_t *sender)
 {
     hm_addr_t *heavy = admit_heaviest(ctx);
-    if (heavy != NULL && heavy->a_adm_deferred <= sender->a_adm_deferred + 1) {
-        ctx->c_admit.ad_heaviest = NULL; /* the one known may have fallen behind: look again */
+    if (heavy != NULL && heavy != sender && heavy->a_adm_deferred <= sender->a_adm_deferred + 1) {
+        /* The one known may have fallen behind (seen: 1 record, with 256 among
+         * 10 senders): look again. Not when it is `sender`, a flood's usual
+         * case, so a flooder's refusals do not each walk the ring. */
+        ctx->c_admit.ad_heaviest = NULL;
         heavy = admit_heaviest(ctx);
     }
     bool live = admit_live(sender);
