@@ -346,26 +346,26 @@ static hm_addr_t *admit_heaviest(hm_context_t *ctx)
 }
 
 /*
- * Is `sender` taking its replies: none pending, or one taken (or its first
- * posted) within HMI_ADMIT_QUIET_MS? A sender that is not live is quiet.
+ * Is `sender` taking its replies at `now`: none pending, or one taken (or
+ * its first posted) within HMI_ADMIT_QUIET_MS? A sender not live is quiet.
  */
-static bool admit_live(const hm_addr_t *sender)
+static bool admit_live(const hm_addr_t *sender, uint64_t now)
 {
     if (sender->a_adm_replies + sender->a_adm_deferred == 0)
         return true;
-    return hmi_time_ns() - sender->a_adm_taken_ns <= (uint64_t)HMI_ADMIT_QUIET_MS * 1000000u;
+    return now - sender->a_adm_taken_ns <= (uint64_t)HMI_ADMIT_QUIET_MS * 1000000u;
 }
 
 /* A quiet sender with replies waiting, other than `sender`, among the first
  * HMI_ADMIT_HEAVY_SCAN of the ring; NULL if none. */
-static hm_addr_t *admit_quiet_one(hm_context_t *ctx, const hm_addr_t *sender)
+static hm_addr_t *admit_quiet_one(hm_context_t *ctx, const hm_addr_t *sender, uint64_t now)
 {
     struct hmi_admit *ad = &ctx->c_admit;
     uint32_t walked = 0;
     for (struct hmi_list *l = ad->ad_ring.next;
          l != &ad->ad_ring && walked < HMI_ADMIT_HEAVY_SCAN; l = l->next, walked++) {
         hm_addr_t *other = hmi_container_of(l, hm_addr_t, a_adm_ring);
-        if (other != sender && !admit_live(other))
+        if (other != sender && !admit_live(other, now))
             return other;
     }
     return NULL;
@@ -387,11 +387,12 @@ static hm_addr_t *admit_victim(hm_context_t *ctx, hm_addr_t *sender)
         ctx->c_admit.ad_heaviest = NULL;
         heavy = admit_heaviest(ctx);
     }
-    bool live = admit_live(sender);
+    uint64_t now = hmi_time_ns();
+    bool live = admit_live(sender, now);
     if (heavy != NULL && heavy->a_adm_deferred > sender->a_adm_deferred + 1 &&
-        (live || !admit_live(heavy)))
+        (live || !admit_live(heavy, now)))
         return heavy;
-    return live ? admit_quiet_one(ctx, sender) : NULL;
+    return live ? admit_quiet_one(ctx, sender, now) : NULL;
 }
 
 /*
@@ -418,7 +419,7 @@ static void admit_defer(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wir
 {
     struct hmi_admit *ad = &ctx->c_admit;
     hm_addr_t *sender = hmi_admit_acct(peer);
-    if (sender->a_adm_deferred >= ad->ad_waiting_max / 8 && !admit_live(sender)) {
+    if (sender->a_adm_deferred >= ad->ad_waiting_max / 8 && !admit_live(sender, hmi_time_ns())) {
         admit_drop(ctx, "too many waiting for this sender");
         return;
     }
