@@ -501,6 +501,11 @@ typedef struct hm_stats {
     uint64_t dropped_foreign;     /* responses to our RPCs, and acknowledgements of our
                                      overflow responses, that came from another peer than
                                      the RPC's: dropped, the RPC waits on for its own */
+    /* Peer records of the transport (added after dropped_foreign; ofi: HM_OFI_PEERS). */
+    uint64_t peers_evicted;       /* idle peer records (nothing in flight, no user) dropped
+                                     to make room for a new sender */
+    uint64_t peers_refused;       /* messages from, and lookups of, new peers refused because
+                                     every peer record was in use */
 } hm_stats_t;
 /* The first version's size: up to and including `pool_trimmed`. */
 #define HM_STATS_SIZE_V1 (offsetof(hm_stats_t, pool_trimmed) + sizeof(uint64_t))

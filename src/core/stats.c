@@ -57,6 +57,8 @@ static const struct stat_field stat_fields[] = {
     STAT(bulk_eager_pulls),
     STAT(overload_evictions),
     STAT(dropped_foreign),
+    STAT(peers_evicted),
+    STAT(peers_refused),
 };
 #undef STAT
 
@@ -77,6 +79,9 @@ void hmi_stats_read_na(const hmi_na_context_t *na, hm_stats_t *stats)
         atomic_load_explicit(&ls->ls_refused_slow, memory_order_relaxed);
     stats->listen_refused_busy =
         atomic_load_explicit(&ls->ls_refused_busy, memory_order_relaxed);
+    const struct hmi_na_peer_stats *ps = &na->x_peer_stats;
+    stats->peers_evicted = atomic_load_explicit(&ps->ps_evicted, memory_order_relaxed);
+    stats->peers_refused = atomic_load_explicit(&ps->ps_refused, memory_order_relaxed);
 }
 
 void hm_stats_print(const hm_stats_t *stats, const char *prefix, FILE *out)

@@ -469,6 +469,16 @@ struct hmi_na_listen_stats {
     atomic_uint_least64_t ls_refused_busy;  /* evicted: too many waiting for their hello */
 };
 
+/*
+ * Peer records a plugin keeps per context, where a sender's name costs one
+ * (ofi: every name a message header carries). Written on the thread driving
+ * the context, read by the core for hm_context_stats.
+ */
+struct hmi_na_peer_stats {
+    atomic_uint_least64_t ps_evicted; /* idle records dropped to make room for a new peer */
+    atomic_uint_least64_t ps_refused; /* new peers refused: the records were full and busy */
+};
+
 struct hmi_na_context {
     hmi_na_class_t *x_class;
     unsigned int x_index;       /* context index within the class */
@@ -494,6 +504,7 @@ struct hmi_na_context {
     unsigned int x_recv_bufs;
     unsigned int x_recv_pinned;
     struct hmi_na_listen_stats x_listen; /* the plugin's listener, if it has one */
+    struct hmi_na_peer_stats x_peer_stats; /* the plugin's peer records, if bounded */
     /* Set by hmi_na_context_close before the plugin closes: the callbacks of
      * the ops it cancels may post again (the core's admission flush answers
      * waiting refusals), but the plugin's peers are gone, so every post from

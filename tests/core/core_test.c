@@ -48,6 +48,8 @@ static const hm_proc_field_t stats_fields[] = {
     HM_PROC_FIELD(struct core_server_stats, listen_refused_busy, hm_proc_uint64),
     HM_PROC_FIELD(struct core_server_stats, voluntary_switches, hm_proc_uint64),
     HM_PROC_FIELD(struct core_server_stats, cpu_us, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, peers_evicted, hm_proc_uint64),
+    HM_PROC_FIELD(struct core_server_stats, peers_refused, hm_proc_uint64),
 };
 static hm_return_t stats_proc(hm_proc_t *p, void *d)
 {
@@ -175,6 +177,8 @@ static hm_return_t on_stats(hm_handle_t *handle)
         .voluntary_switches = (uint64_t)ru.ru_nvcsw,
         .cpu_us = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
                   (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec),
+        .peers_evicted = st.peers_evicted,
+        .peers_refused = st.peers_refused,
     };
     return respond_and_release(handle, &out);
 }

@@ -49,6 +49,8 @@ struct core_server_stats {
     uint64_t listen_refused_busy;
     uint64_t voluntary_switches; /* getrusage(RUSAGE_SELF) of the server process */
     uint64_t cpu_us;             /* user + system CPU time of the server process */
+    uint64_t peers_evicted;      /* hm_stats_t peers_evicted / peers_refused */
+    uint64_t peers_refused;
 };
 
 hm_return_t core_register(hm_class_t *cls, struct core_ids *ids, bool server);

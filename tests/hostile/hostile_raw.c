@@ -7,7 +7,9 @@
 static void raw_recv(void *arg, hmi_na_addr_t *src, void *buf, size_t len, uintptr_t token)
 {
     (void)src, (void)buf, (void)len;
-    hmi_na_msg_release(*(hmi_na_context_t **)arg, token);
+    struct hostile_raw *raw = arg;
+    raw->received++;
+    hmi_na_msg_release(raw->ctx, token);
 }
 
 static void raw_sent(hmi_na_op_t *op, hm_return_t status)
@@ -26,7 +28,7 @@ int hostile_raw_open(struct hostile_raw *raw, const char *protocol, const char *
     snprintf(uri, sizeof(uri), "%.*s://%s", (int)(sep - protocol), protocol,
              strstr(protocol, "+tcp") ? "127.0.0.1:0" : "");
     if (hmi_na_class_open(uri, &raw->cls) != HM_SUCCESS ||
-        hmi_na_context_open(raw->cls, 0, raw_recv, &raw->ctx, NULL, NULL, &raw->ctx) !=
+        hmi_na_context_open(raw->cls, 0, raw_recv, raw, NULL, NULL, &raw->ctx) !=
             HM_SUCCESS ||
         raw->cls->c_ops.addr_lookup(raw->ctx, peer_uri, &raw->peer) != HM_SUCCESS)
         goto err;

@@ -18,10 +18,11 @@ struct hostile_raw {
     hmi_na_op_t *op;
     uint8_t *buf; /* `size` bytes to fill, then hostile_raw_send */
     void *desc;
+    unsigned int received; /* messages that arrived (and were dropped) */
 };
 
 /* Open an endpoint on `protocol` (a test protocol URI) and look `peer_uri`
- * up; received messages are dropped. 0, or -1 (close what was opened). */
+ * up; received messages are counted and dropped. 0, or -1 (close what was opened). */
 int hostile_raw_open(struct hostile_raw *raw, const char *protocol, const char *peer_uri,
                      size_t size);
 /* Send buf[0..len) to the peer and wait until the send completed: 0, or -1. */

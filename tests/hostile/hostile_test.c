@@ -29,19 +29,24 @@ uint64_t hostile_rss_kb(pid_t pid)
 
 /* ---- the good client ---------------------------------------------------------- */
 
-/* One batch on a fresh client; adds to the counts. */
-static void good_batch(struct hostile_good *good, unsigned long *ok, unsigned long *failed)
+static hm_return_t good_open(struct hostile_good *good, struct core_client *cli,
+                             unsigned long *failed)
 {
-    struct core_client cli;
-    memset(&cli, 0, sizeof(cli));
-    hm_return_t ret = core_client_open(&cli, good->protocol, good->server_uri);
+    memset(cli, 0, sizeof(*cli));
+    hm_return_t ret = core_client_open(cli, good->protocol, good->server_uri);
     if (ret != HM_SUCCESS) {
         fprintf(stderr, "good client: cannot open: %s (%s)\n", hm_strerror(ret),
                 hm_error_detail());
         (*failed)++;
     }
-    for (int i = 0; ret == HM_SUCCESS && i < HOSTILE_GOOD_BATCH; i++) {
-        hm_return_t r = core_call(&cli, cli.ids.noop, NULL, NULL, 10000);
+    return ret;
+}
+
+/* One batch on `cli`; adds to the counts. */
+static void good_batch(struct core_client *cli, unsigned long *ok, unsigned long *failed)
+{
+    for (int i = 0; i < HOSTILE_GOOD_BATCH; i++) {
+        hm_return_t r = core_call(cli, cli->ids.noop, NULL, NULL, 10000);
         if (r == HM_SUCCESS) {
             (*ok)++;
         } else {
@@ -49,7 +54,20 @@ static void good_batch(struct hostile_good *good, unsigned long *ok, unsigned lo
             (*failed)++;
         }
     }
-    core_client_close(&cli);
+}
+
+/* A batch on a fresh client (a new lookup), or on the kept one. */
+static void good_round(struct hostile_good *good, struct core_client *kept, unsigned long *ok,
+                       unsigned long *failed)
+{
+    if (good->keep) {
+        good_batch(kept, ok, failed);
+        return;
+    }
+    struct core_client fresh;
+    if (good_open(good, &fresh, failed) == HM_SUCCESS)
+        good_batch(&fresh, ok, failed);
+    core_client_close(&fresh);
 }
 
 static int good_main(void *arg)
@@ -57,19 +75,26 @@ static int good_main(void *arg)
     struct hostile_good *good = arg;
     unsigned long ok = 0, failed = 0;
     char line[64];
+    struct core_client kept;
+    memset(&kept, 0, sizeof(kept));
+    if (good->keep && good_open(good, &kept, &failed) != HM_SUCCESS)
+        good->keep = false; /* counted as failed; go on with fresh clients */
     hm_test_ready("running");
     do {
-        good_batch(good, &ok, &failed);
+        good_round(good, &kept, &ok, &failed);
     } while (hm_test_await(line, sizeof(line), 1) != 0); /* 1 ms: 0 never reads */
+    core_client_close(&kept);
     snprintf(line, sizeof(line), "ok=%lu failed=%lu", ok, failed);
     hm_test_signal(line);
     return 0;
 }
 
-int hostile_good_start(struct hostile_good *good, const char *protocol, const char *server_uri)
+static int good_spawn(struct hostile_good *good, const char *protocol, const char *server_uri,
+                      bool keep)
 {
     good->protocol = protocol;
     good->server_uri = server_uri;
+    good->keep = keep;
     char line[64];
     if (hm_test_spawn(&good->child, good_main, good) != 0)
         return -1;
@@ -78,6 +103,17 @@ int hostile_good_start(struct hostile_good *good, const char *protocol, const ch
         return -1;
     }
     return 0;
+}
+
+int hostile_good_start(struct hostile_good *good, const char *protocol, const char *server_uri)
+{
+    return good_spawn(good, protocol, server_uri, false);
+}
+
+int hostile_good_start_kept(struct hostile_good *good, const char *protocol,
+                            const char *server_uri)
+{
+    return good_spawn(good, protocol, server_uri, true);
 }
 
 int hostile_good_stop(struct hostile_good *good, unsigned long *ok, unsigned long *failed)

@@ -34,8 +34,13 @@ struct hostile_good {
     struct hm_test_child child;
     const char *protocol;
     const char *server_uri;
+    bool keep; /* one client for every batch (hostile_good_start_kept) */
 };
 int hostile_good_start(struct hostile_good *good, const char *protocol, const char *server_uri);
+/* The same with one client opened before "running" and kept: a peer the
+ * server knew before the attack. */
+int hostile_good_start_kept(struct hostile_good *good, const char *protocol,
+                            const char *server_uri);
 int hostile_good_stop(struct hostile_good *good, unsigned long *ok, unsigned long *failed);
 
 /*

@@ -11,6 +11,20 @@
  * protocols a peer we sent to and have not heard from is probed with a bare
  * header after HM_OFI_PROBE_MS, backing off, six times at most; a probe that
  * fails marks the peer dead.
+ *
+ * Bound. A message header names its sender (always on ofi+tcp), and every
+ * new name costs a record and an AV entry, so a context keeps at most
+ * k_peers_max (HM_OFI_PEERS). Past it, a new name takes the record of an
+ * idle peer: one nobody above holds (a_refs 1: the core references every
+ * sender it serves or calls, until it dies), with nothing in the provider or
+ * queued, no probe out and no partial message. The oldest records are
+ * looked at first, at most ADDR_EVICT_WALK per new name; when none of them
+ * is idle, the stuck ones among them are failed so that they become idle
+ * (addr_make_room), and past half again the bound the new name is refused
+ * (its message dropped, a lookup fails with HM_OVERLOADED) and counted. An
+ * evicted record leaves the maps and the AV at once and is freed at the
+ * start of the next progress, after the callbacks of ops that completed
+ * before it ran: they may still compare its pointer.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -26,6 +40,7 @@
 
 #define ADDR_MAX_PROBES 6u
 #define ADDR_SWEEP_MAX 64u
+#define ADDR_EVICT_WALK 64u /* records looked at for an idle one, per new peer */
 
 static bool addr_name_eq(const struct ofi_name *a, const struct ofi_name *b)
 {
@@ -34,6 +49,7 @@ static bool addr_name_eq(const struct ofi_name *a, const struct ofi_name *b)
 
 static void addr_free(hmi_na_addr_t *peer)
 {
+    hmi_list_remove(&peer->a_link);
     hmi_ofi_bell_peer_close(peer);
     if (peer->a_pidfd >= 0)
         close(peer->a_pidfd);
@@ -59,12 +75,74 @@ static void addr_unwatch_pid(struct ofi_context *x, hmi_na_addr_t *peer)
     x->x_npeers_watched--;
 }
 
+/* Nobody holds `peer` and nothing of it is in flight: its record may go. */
+static bool addr_idle(const hmi_na_addr_t *peer)
+{
+    return peer->a_refs == 1 && !peer->a_self && !peer->a_probing && peer->a_nqueued == 0 &&
+           peer->a_nposted == 0 && peer->a_reasm == NULL;
+}
+
+/* Out of the maps and the AV, onto the grave until the next progress. */
+static void addr_evict(struct ofi_context *x, hmi_na_addr_t *peer)
+{
+    hmi_hmap_remove(&x->x_by_fi, peer->a_fi);
+    hmi_na_addrtab_remove(&x->x_by_name, &peer->a_entry);
+    fi_av_remove(x->x_av, &peer->a_fi, 1, 0);
+    addr_unwatch_pid(x, peer);
+    hmi_list_remove(&peer->a_link);
+    hmi_list_push_back(&x->x_peer_grave, &peer->a_link);
+    x->x_npeers--;
+    atomic_fetch_add_explicit(&x->x_na->x_peer_stats.ps_evicted, 1, memory_order_relaxed);
+}
+
+/*
+ * Room for one more peer: below the bound, or an idle record evicted. When
+ * the records looked at are all busy, those whose posts meet -FI_EAGAIN
+ * (stuck: not even connected, as a forged name's address usually is) are
+ * declared dead now rather than after HM_OFI_STUCK_MS, so that their
+ * records are idle once the layers above let go of them (after the next
+ * dispatch); meanwhile new peers may use up to half as many records again as
+ * the bound.
+ */
+static bool addr_make_room(struct ofi_context *x)
+{
+    size_t max = x->x_cls->k_peers_max;
+    if (hmi_likely(x->x_npeers < max))
+        return true;
+    hmi_na_addr_t *stuck[ADDR_EVICT_WALK];
+    unsigned int nstuck = 0;
+    for (unsigned int i = 0; i < ADDR_EVICT_WALK && i < x->x_npeers; i++) {
+        struct hmi_list *link = hmi_list_pop_front(&x->x_peers);
+        hmi_na_addr_t *peer = hmi_container_of(link, hmi_na_addr_t, a_link);
+        hmi_list_push_back(&x->x_peers, link); /* looked at: to the back */
+        if (addr_idle(peer)) {
+            addr_evict(x, peer);
+            return true;
+        }
+        if (peer->a_stuck_since_ns != 0 && !peer->a_dead)
+            stuck[nstuck++] = peer;
+    }
+    for (unsigned int i = 0; i < nstuck; i++)
+        hmi_ofi_peer_fail(x, stuck[i], "its posts meet -FI_EAGAIN and its record is needed");
+    if (x->x_npeers < max + max / 2)
+        return true;
+    atomic_fetch_add_explicit(&x->x_na->x_peer_stats.ps_refused, 1, memory_order_relaxed);
+    static struct hmi_log_limit full_log; /* a peer can cause it: rate-limited */
+    hmi_log_limited(&full_log, HMI_SUBSYS_NA, HMI_LOG_WARN,
+                    "ofi: %zu peer records in use (HM_OFI_PEERS): a new peer refused",
+                    x->x_npeers);
+    return false;
+}
+
 /* Insert a new peer into the AV and both maps. */
 static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *name, pid_t pid)
 {
+    if (!addr_make_room(x))
+        return NULL;
     hmi_na_addr_t *peer = calloc(1, sizeof(*peer));
     if (peer == NULL)
         return NULL;
+    hmi_list_init(&peer->a_link);
     peer->a_refs = 1; /* the context's */
     peer->a_ctx = x;
     peer->a_name = *name;
@@ -88,6 +166,8 @@ static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *
         peer->a_dead = !addr_watch_pid(x, peer);
     if (x->x_cls->k_quirk->q_doorbell)
         hmi_ofi_bell_peer_open(x, peer);
+    hmi_list_push_back(&x->x_peers, &peer->a_link);
+    x->x_npeers++;
     return peer;
 
 err_av:
@@ -284,8 +364,24 @@ static void addr_free_one(uint64_t key, void *value, void *arg)
     addr_free(value);
 }
 
+static void addr_free_grave(struct ofi_context *x)
+{
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(&x->x_peer_grave)) != NULL)
+        addr_free(hmi_container_of(link, hmi_na_addr_t, a_link));
+}
+
+void hmi_ofi_peers_bury(struct ofi_context *x)
+{
+    /* Ops completed since an eviction may have joined the deferred list
+     * while their callbacks ran: wait until those ran too. */
+    if (hmi_list_empty(&x->x_na->x_deferred))
+        addr_free_grave(x);
+}
+
 void hmi_ofi_peers_clear(struct ofi_context *x)
 {
+    addr_free_grave(x);
     hmi_na_addrtab_fini(&x->x_by_name); /* walks the peers: before they are freed */
     hmi_hmap_foreach(&x->x_by_fi, addr_free_one, NULL);
     hmi_hmap_destroy(&x->x_by_fi);
@@ -293,6 +389,8 @@ void hmi_ofi_peers_clear(struct ofi_context *x)
     hmi_na_addrtab_init(&x->x_by_name, NULL);
     x->x_self = NULL;
     x->x_npeers_watched = 0;
+    hmi_list_init(&x->x_peers);
+    x->x_npeers = 0;
 }
 
 /* ---- The contract's address slots ------------------------------------------ */
@@ -316,6 +414,12 @@ hm_return_t hmi_ofi_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_a
         return ret;
     }
     hmi_na_addr_t *peer = hmi_ofi_peer_get(x, &name, pid);
+    if (peer == NULL && x->x_npeers >= x->x_cls->k_peers_max) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
+                "ofi: cannot look \"%.200s\" up: all %zu peer records are in use "
+                "(HM_OFI_PEERS)", uri, x->x_npeers);
+        return HM_OVERLOADED;
+    }
     if (peer == NULL)
         return HM_NOMEM;
     if (peer->a_dead) {

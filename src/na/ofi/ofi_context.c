@@ -45,12 +45,16 @@
 #define CTX_CQ_BATCH_FRAG 256
 #define CTX_CHECK_NS 50000000u /* pidfd / probe sweep period when nothing arrives */
 
-/* Off x_retry, keeping the peer's count of queued ops. */
+/* Off x_retry or x_posted, keeping the peer's counts of its ops there. */
 static void ctx_unqueue(struct ofi_op *p)
 {
     if (p->p_queued) {
         p->p_queued = false;
         p->p_peer->a_nqueued--;
+    }
+    if (p->p_posted) {
+        p->p_posted = false;
+        p->p_peer->a_nposted--;
     }
 }
 
@@ -64,6 +68,8 @@ void hmi_ofi_op_posted(struct ofi_context *x, struct ofi_op *p)
 {
     hmi_ofi_op_unlink(p);
     hmi_list_push_back(&x->x_posted, &p->p_link);
+    p->p_posted = true;
+    p->p_peer->a_nposted++;
 }
 
 /*
@@ -280,6 +286,8 @@ hm_return_t hmi_ofi_context_open(hmi_na_context_t *ctx)
     hmi_list_init(&x->x_posted);
     hmi_list_init(&x->x_reasm);
     hmi_list_init(&x->x_reasm_held);
+    hmi_list_init(&x->x_peers);
+    hmi_list_init(&x->x_peer_grave);
     hmi_hmap_init(&x->x_by_fi, 16);
     hmi_na_addrtab_init(&x->x_by_name, NULL);
     ctx_check_device(ctx, x->x_cls);
@@ -482,6 +490,8 @@ int hmi_ofi_progress(hmi_na_context_t *ctx)
     struct ofi_context *x = ofi_ctx(ctx);
     if (hmi_unlikely(x->x_sleeping))
         hmi_ofi_bell_disarm(x);
+    if (hmi_unlikely(!hmi_list_empty(&x->x_peer_grave)))
+        hmi_ofi_peers_bury(x);
     int events = ctx_read_cq(x);
     if (hmi_unlikely(!hmi_list_empty(&x->x_repost)))
         events += hmi_ofi_slabs_repost(x);

@@ -102,6 +102,7 @@ enum ofi_tunable_id {
     OFI_TUNE_STUCK_MS,
     OFI_TUNE_RMA_IOV,
     OFI_TUNE_CMA_MIN,
+    OFI_TUNE_PEERS,
     OFI_TUNE_COUNT
 };
 
@@ -246,6 +247,7 @@ struct ofi_class {
     size_t k_min_multi_recv;
     uint64_t k_probe_ns;
     uint64_t k_stuck_ns;
+    size_t k_peers_max;     /* peer records per context (HM_OFI_PEERS) */
     bool k_source;          /* FI_SOURCE granted */
     bool k_multi_recv;
     bool k_frag;            /* q_inject_only: sends past k_inject_size go in fragments */
@@ -278,6 +280,9 @@ struct ofi_context {
     hmi_na_addr_t *x_self;
     struct hmi_hmap x_by_fi;   /* fi_addr_t -> peer */
     struct hmi_na_addrtab x_by_name; /* endpoint name -> peer (a_entry), dead ones too */
+    struct hmi_list x_peers;   /* every peer in the maps (a_link), oldest looked at first */
+    size_t x_npeers;           /* on x_peers: at most k_peers_max */
+    struct hmi_list x_peer_grave; /* evicted, freed at the next progress (ofi_addr.c) */
     struct ofi_slab *x_slabs;
     size_t x_nslabs;
     uint8_t *x_slab_mem;
@@ -321,6 +326,8 @@ struct hmi_na_addr {
     atomic_uint *a_armed;      /* its doorbell word, mapped (NULL: none) */
     uint64_t a_stuck_since_ns; /* first -FI_EAGAIN of a post to it not followed by success */
     unsigned int a_nqueued;    /* its ops on x_retry: new sends queue behind them */
+    unsigned int a_nposted;    /* its ops on x_posted (the provider holds them) */
+    struct hmi_list a_link;    /* x_peers, or x_peer_grave once evicted */
     uint64_t a_blocked_round;  /* retry round in which one of its posts met EAGAIN */
     struct ofi_reasm *a_reasm; /* its message in reassembly, or NULL (ofi_frag.c) */
     struct ofi_req a_probe;
@@ -332,10 +339,12 @@ struct ofi_op {
     struct ofi_req p_req;  /* first */
     hmi_na_op_t *p_na;
     struct hmi_list p_link; /* x_retry or x_posted */
-    hmi_na_addr_t *p_peer;   /* one reference while the op lives */
+    hmi_na_addr_t *p_peer;   /* no reference: a peer with ops on x_posted or x_retry
+                                is never evicted (a_nposted, a_nqueued) */
     uint8_t p_kind;
     bool p_canceled;
     bool p_queued;          /* on x_retry */
+    bool p_posted;          /* on x_posted */
     hm_return_t p_status;  /* first error of a multi-part RMA */
     /* send */
     void *p_wire;
@@ -446,6 +455,8 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *w
 int hmi_ofi_peers_check(struct ofi_context *x, uint64_t now);
 void hmi_ofi_peer_expect(hmi_na_context_t *ctx, hmi_na_addr_t *peer);
 void hmi_ofi_probe_done(struct ofi_context *x, hmi_na_addr_t *peer, int err);
+/* Free the peers evicted since the last call (start of progress). */
+void hmi_ofi_peers_bury(struct ofi_context *x);
 /* Drop every peer (context close). */
 void hmi_ofi_peers_clear(struct ofi_context *x);
 

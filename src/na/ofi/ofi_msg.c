@@ -111,6 +111,7 @@ hm_return_t hmi_ofi_msg_send(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const v
     p->p_kind = OFI_OP_SEND;
     p->p_canceled = false;
     p->p_queued = false;
+    p->p_posted = false;
     p->p_peer = dest;
     hmi_list_init(&p->p_link);
     /* The name rides along until the peer has shown it can resolve us. */

@@ -153,6 +153,13 @@ const struct hmi_na_tunable hmi_ofi_tunables[OFI_TUNE_COUNT] = {
     [OFI_TUNE_CMA_MIN] = {"HM_OFI_CMA_MIN", HMI_NA_TUNABLE_SIZE, "0", 0, (size_t)1 << 40,
                           "ofi+shm: bulk ops of fewer bytes go over messages, not "
                           "process_vm_readv/writev (0: CMA for every op)"},
+    /* Every name a message header carries costs a record and an AV entry
+     * (about 0.7 KB): without a bound one ofi+tcp peer writing 1,000,000
+     * names grew a server by 700 MB in 20 s. */
+    [OFI_TUNE_PEERS] = {"HM_OFI_PEERS", HMI_NA_TUNABLE_SIZE, "65536", 16, 1u << 24,
+                        "peer records per context: past it a new sender takes an idle "
+                        "record, or fails a peer it cannot reach and may use half as many "
+                        "again; beyond that it is refused"},
 };
 
 size_t hmi_ofi_tunable(enum ofi_tunable_id id)

@@ -258,6 +258,7 @@ hm_return_t hmi_ofi_rma(hmi_na_context_t *ctx, hmi_na_op_t *op, enum hmi_na_rma_
     p->p_kind = dir == HM_NA_RMA_PUT ? OFI_OP_PUT : OFI_OP_GET;
     p->p_canceled = false;
     p->p_queued = false;
+    p->p_posted = false;
     p->p_status = HM_SUCCESS;
     p->p_peer = peer;
     p->p_cur = 0;
