@@ -99,9 +99,10 @@ static int forged_send(struct hostile_raw *raw, uint32_t i)
 /*
  * A request of our own (unknown id, under our real name) and its answer: the
  * server reads a connection in order, so it has read everything we sent
- * before. Without it the attacker outruns the server, and rxm buffers the
- * backlog itself (docs/ARCHITECTURE.md, Known limits: ofi+tcp under a
- * flood), which is not what this test measures. 0, or -1 without an answer.
+ * before. Without it, each refused connection to a forged address makes
+ * the server's rxm read our whole backlog into 16 KB bounce buffers
+ * (docs/ARCHITECTURE.md, Known limits: ofi+tcp under a flood: 1.2 GB),
+ * which is not what this test measures. 0, or -1 without an answer.
  */
 static int fence(struct hostile_raw *raw, uint32_t i)
 {
