@@ -557,7 +557,8 @@ HM_EXPORT void hm_timer_destroy(hm_timer_t *timer);
  * Errors: HM_INVALID_ARG (NULL, malformed URI or "#N" suffix: N decimal,
  * below 65535), HM_NOENTRY (live-checked; no context N), HM_UNREACHABLE
  * (also: a well-formed host name that does not resolve), HM_TIMEOUT
- * (locating "#N"), HM_NOMEM, the transport's error.
+ * (locating "#N"), HM_NOMEM, HM_OVERLOADED (ofi: every peer record of
+ * the context is in use, HM_OFI_PEERS), the transport's error.
  */
 HM_EXPORT hm_return_t hm_addr_lookup(hm_context_t *ctx, const char *uri, hm_addr_t **addr_out);
 /* hm_addr_self: the address peers use to reach `ctx`.
