@@ -574,6 +574,11 @@ static int flood_run(struct attacker *at, struct flood_msgs *f)
     int rc = flood_send(&at->c, at->region, f, FLOOD, FLOOD_LEN);
     hm_test_signal(rc == 0 ? "sent" : "failed");
     attacker_serve_until_stop(at);
+    /* "stop" may come before the last of them left (the good client's pulls
+     * can end first under load): they must leave, not have left by then. */
+    double end = bulk_now_ms() + HANG_GUARD_MS;
+    while (rc == 0 && f->done < FLOOD && bulk_now_ms() < end)
+        hm_progress(at->c.ctx, 1);
     if (rc == 0 && f->done != FLOOD)
         rc = 5;
     flood_free(&at->c, f);
