@@ -14,10 +14,11 @@
  *
  * Bound. A message header names its sender (always on ofi+tcp), and every
  * new name costs a record and an AV entry, so a context keeps at most
- * k_peers_max (HM_OFI_PEERS). Past it, a new name takes the record of an
- * idle peer: one nobody above holds (a_refs 1: the core references every
- * sender it serves or calls, until it dies), with nothing in the provider or
- * queued, no probe out and no partial message. The oldest records are
+ * k_peers_max (HM_OFI_PEERS). Past it, on protocols without FI_SOURCE (the
+ * rxm ones), a new name takes the record of an idle peer: one nobody above
+ * holds (a_refs 1: the core references every sender it serves or calls,
+ * until it dies), with nothing in the provider or queued, no probe out and
+ * no partial message. The oldest records are
  * looked at first, at most ADDR_EVICT_WALK per new name; when none of them
  * is idle, the stuck ones among them are failed so that they become idle
  * (addr_make_room), and past half again the bound the new name is refused
@@ -111,7 +112,11 @@ static bool addr_make_room(struct ofi_context *x)
         return true;
     hmi_na_addr_t *stuck[ADDR_EVICT_WALK];
     unsigned int nstuck = 0;
-    for (unsigned int i = 0; i < ADDR_EVICT_WALK && i < x->x_npeers; i++) {
+    /* With FI_SOURCE the completions still to handle name senders by AV
+     * index, which an eviction and the next insert may give to another
+     * peer: such protocols only refuse (shm's AV holds 256 peers anyway). */
+    unsigned int walk = x->x_cls->k_source ? 0 : ADDR_EVICT_WALK;
+    for (unsigned int i = 0; i < walk && i < x->x_npeers; i++) {
         struct hmi_list *link = hmi_list_pop_front(&x->x_peers);
         hmi_na_addr_t *peer = hmi_container_of(link, hmi_na_addr_t, a_link);
         hmi_list_push_back(&x->x_peers, link); /* looked at: to the back */

@@ -326,7 +326,7 @@ struct hmi_na_addr {
     atomic_uint *a_armed;      /* its doorbell word, mapped (NULL: none) */
     uint64_t a_stuck_since_ns; /* first -FI_EAGAIN of a post to it not followed by success */
     unsigned int a_nqueued;    /* its ops on x_retry: new sends queue behind them */
-    unsigned int a_nposted;    /* its ops on x_posted (the provider holds them) */
+    unsigned int a_nposted;    /* its ops handed to the provider (p_posted) */
     struct hmi_list a_link;    /* x_peers, or x_peer_grave once evicted */
     uint64_t a_blocked_round;  /* retry round in which one of its posts met EAGAIN */
     struct ofi_reasm *a_reasm; /* its message in reassembly, or NULL (ofi_frag.c) */
@@ -344,7 +344,8 @@ struct ofi_op {
     uint8_t p_kind;
     bool p_canceled;
     bool p_queued;          /* on x_retry */
-    bool p_posted;          /* on x_posted */
+    bool p_posted;          /* handed to the provider: counted in a_nposted until
+                               unlinked (also while back on x_retry with parts out) */
     hm_return_t p_status;  /* first error of a multi-part RMA */
     /* send */
     void *p_wire;
