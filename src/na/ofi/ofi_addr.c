@@ -18,13 +18,13 @@
  * rxm ones), a new name takes the record of an idle peer: one nobody above
  * holds (a_refs 1: the core references every sender it serves or calls,
  * until it dies), with nothing in the provider or queued, no probe out and
- * no partial message. The oldest records are
- * looked at first, at most ADDR_EVICT_WALK per new name; when none of them
- * is idle, the stuck ones among them are failed so that they become idle
- * (addr_make_room), and past half again the bound the new name is refused
- * (its message dropped, a lookup fails with HM_OVERLOADED) and counted. An
- * evicted record leaves the maps and the AV at once and is freed at the
- * start of the next progress, after the callbacks of ops that completed
+ * no partial message. The oldest records are looked at first, at most
+ * ADDR_EVICT_WALK per new name; when none of them is idle, the stuck ones
+ * among them are failed so that they become idle (addr_make_room), and
+ * past addr_hard_max the new name is refused (its message dropped, a
+ * lookup fails with HM_OVERLOADED) and counted. An evicted record leaves
+ * the maps and the AV at once and is freed at the start of the next
+ * progress (hmi_ofi_peers_bury), after the callbacks of ops that completed
  * before it ran: they may still compare its pointer.
  */
 #include <errno.h>
@@ -83,12 +83,21 @@ static bool addr_idle(const hmi_na_addr_t *peer)
            peer->a_nposted == 0 && peer->a_reasm == NULL;
 }
 
+/* Records past which a new peer is refused: the bound and half again
+ * (room while stuck peers just failed are let go of by the layers above). */
+static size_t addr_hard_max(const struct ofi_context *x)
+{
+    return x->x_cls->k_peers_max + x->x_cls->k_peers_max / 2;
+}
+
 /* Out of the maps and the AV, onto the grave until the next progress. */
 static void addr_evict(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     hmi_hmap_remove(&x->x_by_fi, peer->a_fi);
     hmi_na_addrtab_remove(&x->x_by_name, &peer->a_entry);
-    fi_av_remove(x->x_av, &peer->a_fi, 1, 0);
+    int rc = fi_av_remove(x->x_av, &peer->a_fi, 1, 0);
+    if (rc != 0) /* the entry stays in the AV; the record goes all the same */
+        (void)hmi_ofi_error("fi_av_remove", x->x_cls->k_quirk->q_provider, rc);
     addr_unwatch_pid(x, peer);
     hmi_list_remove(&peer->a_link);
     hmi_list_push_back(&x->x_peer_grave, &peer->a_link);
@@ -129,7 +138,7 @@ static bool addr_make_room(struct ofi_context *x)
     }
     for (unsigned int i = 0; i < nstuck; i++)
         hmi_ofi_peer_fail(x, stuck[i], "its posts meet -FI_EAGAIN and its record is needed");
-    if (x->x_npeers < max + max / 2)
+    if (x->x_npeers < addr_hard_max(x))
         return true;
     atomic_fetch_add_explicit(&x->x_na->x_peer_stats.ps_refused, 1, memory_order_relaxed);
     static struct hmi_log_limit full_log; /* a peer can cause it: rate-limited */
@@ -369,24 +378,24 @@ static void addr_free_one(uint64_t key, void *value, void *arg)
     addr_free(value);
 }
 
-static void addr_free_grave(struct ofi_context *x)
+/*
+ * Called first in progress: hmi_na_progress has just dispatched every op
+ * completed before it (x_done, and x_deferred spliced into it), so every one
+ * that completed before an eviction has run its callback. What sits in
+ * x_deferred now was posted during that dispatch, after the eviction, by
+ * someone holding its peer. (Waiting for x_deferred to be empty kept the
+ * grave growing while each dispatch posted more.)
+ */
+void hmi_ofi_peers_bury(struct ofi_context *x)
 {
     struct hmi_list *link;
     while ((link = hmi_list_pop_front(&x->x_peer_grave)) != NULL)
         addr_free(hmi_container_of(link, hmi_na_addr_t, a_link));
 }
 
-void hmi_ofi_peers_bury(struct ofi_context *x)
-{
-    /* Ops completed since an eviction may have joined the deferred list
-     * while their callbacks ran: wait until those ran too. */
-    if (hmi_list_empty(&x->x_na->x_deferred))
-        addr_free_grave(x);
-}
-
 void hmi_ofi_peers_clear(struct ofi_context *x)
 {
-    addr_free_grave(x);
+    hmi_ofi_peers_bury(x);
     hmi_na_addrtab_fini(&x->x_by_name); /* walks the peers: before they are freed */
     hmi_hmap_foreach(&x->x_by_fi, addr_free_one, NULL);
     hmi_hmap_destroy(&x->x_by_fi);
@@ -419,7 +428,7 @@ hm_return_t hmi_ofi_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_a
         return ret;
     }
     hmi_na_addr_t *peer = hmi_ofi_peer_get(x, &name, pid);
-    if (peer == NULL && x->x_npeers >= x->x_cls->k_peers_max) {
+    if (peer == NULL && x->x_npeers >= addr_hard_max(x)) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
                 "ofi: cannot look \"%.200s\" up: all %zu peer records are in use "
                 "(HM_OFI_PEERS)", uri, x->x_npeers);

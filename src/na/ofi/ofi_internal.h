@@ -456,7 +456,7 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *w
 int hmi_ofi_peers_check(struct ofi_context *x, uint64_t now);
 void hmi_ofi_peer_expect(hmi_na_context_t *ctx, hmi_na_addr_t *peer);
 void hmi_ofi_probe_done(struct ofi_context *x, hmi_na_addr_t *peer, int err);
-/* Free the peers evicted since the last call (start of progress). */
+/* Free the peers evicted since the last call (first thing in progress, and at close). */
 void hmi_ofi_peers_bury(struct ofi_context *x);
 /* Drop every peer (context close). */
 void hmi_ofi_peers_clear(struct ofi_context *x);
