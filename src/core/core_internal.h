@@ -438,6 +438,12 @@ void hmi_ctx_wake(hm_context_t *ctx);
 void hmi_ctx_yield(hm_context_t *ctx);
 /* Driver: block on the transport's fd and the wake fd until `ms` pass. */
 void hmi_ctx_block(hm_context_t *ctx, int ms);
+/*
+ * The earliest time (CLOCK_MONOTONIC ns) a context must wake at although
+ * nothing arrives: its RPC deadlines, its user timers, and the NA layer's
+ * own (hmi_na_wake_ns); UINT64_MAX: none (progress.c).
+ */
+uint64_t hmi_ctx_next_wake(hm_context_t *ctx);
 hm_return_t hmi_ctx_thread_start(hm_context_t *ctx);
 void hmi_ctx_thread_stop(hm_context_t *ctx);
 hm_return_t hmi_ctx_drive_init(hm_context_t *ctx);

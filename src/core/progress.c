@@ -37,15 +37,24 @@ static void progress_idle_spin(hm_context_t *ctx, uint64_t now)
     ctx->c_spin_next_yield_ns = after + SPIN_YIELD_GAP_NS;
 }
 
-/* Milliseconds to block: until `deadline`, or the next RPC deadline if sooner. */
+uint64_t hmi_ctx_next_wake(hm_context_t *ctx)
+{
+    uint64_t wake = hmi_na_wake_ns(ctx->c_na);
+    struct hmi_timer *timer = hmi_timer_first(&ctx->c_timers);
+    if (timer && timer->t_deadline_ns < wake)
+        wake = timer->t_deadline_ns;
+    timer = hmi_timer_first(&ctx->c_utimers);
+    if (timer && timer->t_deadline_ns < wake)
+        wake = timer->t_deadline_ns;
+    return wake;
+}
+
+/* Milliseconds to block: until `deadline`, or the context's next wake if sooner. */
 static int progress_block_ms(hm_context_t *ctx, uint64_t now, uint64_t deadline)
 {
-    struct hmi_timer *timer = hmi_timer_first(&ctx->c_timers);
-    if (timer && timer->t_deadline_ns < deadline)
-        deadline = timer->t_deadline_ns;
-    timer = hmi_timer_first(&ctx->c_utimers);
-    if (timer && timer->t_deadline_ns < deadline)
-        deadline = timer->t_deadline_ns;
+    uint64_t wake = hmi_ctx_next_wake(ctx);
+    if (wake < deadline)
+        deadline = wake;
     if (deadline <= now)
         return 0;
     return (int)((deadline - now + 999999u) / 1000000u);

@@ -119,19 +119,6 @@ hm_return_t hm_context_get_wait_fd(hm_context_t *ctx, int *fd_out)
     return ret;
 }
 
-/* The earliest deadline the context must wake for (UINT64_MAX: none). */
-static uint64_t waitfd_next_deadline(hm_context_t *ctx)
-{
-    uint64_t deadline = UINT64_MAX;
-    struct hmi_timer *timer = hmi_timer_first(&ctx->c_timers);
-    if (timer && timer->t_deadline_ns < deadline)
-        deadline = timer->t_deadline_ns;
-    timer = hmi_timer_first(&ctx->c_utimers);
-    if (timer && timer->t_deadline_ns < deadline)
-        deadline = timer->t_deadline_ns;
-    return deadline;
-}
-
 static void waitfd_set_timer(hm_context_t *ctx, uint64_t deadline_ns)
 {
     struct itimerspec its;
@@ -169,7 +156,7 @@ void hmi_waitfd_arm(hm_context_t *ctx, const void *self)
         waitfd_ring(ctx); /* work is there already: come straight back */
         return;
     }
-    waitfd_set_timer(ctx, waitfd_next_deadline(ctx));
+    waitfd_set_timer(ctx, hmi_ctx_next_wake(ctx));
 }
 
 void hmi_waitfd_disarm(hm_context_t *ctx)

@@ -415,6 +415,17 @@ void hmi_na_peer_expect(hmi_na_context_t *ctx, hmi_na_addr_t *peer)
         ctx->x_class->c_ops.peer_expect(ctx, peer);
 }
 
+bool hmi_na_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *why)
+{
+    return ctx->x_class->c_ops.peer_drop != NULL &&
+           ctx->x_class->c_ops.peer_drop(ctx, peer, why);
+}
+
+uint64_t hmi_na_wake_ns(hmi_na_context_t *ctx)
+{
+    return ctx->x_rma != NULL ? hmi_swrma_wake_ns(ctx) : UINT64_MAX;
+}
+
 /* Queue a posted op's completion on `list` (x_done or x_deferred), once. */
 static void na_op_queue(hmi_na_op_t *op, hm_return_t status, struct hmi_list *list)
 {

@@ -327,6 +327,18 @@ struct hmi_na_ops {
      * after a receive from `peer`; never blocks; a no-op for a dead peer.
      */
     void (*peer_expect)(hmi_na_context_t *ctx, hmi_na_addr_t *peer);
+    /*
+     * peer_drop (optional): the layers above give up on `peer` (it has
+     * taken none of our messages for too long while others wait for the
+     * buffers its sends hold: na_swrma.c). Treat it as dead, exactly as if
+     * the transport had lost it: its queued and posted ops end with
+     * HM_UNREACHABLE and hand their buffers back (at once, or once the
+     * transport lets go of them), hmi_na_peer_failed reports it, new posts
+     * to it fail. Called from progress; never blocks. Returns false for a
+     * peer that is dead already, or ourselves (nothing done). Without the
+     * slot, such a peer keeps what it holds.
+     */
+    bool (*peer_drop)(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *why);
 
     /*
      * msg_buf_alloc / msg_buf_free: memory for messages, registered if the
@@ -638,6 +650,14 @@ void hmi_na_deliver(hmi_na_context_t *ctx, hmi_na_addr_t *source, void *buf, siz
 void hmi_na_peer_failed(hmi_na_context_t *ctx, hmi_na_addr_t *peer);
 /* Above NA: still waiting for messages from `peer` (ops.peer_expect, if any). */
 void hmi_na_peer_expect(hmi_na_context_t *ctx, hmi_na_addr_t *peer);
+/* Give up on `peer` (ops.peer_drop): false when the plugin cannot, or it was dead already. */
+bool hmi_na_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *why);
+/*
+ * When the NA layer next needs a progress pass although nothing may arrive
+ * (CLOCK_MONOTONIC ns; UINT64_MAX: never): a context about to block wakes
+ * by then. The driver only.
+ */
+uint64_t hmi_na_wake_ns(hmi_na_context_t *ctx);
 
 /* ---- Registry ------------------------------------------------------------ */
 

@@ -103,6 +103,12 @@ void hmi_swrma_context_fini(hmi_na_context_t *ctx);
 int hmi_swrma_progress(hmi_na_context_t *ctx);
 /* Is work queued that progress would do now (so the context must not sleep)? */
 bool hmi_swrma_pending(hmi_na_context_t *ctx);
+/*
+ * When progress must look at stalled peers again (hmi_na_wake_ns): while
+ * work waits for a send buffer that peers which took nothing for
+ * HM_SWRMA_STALL_MS hold; UINT64_MAX otherwise.
+ */
+uint64_t hmi_swrma_wake_ns(hmi_na_context_t *ctx);
 /* A message of the protocol (first word HMI_SWRMA_MAGIC); releases it. */
 void hmi_swrma_recv(hmi_na_context_t *ctx, hmi_na_addr_t *source, void *buf, size_t len,
                     uintptr_t token);
@@ -143,9 +149,13 @@ hm_return_t hmi_swrma_cancel(hmi_na_context_t *ctx, hmi_na_op_t *op);
  *                 of requests outstanding per peer (once per episode)
  * either side:
  *   ss_share_waits times a peer's work waited because it held its share of
- *                 the send buffers (8 of 32) in flight (once per episode)
- * and gauges: ss_bufs (send buffers made, <= 256), ss_jobs (jobs queued),
- * ss_peers (per-peer records in use).
+ *                 the send buffers (8 of HM_SWRMA_BUFS) in flight (once per
+ *                 episode)
+ *   ss_stalled    peers given up (hmi_na_peer_drop): they held send buffers
+ *                 and took none of our messages for HM_SWRMA_STALL_MS while
+ *                 other peers' work waited for a buffer
+ * and gauges: ss_bufs (send buffers made, <= HM_SWRMA_BUFS), ss_jobs (jobs
+ * queued), ss_peers (per-peer records in use).
  */
 struct hmi_swrma_stats {
     uint64_t ss_refused;
@@ -161,6 +171,7 @@ struct hmi_swrma_stats {
     uint64_t ss_cancels_lost;
     uint64_t ss_window_waits;
     uint64_t ss_share_waits;
+    uint64_t ss_stalled;
     uint64_t ss_bufs;
     uint64_t ss_jobs;
     uint64_t ss_peers;

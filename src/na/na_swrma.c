@@ -11,12 +11,13 @@
 #include "na/na_swrma_int.h"
 #include "util/compiler.h"
 #include "util/log.h"
+#include "util/time.h"
 
-/* The per-peer job cap: HM_SWRMA_JOBS_PEER; 0 or past SWRMA_JOBS means SWRMA_JOBS. */
-static unsigned int swrma_jobs_peer_max(void)
+/* The per-peer job cap: HM_SWRMA_JOBS_PEER; 0 or past the context's `jobs` means `jobs`. */
+static unsigned int swrma_jobs_peer_max(unsigned int jobs)
 {
     size_t cap = hmi_na_tunable_size(&hmi_na_tunables[HMI_NA_TUNE_SWRMA_JOBS_PEER]);
-    return cap == 0 || cap > SWRMA_JOBS ? SWRMA_JOBS : (unsigned int)cap;
+    return cap == 0 || cap > jobs ? jobs : (unsigned int)cap;
 }
 
 hm_return_t hmi_swrma_context_init(hmi_na_context_t *ctx)
@@ -25,7 +26,18 @@ hm_return_t hmi_swrma_context_init(hmi_na_context_t *ctx)
     if (s == NULL)
         return HM_NOMEM;
     s->s_ctx = ctx;
-    s->s_jobs_peer_max = swrma_jobs_peer_max();
+    s->s_bufs_max = (unsigned int)hmi_na_tunable_size(&hmi_na_tunables[HMI_NA_TUNE_SWRMA_BUFS]);
+    s->s_req_max = s->s_bufs_max / 4 * 3;
+    s->s_stall_ns =
+        (uint64_t)hmi_na_tunable_size(&hmi_na_tunables[HMI_NA_TUNE_SWRMA_STALL_MS]) * 1000000u;
+    s->s_sweep_ns = UINT64_MAX;
+    s->s_bufs = calloc(s->s_bufs_max, sizeof(*s->s_bufs));
+    if (s->s_bufs == NULL) {
+        free(s);
+        return HM_NOMEM;
+    }
+    s->s_jobs_max = (unsigned int)hmi_na_tunable_size(&hmi_na_tunables[HMI_NA_TUNE_SWRMA_JOBS]);
+    s->s_jobs_peer_max = swrma_jobs_peer_max(s->s_jobs_max);
     /* Below the per-peer job cap (as this process sets it for the peers it
      * asks): each outstanding request is at most one job at its owner. */
     s->s_window = s->s_jobs_peer_max / 2 < SWRMA_PEER_WINDOW ? s->s_jobs_peer_max / 2
@@ -34,6 +46,7 @@ hm_return_t hmi_swrma_context_init(hmi_na_context_t *ctx)
         s->s_window = 1;
     s->s_buf_size = ctx->x_class->c_eager_limit;
     if (hmi_hmap_init(&s->s_peers, 0) != HM_SUCCESS) {
+        free(s->s_bufs);
         free(s);
         return HM_NOMEM;
     }
@@ -84,6 +97,7 @@ void hmi_swrma_context_fini(hmi_na_context_t *ctx)
     hmi_swrma_owner_fini(s);
     for (unsigned int i = 0; i < s->s_bufs_made; i++)
         swrma_buf_destroy(s, &s->s_bufs[i]);
+    free(s->s_bufs);
     free(s->s_jobs_mem);
     hmi_swrma_peers_fini(s);
     free(s->s_table);
@@ -123,6 +137,7 @@ static void swrma_buf_unshare(struct hmi_swrma_ctx *s, struct swrma_buf *b)
         return;
     b->sb_peer = NULL;
     pr->pr_bufs--;
+    hmi_swrma_peer_moved(pr, hmi_time_ns()); /* it took one */
     hmi_swrma_peer_update(s, pr);
 }
 
@@ -142,7 +157,7 @@ static void swrma_buf_sent(hmi_na_op_t *op, hm_return_t status)
 static bool swrma_buf_make(struct hmi_swrma_ctx *s)
 {
     hmi_na_class_t *cls = s->s_ctx->x_class;
-    if (s->s_bufs_made == SWRMA_BUFS)
+    if (s->s_bufs_made == s->s_bufs_max)
         return false;
     struct swrma_buf *b = &s->s_bufs[s->s_bufs_made];
     b->sb_op = hmi_na_op_create(cls);
@@ -164,7 +179,7 @@ static bool swrma_buf_make(struct hmi_swrma_ctx *s)
 
 struct swrma_buf *hmi_swrma_buf_get(struct hmi_swrma_ctx *s, bool req)
 {
-    if (req && s->s_req_busy >= SWRMA_REQ_BUFS)
+    if (req && s->s_req_busy >= s->s_req_max)
         return NULL;
     if (s->s_free_bufs == NULL && !swrma_buf_make(s))
         return NULL;
@@ -181,8 +196,11 @@ hm_return_t hmi_swrma_buf_send(struct hmi_swrma_ctx *s, struct swrma_buf *b,
                                struct swrma_peer *pr, hmi_na_addr_t *peer, size_t len)
 {
     b->sb_peer = pr;
-    if (pr != NULL)
+    if (pr != NULL) {
+        if (pr->pr_bufs == 0)
+            hmi_swrma_peer_moved(pr, hmi_time_ns()); /* its stall clock starts */
         pr->pr_bufs++; /* before the post: its completion may not precede the count */
+    }
     hm_return_t ret = hmi_na_msg_send(s->s_ctx, peer, b->sb_data, len, b->sb_desc, b->sb_op);
     if (ret != HM_SUCCESS) {
         swrma_buf_unshare(s, b);
@@ -194,9 +212,9 @@ hm_return_t hmi_swrma_buf_send(struct hmi_swrma_ctx *s, struct swrma_buf *b,
 /* Is there a buffer the requester (`req`) or the owner could take now? */
 static bool swrma_buf_ready(const struct hmi_swrma_ctx *s, bool req)
 {
-    if (req && s->s_req_busy >= SWRMA_REQ_BUFS)
+    if (req && s->s_req_busy >= s->s_req_max)
         return false;
-    return s->s_free_bufs != NULL || s->s_bufs_made < SWRMA_BUFS;
+    return s->s_free_bufs != NULL || s->s_bufs_made < s->s_bufs_max;
 }
 
 /* ---- job records ---------------------------------------------------------------- */
@@ -206,10 +224,10 @@ static bool swrma_jobs_make(struct hmi_swrma_ctx *s)
 {
     if (s->s_jobs_mem != NULL)
         return true;
-    s->s_jobs_mem = calloc(SWRMA_JOBS, sizeof(*s->s_jobs_mem));
+    s->s_jobs_mem = calloc(s->s_jobs_max, sizeof(*s->s_jobs_mem));
     if (s->s_jobs_mem == NULL)
         return false;
-    for (unsigned int i = 0; i < SWRMA_JOBS; i++)
+    for (unsigned int i = 0; i < s->s_jobs_max; i++)
         hmi_list_push_back(&s->s_free_jobs, &s->s_jobs_mem[i].j_link);
     return true;
 }
@@ -273,10 +291,52 @@ void hmi_swrma_recv(hmi_na_context_t *ctx, hmi_na_addr_t *source, void *buf, siz
     hmi_na_msg_release(ctx, token);
 }
 
+/*
+ * Is some peer's work waiting for a send buffer none is free to take, or
+ * was a get refused for want of a job record since the last look?
+ */
+static bool swrma_starved(const struct hmi_swrma_ctx *s)
+{
+    return s->s_jobs_short ||
+           (!hmi_list_empty(&s->s_owner_ready) && !swrma_buf_ready(s, false)) ||
+           ((!hmi_list_empty(&s->s_req_ready) || hmi_swrma_req_cancels_waiting(s)) &&
+            !swrma_buf_ready(s, true));
+}
+
+/*
+ * While work is starved of buffers, look for peers that hold some and have
+ * stalled (every SWRMA_SWEEP_NS at most) and give them up; s_sweep_ns is
+ * the next look, which hmi_swrma_wake_ns hands to a context about to sleep.
+ */
+static int swrma_sweep(struct hmi_swrma_ctx *s)
+{
+    if (hmi_likely(s->s_sweep_ns == UINT64_MAX)) {
+        if (hmi_likely(s->s_stall_ns == 0 || !swrma_starved(s)))
+            return 0;
+        s->s_sweep_ns = hmi_time_ns(); /* starved from now: look at once */
+    }
+    if (!swrma_starved(s)) {
+        s->s_sweep_ns = UINT64_MAX;
+        return 0;
+    }
+    uint64_t now = hmi_time_ns();
+    if (now < s->s_sweep_ns)
+        return 0;
+    s->s_sweep_ns = now + SWRMA_SWEEP_NS;
+    s->s_jobs_short = false; /* seen; the next refusal says it again */
+    return (int)hmi_swrma_peers_drop_stalled(s, now);
+}
+
 int hmi_swrma_progress(hmi_na_context_t *ctx)
 {
     struct hmi_swrma_ctx *s = swrma_of(ctx);
-    return hmi_swrma_owner_progress(s) + hmi_swrma_req_progress(s);
+    int events = hmi_swrma_owner_progress(s) + hmi_swrma_req_progress(s);
+    return events + swrma_sweep(s);
+}
+
+uint64_t hmi_swrma_wake_ns(hmi_na_context_t *ctx)
+{
+    return swrma_of(ctx)->s_sweep_ns;
 }
 
 bool hmi_swrma_pending(hmi_na_context_t *ctx)

@@ -23,9 +23,11 @@
 
 /*
  * Bounds, per context. Send buffers are c_eager_limit bytes each, made on
- * first need and pooled; the requester may hold SWRMA_REQ_BUFS of them so
- * the owner's replies always find one. Owner jobs (a get being streamed, or
- * a reply waiting for a buffer) are pooled records, at most SWRMA_JOBS, and
+ * first need and pooled, s_bufs_max of them (SWRMA_BUFS, env HM_SWRMA_BUFS);
+ * the requester may hold three quarters of them (s_req_max) so the owner's
+ * replies always find one. Owner jobs (a get being streamed, or
+ * a reply waiting for a buffer) are pooled records, at most s_jobs_max
+ * (SWRMA_JOBS, env HM_SWRMA_JOBS), and
  * at most s_jobs_peer_max (SWRMA_JOBS_PEER, env HM_SWRMA_JOBS_PEER) of one
  * peer, the peer being the address the plugin delivered the request from.
  * CANCELs that found no buffer wait in a ring of SWRMA_CANCELS.
@@ -44,13 +46,18 @@
  * Context-wide bounds, sized so that a coalition of peers that stop
  * reading must be large to starve the others: each holds at most
  * SWRMA_SHARE buffers and SWRMA_JOBS_PEER jobs, so it takes 32 such peers
- * to hold every buffer and 16 to hold every job record. Buffers are made
- * on need (at most 256 x the eager limit, 16 MiB at 64 KiB), job records
- * at the first transfer (about 460 KB).
+ * to hold every buffer and 16 to hold every job record. Past that, peers
+ * that hold buffers and took none of our messages for s_stall_ns
+ * (HM_SWRMA_STALL_MS) while others' work waits for a buffer (or others'
+ * gets are refused for want of a job record) are given up
+ * (hmi_na_peer_drop), which hands their buffers and jobs back. Buffers are made on
+ * need (at most 256 x the eager limit by default, 16 MiB at 64 KiB), job
+ * records at the first transfer (about 460 KB).
  */
-#define SWRMA_BUFS 256u
-#define SWRMA_REQ_BUFS 192u      /* the requester's part: the owner's replies always find one */
-#define SWRMA_JOBS 4096u
+#define SWRMA_BUFS 256u          /* default of HM_SWRMA_BUFS (na_tunable.c) */
+#define SWRMA_SWEEP_NS 100000000u /* stalled peers are looked for at most this often */
+#define SWRMA_SWEEP_MAX 64u      /* peers given up per sweep */
+#define SWRMA_JOBS 4096u         /* default of HM_SWRMA_JOBS (na_tunable.c) */
 #define SWRMA_JOBS_PEER 256u     /* default per-peer cap: HM_SWRMA_JOBS_PEER's default (na_tunable.c) */
 #define SWRMA_CANCELS 64u
 #define SWRMA_SHARE 8u           /* send buffers in flight to one peer */
@@ -120,6 +127,8 @@ struct swrma_peer {
     uint32_t pr_bufs;            /* send buffers in flight to it (SWRMA_SHARE) */
     uint32_t pr_asked;           /* requester: requests outstanding (s_window) */
     uint32_t pr_ops;             /* requester: live ops with it */
+    uint64_t pr_moved_ns;        /* while pr_bufs > 0: when a send to it last completed,
+                                    or its first one in flight was posted */
     bool pr_held_share;          /* work waiting at a full share (counted once) */
     bool pr_held_window;         /* ops waiting at a full window (counted once) */
 };
@@ -172,15 +181,18 @@ struct swrma_op {
 struct hmi_swrma_ctx {
     hmi_na_context_t *s_ctx;
     size_t s_buf_size;           /* c_eager_limit */
-    struct swrma_buf s_bufs[SWRMA_BUFS];
+    struct swrma_buf *s_bufs;    /* s_bufs_max records, made at init */
+    unsigned int s_bufs_max;     /* HM_SWRMA_BUFS */
+    unsigned int s_req_max;      /* of which the requester may hold: 3/4 */
     unsigned int s_bufs_made;
     unsigned int s_bufs_busy;    /* sending */
     unsigned int s_req_busy;     /* of which the requester's */
     struct swrma_buf *s_free_bufs;
-    struct swrma_job *s_jobs_mem; /* SWRMA_JOBS records, made on first need */
+    struct swrma_job *s_jobs_mem; /* s_jobs_max records, made on first need */
+    unsigned int s_jobs_max;     /* HM_SWRMA_JOBS */
     struct hmi_list s_free_jobs;
     unsigned int s_jobs_queued;
-    unsigned int s_jobs_peer_max; /* per-peer cap (0: none but SWRMA_JOBS) */
+    unsigned int s_jobs_peer_max; /* per-peer cap (at most s_jobs_max) */
     unsigned int s_window;       /* requester: requests outstanding per peer */
     struct hmi_hmap s_peers;     /* peer address -> its record */
     struct hmi_list s_peers_used; /* records in use */
@@ -196,6 +208,9 @@ struct hmi_swrma_ctx {
     uint32_t s_table_size;
     uint32_t s_table_free;       /* first free entry, or UINT32_MAX */
     uint32_t s_live_ops;
+    uint64_t s_stall_ns;         /* HM_SWRMA_STALL_MS; 0: never give a peer up */
+    uint64_t s_sweep_ns;         /* the next look for stalled peers, while starved */
+    bool s_jobs_short;           /* a get was refused HM_BUSY since the last look */
     bool s_in_post;              /* completions go to x_deferred */
     struct hmi_swrma_stats s_stats;
 };
@@ -245,6 +260,14 @@ bool hmi_swrma_peer_room(const struct swrma_peer *pr);
 void hmi_swrma_peer_update(struct hmi_swrma_ctx *s, struct swrma_peer *pr);
 /* Context close: free every record. */
 void hmi_swrma_peers_fini(struct hmi_swrma_ctx *s);
+/* A send to `pr` was posted (before pr_bufs counts it) or completed, at `now`. */
+void hmi_swrma_peer_moved(struct swrma_peer *pr, uint64_t now);
+/*
+ * Give up (hmi_na_peer_drop) peers that hold send buffers and took none of
+ * our messages for s_stall_ns, at most SWRMA_SWEEP_MAX of them; the number
+ * given up. The caller knows others wait for a buffer.
+ */
+unsigned int hmi_swrma_peers_drop_stalled(struct hmi_swrma_ctx *s, uint64_t now);
 
 /* na_swrma_owner.c */
 void hmi_swrma_owner_recv(struct hmi_swrma_ctx *s, hmi_na_addr_t *source,

@@ -13,8 +13,8 @@
  *    that names no job (finished, unknown, forged) is counted and ignored,
  *    never answered.
  *
- * Memory is bounded whatever peers send: at most SWRMA_JOBS queued jobs and
- * SWRMA_BUFS send buffers per context, and at most s_jobs_peer_max jobs of
+ * Memory is bounded whatever peers send: at most s_jobs_max (HM_SWRMA_JOBS) queued jobs and
+ * s_bufs_max (HM_SWRMA_BUFS) send buffers per context, and at most s_jobs_peer_max jobs of
  * one peer (the address the plugin delivered the request from; nothing in
  * the request names the peer), so one peer cannot take every record. A get
  * over the context's cap is refused with ERR HM_BUSY (the requester asks
@@ -66,8 +66,10 @@ static void owner_refuse(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer, uint64_t 
 {
     if (status == HM_PERMISSION)
         s->s_stats.ss_refused++;
-    else if (status == HM_BUSY)
+    else if (status == HM_BUSY) {
         s->s_stats.ss_busy++;
+        s->s_jobs_short = true; /* a reason to look for stalled peers (na_swrma.c) */
+    }
     else if (status == HM_OVERLOADED)
         s->s_stats.ss_overloaded++;
     owner_reply(s, peer, SWRMA_ERR, id, (uint64_t)status);

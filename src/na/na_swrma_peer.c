@@ -4,8 +4,8 @@
  * an op was posted to), never a field of a message. Its record holds:
  *
  *  - its share: send buffers in flight to it, at most SWRMA_SHARE of the
- *    context's SWRMA_BUFS. A peer that stops reading holds at most that
- *    many; its further messages wait in its own queues while every other
+ *    context's s_bufs_max (HM_SWRMA_BUFS). A peer that stops reading holds
+ *    at most that many; its further messages wait in its own queues while every other
  *    peer's go on;
  *  - the owner's jobs for it (at most s_jobs_peer_max), served in turn;
  *  - the requester's ops with a message for it, and its window: requests
@@ -13,11 +13,22 @@
  *    at most s_window, below the owner's per-peer job cap.
  *
  * Peers that may send are on s_owner_ready / s_req_ready, served
- * round-robin. Records are made SWRMA_PEER_CHUNK at a time on first need,
- * reused, and freed at context close; a record is in use while its peer
- * has jobs, live ops or sends in flight, so the owner keeps at most
- * SWRMA_JOBS + SWRMA_BUFS of them for peers whatever they send.
+ * round-robin.
+ *
+ * The share bounds one peer, not a coalition: s_bufs_max / SWRMA_SHARE
+ * peers that stop reading hold every buffer. So while others' work waits
+ * for a buffer, a peer that holds some and took none of our messages for
+ * s_stall_ns (its sends neither complete nor fail) is given up as dead
+ * (hmi_na_peer_drop): the plugin ends its ops, which hands the buffers
+ * back, and the core fails its RPCs. A peer that is only slow while nobody
+ * waits keeps its buffers.
+ *
+ * Records are made SWRMA_PEER_CHUNK at a time on first need, reused, and
+ * freed at context close; a record is in use while its peer has jobs, live
+ * ops or sends in flight, so the owner keeps at most s_jobs_max +
+ * s_bufs_max of them for peers whatever they send.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "na/na_swrma_int.h"
@@ -126,4 +137,48 @@ void hmi_swrma_peers_fini(struct hmi_swrma_ctx *s)
     }
     s->s_peer_chunks = NULL;
     hmi_hmap_destroy(&s->s_peers);
+}
+
+void hmi_swrma_peer_moved(struct swrma_peer *pr, uint64_t now)
+{
+    pr->pr_moved_ns = now;
+}
+
+/* Does `pr` hold buffers that have not moved for the stall bound? */
+static bool peer_stalled(const struct hmi_swrma_ctx *s, const struct swrma_peer *pr,
+                         uint64_t now)
+{
+    return pr->pr_bufs > 0 && now - pr->pr_moved_ns >= s->s_stall_ns;
+}
+
+unsigned int hmi_swrma_peers_drop_stalled(struct hmi_swrma_ctx *s, uint64_t now)
+{
+    /* Collected first: dropping one reports its death, which changes the
+     * records (its jobs and ops end) while the list is walked. */
+    hmi_na_addr_t *stalled[SWRMA_SWEEP_MAX];
+    unsigned int n = 0;
+    struct hmi_list *l;
+    for (l = s->s_peers_used.next; l != &s->s_peers_used && n < SWRMA_SWEEP_MAX; l = l->next) {
+        struct swrma_peer *pr = hmi_container_of(l, struct swrma_peer, pr_all);
+        if (peer_stalled(s, pr, now))
+            stalled[n++] = pr->pr_addr;
+    }
+    char why[96];
+    snprintf(why, sizeof(why), "took none of our messages for %llu ms while others waited",
+             (unsigned long long)(s->s_stall_ns / 1000000u));
+    unsigned int dropped = 0;
+    for (unsigned int i = 0; i < n; i++) {
+        /* Looked up again: an earlier drop may have ended this record. */
+        struct swrma_peer *pr = hmi_swrma_peer_find(s, stalled[i]);
+        if (pr == NULL || !peer_stalled(s, pr, now))
+            continue;
+        /* Once per stall bound: a peer the plugin cannot drop (or whose
+         * buffers come back only later) is not asked about at every sweep. */
+        pr->pr_moved_ns = now;
+        if (hmi_na_peer_drop(s->s_ctx, stalled[i], why)) {
+            s->s_stats.ss_stalled++;
+            dropped++;
+        }
+    }
+    return dropped;
 }

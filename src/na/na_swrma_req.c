@@ -15,7 +15,7 @@
  * written. Order is not relied on: ofi+tcp was seen to deliver a piece's
  * chunks out of order under load. A piece keeps p_done, its prefix placed
  * without a gap; runs placed past a gap wait in q_ahead (at most
- * SWRMA_AHEAD per op, the owner has at most SWRMA_BUFS messages in flight)
+ * SWRMA_AHEAD per op; an owner has at most SWRMA_SHARE messages in flight to us)
  * and join the prefix when the gap fills; more than that fails the op. A get given up (canceled,
  * or failed on a bad reply) sends CANCEL for each piece still streaming, so
  * the owner drops its job. A put cuts each piece into PUT_DATA messages

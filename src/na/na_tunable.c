@@ -16,12 +16,12 @@
 
 const struct hmi_na_tunable hmi_na_tunables[HMI_NA_TUNE_COUNT] = {
     /* The default is SWRMA_JOBS_PEER (na_swrma_int.h; tests/na/na_tunables.c
-     * checks they agree). No upper bound: 0 or past the context's 4096 job
-     * records means the context's cap (na_swrma.c). */
+     * checks they agree). No upper bound: 0 or past the context's job
+     * records (HM_SWRMA_JOBS) means the context's cap (na_swrma.c). */
     [HMI_NA_TUNE_SWRMA_JOBS_PEER] = {"HM_SWRMA_JOBS_PEER", HMI_NA_TUNABLE_SIZE, "256", 0,
                                      SIZE_MAX,
                                      "RMA over messages: gets an owner context streams for one "
-                                     "peer at once (0 or past 4096: the context's 4096)"},
+                                     "peer at once (0 or past HM_SWRMA_JOBS: the context's cap)"},
     [HMI_NA_TUNE_CMA] = {"HM_CMA", HMI_NA_TUNABLE_BOOL, "1", 0, 1,
                          "0: no process_vm_readv/writev for bulk RMA between processes of one "
                          "host (shm protocols): RMA over messages instead"},
@@ -35,6 +35,20 @@ const struct hmi_na_tunable hmi_na_tunables[HMI_NA_TUNE_COUNT] = {
     [HMI_NA_TUNE_BULK_EAGER] = {"HM_BULK_EAGER", HMI_NA_TUNABLE_SIZE, "4096", 0, 65536,
                                 "largest bulk handle created with HM_BULK_EAGER whose bytes "
                                 "travel with the RPC sending it (0: never)"},
+    /* The default is SWRMA_BUFS (na_swrma_int.h). At least 2 shares, so one
+     * peer never holds all of them. */
+    [HMI_NA_TUNE_SWRMA_BUFS] = {"HM_SWRMA_BUFS", HMI_NA_TUNABLE_SIZE, "256", 16, 4096,
+                                "RMA over messages: send buffers of a context (eager-limit "
+                                "bytes each, made on need); 8 at most in flight to one peer"},
+    [HMI_NA_TUNE_SWRMA_STALL_MS] = {"HM_SWRMA_STALL_MS", HMI_NA_TUNABLE_SIZE, "10000", 0,
+                                    3600000,
+                                    "RMA over messages: a peer holding send buffers that took "
+                                    "none of our messages this long, while other peers wait "
+                                    "for a buffer, is given up as dead (0: never)"},
+    /* The default is SWRMA_JOBS (na_swrma_int.h). */
+    [HMI_NA_TUNE_SWRMA_JOBS] = {"HM_SWRMA_JOBS", HMI_NA_TUNABLE_SIZE, "4096", 64, 65536,
+                                "RMA over messages: gets (and queued replies) an owner context "
+                                "keeps at once, all peers together (about 112 bytes each)"},
 };
 
 bool hmi_na_tunable_parse(const struct hmi_na_tunable *t, const char *text, size_t *value_out)

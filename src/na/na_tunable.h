@@ -41,6 +41,9 @@ enum hmi_na_tunable_id {
     HMI_NA_TUNE_CMA,             /* na_cma.c */
     HMI_NA_TUNE_JOB_KEY,         /* na_hello.c */
     HMI_NA_TUNE_BULK_EAGER,      /* read by the bulk layer (bulk_rcache.c), per class */
+    HMI_NA_TUNE_SWRMA_BUFS,      /* na_swrma.c */
+    HMI_NA_TUNE_SWRMA_STALL_MS,  /* na_swrma.c */
+    HMI_NA_TUNE_SWRMA_JOBS,      /* na_swrma.c */
     HMI_NA_TUNE_COUNT
 };
 extern const struct hmi_na_tunable hmi_na_tunables[HMI_NA_TUNE_COUNT];

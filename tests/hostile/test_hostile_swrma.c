@@ -30,7 +30,13 @@
  *    the per-peer share of the send buffers, one attacker's replies held
  *    all 32 and the good client's first pull never completed; with the
  *    share but the old pool of 32, 4 attackers still held them all), the
- *    attackers' work counted as held back. This process kills them by pid;
+ *    attackers' work counted as held back, and none given up (nobody
+ *    waited for a buffer). This process kills them by pid;
+ *  - the same coalition against an owner whose send buffers
+ *    (HM_SWRMA_BUFS=32), or job records (HM_SWRMA_JOBS=128), they fill: the
+ *    owner gives them up (HM_SWRMA_STALL_MS=500) once they have taken
+ *    nothing that long while the good client waits, and the good client's
+ *    pulls all complete (the first never did without it);
  *  - one honest peer's many gets: 512 pulls started at once while the owner
  *    is held, twice the owner's per-peer job cap; the requester's window per
  *    peer keeps its requests below that cap, so every pull succeeds and the
@@ -87,6 +93,7 @@ struct s_expose_out {
 
 struct s_stats {
     uint64_t jobs, busy, overloaded, cancels, cancel_unknown, dropped, malformed, share_waits;
+    uint64_t stalled;
 };
 
 static const hm_proc_field_t expose_fields[] = {
@@ -105,6 +112,7 @@ static const hm_proc_field_t stats_fields[] = {
     HM_PROC_FIELD(struct s_stats, dropped, hm_proc_uint64),
     HM_PROC_FIELD(struct s_stats, malformed, hm_proc_uint64),
     HM_PROC_FIELD(struct s_stats, share_waits, hm_proc_uint64),
+    HM_PROC_FIELD(struct s_stats, stalled, hm_proc_uint64),
 };
 static hm_return_t stats_proc(hm_proc_t *p, void *d)
 {
@@ -162,7 +170,8 @@ static hm_return_t on_stats(hm_handle_t *handle)
     struct s_stats out = {.jobs = st.ss_jobs, .busy = st.ss_busy,
                           .overloaded = st.ss_overloaded, .cancels = st.ss_cancels,
                           .cancel_unknown = st.ss_cancel_unknown, .dropped = st.ss_dropped,
-                          .malformed = st.ss_malformed, .share_waits = st.ss_share_waits};
+                          .malformed = st.ss_malformed, .share_waits = st.ss_share_waits,
+                          .stalled = st.ss_stalled};
     ss_respond(handle, &out);
     return HM_SUCCESS;
 }
@@ -727,6 +736,33 @@ static int start_honest(void **state)
     return start("");
 }
 
+/*
+ * Stalled peers given up after 500 ms, and the owner short of send buffers
+ * (a pool of STALLERS shares of 8, all theirs once they stall) or of job
+ * records (128, fewer than the STALLERS x STALL_REQS gets they ask for).
+ * Set in the environment, read by every context this process and its
+ * children open from then on.
+ */
+#define COALITION_STALL_MS "500"
+#define COALITION_BUFS "32"
+#define COALITION_JOBS "128"
+
+static int start_coalition_bufs(void **state)
+{
+    *state = "stalled coalition, buffers";
+    setenv("HM_SWRMA_BUFS", COALITION_BUFS, 1);
+    setenv("HM_SWRMA_STALL_MS", COALITION_STALL_MS, 1);
+    return start("");
+}
+
+static int start_coalition_jobs(void **state)
+{
+    *state = "stalled coalition, job records";
+    setenv("HM_SWRMA_JOBS", COALITION_JOBS, 1);
+    setenv("HM_SWRMA_STALL_MS", COALITION_STALL_MS, 1);
+    return start("");
+}
+
 /* Teardown, also after a failed test: the server is stopped, or killed. */
 static int stop(void **state)
 {
@@ -741,6 +777,15 @@ static int stop(void **state)
     free(g_local);
     g_local = NULL;
     return clean ? 0 : -1;
+}
+
+static int stop_coalition(void **state)
+{
+    int rc = stop(state);
+    unsetenv("HM_SWRMA_BUFS");
+    unsetenv("HM_SWRMA_JOBS");
+    unsetenv("HM_SWRMA_STALL_MS");
+    return rc;
 }
 
 static void server_stats(struct s_stats *st)
@@ -976,18 +1021,9 @@ static void test_peer_cap(void **state)
     hm_bulk_free(region);
 }
 
-/*
- * A peer that asks and stops reading (SIGSTOPped): the good client's pulls
- * from the same owner all complete while the attacker is stopped.
- */
-static void test_stalled_reader(void **state)
+/* Start STALLERS attackers that ask and stop reading, and SIGSTOP them; false if one failed. */
+static bool stallers_start(struct hm_test_child *attackers)
 {
-    (void)state;
-    hm_bulk_t *region = s_expose(&g_cli, &g_ids);
-    assert_non_null(region);
-    struct s_stats st0, st;
-    server_stats(&st0);
-    struct hm_test_child attackers[STALLERS];
     bool sent = true;
     for (unsigned int a = 0; a < STALLERS; a++) {
         char line[64];
@@ -998,9 +1034,15 @@ static void test_stalled_reader(void **state)
         sent = sent && got == 0 && strcmp(line, "sent") == 0 &&
                kill(attackers[a].pid, SIGSTOP) == 0;
     }
+    return sent;
+}
+
+/* The good client's GOOD_PULLS pulls of 64 KiB: how many completed whole (the first bad: *bad). */
+static unsigned int good_pulls(hm_bulk_t *region, hm_return_t *bad)
+{
     unsigned int ok = 0;
-    hm_return_t first_bad = HM_SUCCESS;
-    for (unsigned int i = 0; sent && i < GOOD_PULLS; i++) {
+    *bad = HM_SUCCESS;
+    for (unsigned int i = 0; i < GOOD_PULLS; i++) {
         size_t off = (size_t)i * 65536u;
         memset(g_local, 0, 65536);
         hm_bulk_xfer_t x = {.op = HM_BULK_PULL, .origin_addr = g_cli.server,
@@ -1008,24 +1050,92 @@ static void test_stalled_reader(void **state)
                             .size = 65536};
         hm_return_t ret = bulk_transfer_wait(&g_cli, &x, NULL, HANG_GUARD_MS);
         if (ret != HM_SUCCESS || bulk_pattern_find(g_local, 65536, 3, off) != 65536) {
-            first_bad = ret != HM_SUCCESS ? ret : HM_PROTOCOL_ERROR;
+            *bad = ret != HM_SUCCESS ? ret : HM_PROTOCOL_ERROR;
             break; /* one never-completing pull shows it; the rest would wait as long */
         }
         ok++;
     }
-    if (sent)
-        server_stats(&st);
+    return ok;
+}
+
+/* What the stallers cost the owner while the good client pulled. */
+struct stallers_result {
+    bool sent;              /* every staller asked and was stopped */
+    unsigned int ok;        /* good pulls complete */
+    hm_return_t bad;        /* the first that was not */
+    struct s_stats st0, st; /* the owner's counters before and after */
+};
+
+/* Stallers, then the good client's pulls; the stallers are killed by their pids. */
+static void stallers_run(hm_bulk_t *region, struct stallers_result *r, const char *what)
+{
+    server_stats(&r->st0);
+    struct hm_test_child attackers[STALLERS];
+    r->sent = stallers_start(attackers);
+    r->ok = r->sent ? good_pulls(region, &r->bad) : 0;
+    if (r->sent)
+        server_stats(&r->st);
     for (unsigned int a = 0; a < STALLERS; a++) /* by their pids, stopped */
         assert_int_equal(hm_test_child_kill(&attackers[a]), -SIGKILL);
-    printf("stalled readers: %s; good client %u/%u (%s); owner jobs %llu, "
-           "share waits %llu\n",
-           sent ? "4 asked 64 x 8 MiB each and stopped" : "never sent", ok, GOOD_PULLS,
-           hm_strerror(first_bad), sent ? (unsigned long long)st.jobs : 0ull,
-           sent ? (unsigned long long)(st.share_waits - st0.share_waits) : 0ull);
-    assert_true(sent);
-    assert_int_equal(ok, GOOD_PULLS);
-    assert_true(st.jobs >= 1);                          /* the attacker's, never read */
-    assert_true(st.share_waits > st0.share_waits);      /* and held back at its share */
+    printf("%s: %s; good client %u/%u (%s); owner jobs %llu, share waits %llu, "
+           "peers given up %llu\n",
+           what, r->sent ? "4 asked 64 x 8 MiB each and stopped" : "never sent", r->ok,
+           GOOD_PULLS, hm_strerror(r->bad), r->sent ? (unsigned long long)r->st.jobs : 0ull,
+           r->sent ? (unsigned long long)(r->st.share_waits - r->st0.share_waits) : 0ull,
+           r->sent ? (unsigned long long)(r->st.stalled - r->st0.stalled) : 0ull);
+    assert_true(r->sent);
+}
+
+/*
+ * A peer that asks and stops reading (SIGSTOPped): the good client's pulls
+ * from the same owner all complete while the attacker is stopped. With
+ * buffers to spare nobody waits, so the stopped peers are not given up.
+ */
+static void test_stalled_reader(void **state)
+{
+    (void)state;
+    hm_bulk_t *region = s_expose(&g_cli, &g_ids);
+    assert_non_null(region);
+    static struct stallers_result r;
+    stallers_run(region, &r, "stalled readers");
+    assert_int_equal(r.ok, GOOD_PULLS);
+    assert_true(r.st.jobs >= 1);                       /* the attacker's, never read */
+    assert_true(r.st.share_waits > r.st0.share_waits); /* and held back at its share */
+    assert_int_equal(r.st.stalled, r.st0.stalled);     /* nobody waited: left alone */
+    hm_bulk_free(region);
+}
+
+/* Does a send to a peer that stops reading stay in flight on this protocol? */
+static bool sends_can_stall(void)
+{
+    return strncmp(g_protocol, "ofi+shm", 7) != 0; /* its sends are injects (ofi plugin) */
+}
+
+/*
+ * A coalition that asks and stops reading, against an owner short of what
+ * the good client needs once they hold theirs (the setup says which: send
+ * buffers, or job records): the good client's pulls still all complete,
+ * because the owner gives the stallers up once they have taken nothing for
+ * HM_SWRMA_STALL_MS (500) while the good client waits. Without that (the
+ * variable 0) the first good pull never completed on ucx+tcp, ucx+shm and
+ * ofi+tcp.
+ */
+static void test_stalled_coalition(void **state)
+{
+    const char *what = *state;
+    hm_bulk_t *region = s_expose(&g_cli, &g_ids);
+    assert_non_null(region);
+    static struct stallers_result r;
+    stallers_run(region, &r, what);
+    assert_int_equal(r.ok, GOOD_PULLS);
+    if (sends_can_stall()) {
+        assert_true(r.st.stalled > r.st0.stalled);
+        assert_true(r.st.stalled - r.st0.stalled <= STALLERS);
+    }
+    /* The owner lives on: a pull after the coalition, and an RPC. */
+    assert_int_equal(pull(region, 0, 65536), HM_SUCCESS);
+    struct s_stats st;
+    server_stats(&st);
     hm_bulk_free(region);
 }
 
@@ -1105,6 +1215,10 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_cancel, start_honest, stop),
         cmocka_unit_test_setup_teardown(test_peer_cap, start_honest, stop),
         cmocka_unit_test_setup_teardown(test_stalled_reader, start_honest, stop),
+        cmocka_unit_test_setup_teardown(test_stalled_coalition, start_coalition_bufs,
+                                        stop_coalition),
+        cmocka_unit_test_setup_teardown(test_stalled_coalition, start_coalition_jobs,
+                                        stop_coalition),
         cmocka_unit_test_setup_teardown(test_many_gets, start_honest, stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

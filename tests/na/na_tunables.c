@@ -101,6 +101,8 @@ static void test_defaults_parse(void **state)
     /* The NA's defaults that code also names. */
     assert_int_equal(hmi_na_tunable_size(&hmi_na_tunables[HMI_NA_TUNE_SWRMA_JOBS_PEER]),
                      SWRMA_JOBS_PEER);
+    assert_int_equal(hmi_na_tunable_size(&hmi_na_tunables[HMI_NA_TUNE_SWRMA_BUFS]), SWRMA_BUFS);
+    assert_int_equal(hmi_na_tunable_size(&hmi_na_tunables[HMI_NA_TUNE_SWRMA_JOBS]), SWRMA_JOBS);
     assert_true(hmi_na_tunable_bool(&hmi_na_tunables[HMI_NA_TUNE_CMA]));
 }
 

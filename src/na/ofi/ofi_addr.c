@@ -90,14 +90,23 @@ static size_t addr_hard_max(const struct ofi_context *x)
     return x->x_cls->k_peers_max + x->x_cls->k_peers_max / 2;
 }
 
-/* Out of the maps and the AV, onto the grave until the next progress. */
-static void addr_evict(struct ofi_context *x, hmi_na_addr_t *peer)
+/* Take `peer` out of the maps and the AV (once): its name may come back as a new peer. */
+static void addr_unmap(struct ofi_context *x, hmi_na_addr_t *peer)
 {
+    if (peer->a_unmapped)
+        return;
+    peer->a_unmapped = true;
     hmi_hmap_remove(&x->x_by_fi, peer->a_fi);
     hmi_na_addrtab_remove(&x->x_by_name, &peer->a_entry);
     int rc = fi_av_remove(x->x_av, &peer->a_fi, 1, 0);
     if (rc != 0) /* the entry stays in the AV; the record goes all the same */
         (void)hmi_ofi_error("fi_av_remove", x->x_cls->k_quirk->q_provider, rc);
+}
+
+/* Out of the maps and the AV, onto the grave until the next progress. */
+static void addr_evict(struct ofi_context *x, hmi_na_addr_t *peer)
+{
+    addr_unmap(x, peer);
     addr_unwatch_pid(x, peer);
     hmi_list_remove(&peer->a_link);
     hmi_list_push_back(&x->x_peer_grave, &peer->a_link);
@@ -254,7 +263,12 @@ static void addr_fail_list(struct hmi_list *list, hmi_na_addr_t *peer)
             l = next;
             continue;
         }
-        if (wait_rma && p->p_kind != OFI_OP_SEND && (p->p_parts > 0 || !p->p_queued)) {
+        bool wait = wait_rma && p->p_kind != OFI_OP_SEND && (p->p_parts > 0 || !p->p_queued);
+        /* A dropped peer is alive: the provider still holds (and may yet
+         * send) what was posted to it, so that buffer is not given back
+         * before the provider lets go of it (hmi_ofi_peer_drop). */
+        wait = wait || (peer->a_dropped && p->p_kind == OFI_OP_SEND && !p->p_queued);
+        if (wait) {
             if (p->p_status == HM_SUCCESS)
                 p->p_status = HM_UNREACHABLE;
         } else {
@@ -284,6 +298,51 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *w
     hmi_ofi_reasm_cut(x, peer);
     addr_fail_queued(x, peer);
     hmi_na_peer_failed(x->x_na, peer);
+}
+
+/*
+ * Give up a live peer (na.h, peer_drop): it is failed as a dead one is, but
+ * its sends in the provider are not ended at once: a late completion could
+ * then complete the op's next use. Where the provider names senders by the
+ * peer's address (no FI_SOURCE: rxm), the address leaves the AV, which
+ * (FI_AV_REMOVE_CLEANUP, ofi_quirks.c) closes rxm's connection to it: the
+ * sends rxm still held in the tcp provider complete with FI_ECANCELED right
+ * there, and those waiting for the peer's read (rendezvous) are forgotten
+ * without a completion, so hmi_ofi_peers_orphans ends them once the CQ has
+ * been read empty. The name may come back later as a new peer. With
+ * FI_SOURCE an AV index must not be reused under completions still to come
+ * (see addr_make_room): the entry stays, and the sends end when the
+ * provider completes them (shm's are injects, done at once).
+ */
+bool hmi_ofi_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *why)
+{
+    struct ofi_context *x = ofi_ctx(ctx);
+    if (peer->a_dead || peer->a_self)
+        return false;
+    peer->a_dropped = true;
+    hmi_ofi_peer_fail(x, peer, why);
+    if (!x->x_cls->k_source) {
+        addr_unmap(x, peer);
+        x->x_orphans = x->x_orphans || peer->a_nposted > 0;
+    }
+    return true;
+}
+
+int hmi_ofi_peers_orphans(struct ofi_context *x)
+{
+    x->x_orphans = false;
+    int ended = 0;
+    struct hmi_list *l = x->x_posted.next;
+    while (l != &x->x_posted) {
+        struct hmi_list *next = l->next;
+        struct ofi_op *p = hmi_container_of(l, struct ofi_op, p_link);
+        if (p->p_kind == OFI_OP_SEND && p->p_peer->a_dropped && p->p_peer->a_unmapped) {
+            hmi_ofi_op_finish(p, p->p_status);
+            ended++;
+        }
+        l = next;
+    }
+    return ended;
 }
 
 /* ---- Sweeps: pidfds and probes --------------------------------------------- */
@@ -373,11 +432,6 @@ int hmi_ofi_peers_check(struct ofi_context *x, uint64_t now)
     return events;
 }
 
-static void addr_free_one(uint64_t key, void *value, void *arg)
-{
-    addr_free(value);
-}
-
 /*
  * Called first in progress: hmi_na_progress has just dispatched every op
  * completed before it (x_done, and x_deferred spliced into it), so every one
@@ -397,7 +451,10 @@ void hmi_ofi_peers_clear(struct ofi_context *x)
 {
     hmi_ofi_peers_bury(x);
     hmi_na_addrtab_fini(&x->x_by_name); /* walks the peers: before they are freed */
-    hmi_hmap_foreach(&x->x_by_fi, addr_free_one, NULL);
+    /* Every record is on x_peers, also those dropped out of the maps. */
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(&x->x_peers)) != NULL)
+        addr_free(hmi_container_of(link, hmi_na_addr_t, a_link));
     hmi_hmap_destroy(&x->x_by_fi);
     hmi_hmap_init(&x->x_by_fi, 0);
     hmi_na_addrtab_init(&x->x_by_name, NULL);

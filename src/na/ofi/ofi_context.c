@@ -365,7 +365,8 @@ static void ctx_handle_error(struct ofi_context *x)
             hmi_ofi_rma_part_done(x, p, err.err);
             break;
         }
-        hm_return_t status = hmi_ofi_op_error_status(p, err.err);
+        hm_return_t status = p->p_status != HM_SUCCESS ? p->p_status /* peer dropped */
+                                                       : hmi_ofi_op_error_status(p, err.err);
         if (status == HM_UNREACHABLE && p->p_peer && err.err != FI_ECANCELED)
             hmi_ofi_peer_fail(x, p->p_peer, fi_strerror(err.err));
         hmi_ofi_op_finish(p, status);
@@ -388,7 +389,7 @@ static void ctx_handle_entry(struct ofi_context *x, const struct fi_cq_data_entr
         struct ofi_op *p = (struct ofi_op *)req;
         hmi_ofi_peer_pushback(p->p_peer, false); /* it moves: not stuck */
         if (p->p_kind == OFI_OP_SEND)
-            hmi_ofi_op_finish(p, HM_SUCCESS);
+            hmi_ofi_op_finish(p, p->p_status); /* HM_SUCCESS, or its peer was dropped */
         else
             hmi_ofi_rma_part_done(x, p, 0);
         break;
@@ -412,11 +413,14 @@ static int ctx_read_cq(struct ofi_context *x)
         for (size_t i = 0; i < n; i++)
             ctx_handle_entry(x, &x->x_stash[i], x->x_stash_src[i]);
     }
+    x->x_cq_empty = false;
     for (int round = 0; round < 8; round++) {
         ssize_t n = x->x_cls->k_source ? fi_cq_readfrom(x->x_cq, ent, batch, src)
                                        : fi_cq_read(x->x_cq, ent, batch);
-        if (n == -FI_EAGAIN)
+        if (n == -FI_EAGAIN) {
+            x->x_cq_empty = true;
             break;
+        }
         if (n == -FI_EAVAIL) {
             ctx_handle_error(x);
             events++;
@@ -433,8 +437,10 @@ static int ctx_read_cq(struct ofi_context *x)
          * its whole command queue in each): those it let go of go back now. */
         if (x->x_cls->k_frag && !hmi_list_empty(&x->x_repost))
             hmi_ofi_slabs_repost(x);
-        if ((size_t)n < batch)
+        if ((size_t)n < batch) {
+            x->x_cq_empty = true; /* all there was */
             break;
+        }
     }
     return events;
 }
@@ -493,6 +499,8 @@ int hmi_ofi_progress(hmi_na_context_t *ctx)
     if (hmi_unlikely(!hmi_list_empty(&x->x_peer_grave)))
         hmi_ofi_peers_bury(x);
     int events = ctx_read_cq(x);
+    if (hmi_unlikely(x->x_orphans) && x->x_cq_empty)
+        events += hmi_ofi_peers_orphans(x);
     if (hmi_unlikely(!hmi_list_empty(&x->x_repost)))
         events += hmi_ofi_slabs_repost(x);
     if (hmi_unlikely(!hmi_list_empty(&x->x_retry)))

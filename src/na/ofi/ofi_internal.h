@@ -303,6 +303,9 @@ struct ofi_context {
     unsigned int x_nreasm;     /* on x_reasm: at most OFI_REASM_MAX */
     struct hmi_list x_reasm_held; /* reassembled, delivered, not released yet */
     struct ofi_frag_stats x_frag;
+    bool x_orphans;            /* a peer was dropped: sends rxm will never complete may
+                                  be left on x_posted (hmi_ofi_peers_orphans) */
+    bool x_cq_empty;           /* the last ctx_read_cq read the CQ empty */
     size_t x_nstash;           /* completions poll_arm read, for the next progress */
     struct fi_cq_data_entry x_stash[16];
     fi_addr_t x_stash_src[16];
@@ -321,6 +324,9 @@ struct hmi_na_addr {
     bool a_heard;              /* it sent us something: it has us in its AV */
     bool a_await;              /* we sent to it and have not heard from it since */
     bool a_probing;            /* a probe is in the provider */
+    bool a_dropped;            /* given up alive (hmi_ofi_peer_drop): its sends in the
+                                  provider end with the provider's completion */
+    bool a_unmapped;           /* dropped: out of the maps and the AV already */
     unsigned int a_probes;     /* probes since the last send */
     uint64_t a_quiet_since_ns; /* first sweep that saw it quiet (0: not yet) */
     atomic_uint *a_armed;      /* its doorbell word, mapped (NULL: none) */
@@ -452,6 +458,14 @@ hmi_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
                                   const struct ofi_hdr_view *view);
 /* Mark `peer` dead and tell the core, once. */
 void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *why);
+/* na.h's peer_drop: fail `peer`, and make the provider give back what it holds for it. */
+bool hmi_ofi_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *why);
+/*
+ * After a drop, once the CQ has been read empty (the completions rxm made
+ * when it closed the connection are handled): end the sends to dropped
+ * peers still posted, which rxm forgot with the connection. The number ended.
+ */
+int hmi_ofi_peers_orphans(struct ofi_context *x);
 /* Pidfd events and liveness probes; returns events handled. */
 int hmi_ofi_peers_check(struct ofi_context *x, uint64_t now);
 void hmi_ofi_peer_expect(hmi_na_context_t *ctx, hmi_na_addr_t *peer);

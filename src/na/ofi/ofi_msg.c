@@ -112,6 +112,7 @@ hm_return_t hmi_ofi_msg_send(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const v
     p->p_canceled = false;
     p->p_queued = false;
     p->p_posted = false;
+    p->p_status = HM_SUCCESS; /* a peer dropped while it is posted sets it */
     p->p_peer = dest;
     hmi_list_init(&p->p_link);
     /* The name rides along until the peer has shown it can resolve us. */

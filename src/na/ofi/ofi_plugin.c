@@ -358,6 +358,7 @@ const struct hmi_na_ops hmi_na_ofi_ops = {
     .addr_unref = hmi_ofi_addr_unref,
     .addr_pid = hmi_ofi_addr_pid,
     .peer_expect = hmi_ofi_peer_expect,
+    .peer_drop = hmi_ofi_peer_drop,
     .msg_buf_alloc = hmi_ofi_msg_buf_alloc,
     .msg_buf_free = hmi_ofi_msg_buf_free,
     .msg_send = hmi_ofi_msg_send,

@@ -114,6 +114,12 @@ static const struct {
      * progress call drains it all into our slabs, and we read at most
      * CTX_CQ_BATCH_FRAG completions per fi_cq_read: a drain must fit a batch. */
     {"FI_SHM_RX_SIZE", "256"},
+    /* Removing a peer from the AV also closes rxm's connection to it (and
+     * cancels what it still holds for it): a peer given up alive
+     * (hmi_ofi_peer_drop) must give back the sends it stalled, and an
+     * evicted peer's connection and its per-connection pools go with its
+     * record instead of staying until the context closes. */
+    {"FI_AV_REMOVE_CLEANUP", "1"},
 };
 
 static void ofi_provider_env_once(void)

@@ -694,6 +694,23 @@ void hmi_ucx_addr_fail(hmi_na_addr_t *a, const char *why)
     hmi_list_push_back(&c->c_failed, &a->a_fail_link);
 }
 
+/*
+ * na.h's peer_drop. A failed address's endpoints are force-closed at the
+ * next progress (UCX completes what is posted on them with
+ * UCS_ERR_CANCELED; over shm, which cannot force-close, the plugin
+ * completes them itself and orphans their requests: a shm peer is a
+ * process of our own user). A later message from the peer makes a new
+ * address.
+ */
+bool hmi_ucx_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *why)
+{
+    (void)ctx;
+    if (peer->a_dead || peer->a_self)
+        return false;
+    hmi_ucx_addr_fail(peer, why);
+    return true;
+}
+
 bool hmi_ucx_addr_exited(hmi_na_addr_t *a)
 {
     if (a->a_dead || a->a_exited)

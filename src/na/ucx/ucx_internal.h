@@ -320,6 +320,8 @@ hmi_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const
                                     size_t hdr_len);
 /* Mark `addr` dead: fail what is queued, report it from progress. */
 void hmi_ucx_addr_fail(hmi_na_addr_t *addr, const char *why);
+/* na.h's peer_drop: hmi_ucx_addr_fail. */
+bool hmi_ucx_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *why);
 /*
  * Has a shm peer's process exited? Checks its pidfd now (one poll). Does not
  * declare it dead (progress does, after draining what it sent).

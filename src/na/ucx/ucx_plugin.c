@@ -257,6 +257,7 @@ const struct hmi_na_ops hmi_na_ucx_ops = {
     .addr_ref = hmi_ucx_addr_ref,
     .addr_unref = hmi_ucx_addr_unref,
     .addr_pid = hmi_ucx_addr_pid,
+    .peer_drop = hmi_ucx_peer_drop,
     .msg_buf_alloc = hmi_ucx_msg_buf_alloc,
     .msg_buf_free = hmi_ucx_msg_buf_free,
     .msg_send = hmi_ucx_msg_send,
