@@ -506,6 +506,21 @@ typedef struct hm_stats {
                                      to make room for a new sender */
     uint64_t peers_refused;       /* messages from, and lookups of, new peers refused because
                                      every peer record was in use */
+    /* Bulk RMA over messages, the owner of the memory and its peers (added after
+       peers_refused; docs/ARCHITECTURE.md, "Owner-checked RMA"). */
+    uint64_t rma_refused;         /* peers' gets and puts of our memory that the key table
+                                     refused (HM_PERMISSION): unknown or freed region, wrong
+                                     key, out of range, access not granted */
+    uint64_t rma_overloaded;      /* peers' gets refused over the context's job records
+                                     (HM_BUSY, asked again) or one peer's cap (HM_OVERLOADED) */
+    uint64_t rma_dropped;         /* our replies dropped: no send buffer and no job record */
+    uint64_t rma_malformed;       /* RMA messages that did not parse, and replies that
+                                     contradicted their transfer (which failed) */
+    uint64_t rma_foreign;         /* replies to our transfers from another peer than the
+                                     memory's owner: dropped, the transfer untouched */
+    uint64_t rma_peers_given_up;  /* peers given up as dead: they held send buffers and took
+                                     none of our messages for HM_SWRMA_STALL_MS while other
+                                     peers waited */
 } hm_stats_t;
 /* The first version's size: up to and including `pool_trimmed`. */
 #define HM_STATS_SIZE_V1 (offsetof(hm_stats_t, pool_trimmed) + sizeof(uint64_t))

@@ -3,6 +3,7 @@
 
 #include "core/core_internal.h"
 #include "core/stats.h"
+#include "na/na_rma.h"
 #include "util/outstruct.h"
 
 /*
@@ -59,6 +60,12 @@ static const struct stat_field stat_fields[] = {
     STAT(dropped_foreign),
     STAT(peers_evicted),
     STAT(peers_refused),
+    STAT(rma_refused),
+    STAT(rma_overloaded),
+    STAT(rma_dropped),
+    STAT(rma_malformed),
+    STAT(rma_foreign),
+    STAT(rma_peers_given_up),
 };
 #undef STAT
 
@@ -68,7 +75,20 @@ _Static_assert(offsetof(hm_stats_t, requests_sent) + STAT_COUNT * sizeof(uint64_
                    sizeof(hm_stats_t),
                "hm_stats_t and stat_fields differ: add the new counter to stat_fields");
 
-void hmi_stats_read_na(const hmi_na_context_t *na, hm_stats_t *stats)
+/* RMA over messages: its counters (context-serialized, read under the context's lock). */
+static void stats_read_rma(hmi_na_context_t *na, hm_stats_t *stats)
+{
+    struct hmi_swrma_stats ss;
+    hmi_swrma_stats(na, &ss);
+    stats->rma_refused = ss.ss_refused;
+    stats->rma_overloaded = ss.ss_busy + ss.ss_overloaded;
+    stats->rma_dropped = ss.ss_dropped;
+    stats->rma_malformed = ss.ss_malformed;
+    stats->rma_foreign = ss.ss_foreign;
+    stats->rma_peers_given_up = ss.ss_stalled;
+}
+
+void hmi_stats_read_na(hmi_na_context_t *na, hm_stats_t *stats)
 {
     const struct hmi_na_listen_stats *ls = &na->x_listen;
     stats->listen_accepted = atomic_load_explicit(&ls->ls_accepted, memory_order_relaxed);
@@ -82,6 +102,7 @@ void hmi_stats_read_na(const hmi_na_context_t *na, hm_stats_t *stats)
     const struct hmi_na_peer_stats *ps = &na->x_peer_stats;
     stats->peers_evicted = atomic_load_explicit(&ps->ps_evicted, memory_order_relaxed);
     stats->peers_refused = atomic_load_explicit(&ps->ps_refused, memory_order_relaxed);
+    stats_read_rma(na, stats);
 }
 
 void hm_stats_print(const hm_stats_t *stats, const char *prefix, FILE *out)

@@ -6,7 +6,11 @@
 
 #include "na/na.h"
 
-/* Copy the NA context's counters (its listener's) into `stats`. Any thread. */
-void hmi_stats_read_na(const hmi_na_context_t *na, hm_stats_t *stats);
+/*
+ * Copy the NA context's counters into `stats`: its listener's and peer
+ * records' (atomics), and RMA over messages' (the caller holds the
+ * context, as hm_context_stats does).
+ */
+void hmi_stats_read_na(hmi_na_context_t *na, hm_stats_t *stats);
 
 #endif

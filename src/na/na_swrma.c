@@ -304,25 +304,24 @@ static bool swrma_starved(const struct hmi_swrma_ctx *s)
 }
 
 /*
- * While work is starved of buffers, look for peers that hold some and have
- * stalled (every SWRMA_SWEEP_NS at most) and give them up; s_sweep_ns is
- * the next look, which hmi_swrma_wake_ns hands to a context about to sleep.
+ * While work is starved, look for peers that hold buffers and have stalled
+ * (every SWRMA_SWEEP_NS at most: s_look_ns) and give them up. s_sweep_ns is
+ * the next look while starved (UINT64_MAX otherwise), which
+ * hmi_swrma_wake_ns hands to a context about to sleep.
  */
 static int swrma_sweep(struct hmi_swrma_ctx *s)
 {
-    if (hmi_likely(s->s_sweep_ns == UINT64_MAX)) {
-        if (hmi_likely(s->s_stall_ns == 0 || !swrma_starved(s)))
-            return 0;
-        s->s_sweep_ns = hmi_time_ns(); /* starved from now: look at once */
-    }
-    if (!swrma_starved(s)) {
+    if (hmi_likely(s->s_stall_ns == 0 || !swrma_starved(s))) {
         s->s_sweep_ns = UINT64_MAX;
         return 0;
     }
     uint64_t now = hmi_time_ns();
-    if (now < s->s_sweep_ns)
+    if (now < s->s_look_ns) {
+        s->s_sweep_ns = s->s_look_ns;
         return 0;
-    s->s_sweep_ns = now + SWRMA_SWEEP_NS;
+    }
+    s->s_look_ns = now + SWRMA_SWEEP_NS;
+    s->s_sweep_ns = s->s_look_ns;
     s->s_jobs_short = false; /* seen; the next refusal says it again */
     return (int)hmi_swrma_peers_drop_stalled(s, now);
 }

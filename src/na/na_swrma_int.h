@@ -210,6 +210,7 @@ struct hmi_swrma_ctx {
     uint32_t s_live_ops;
     uint64_t s_stall_ns;         /* HM_SWRMA_STALL_MS; 0: never give a peer up */
     uint64_t s_sweep_ns;         /* the next look for stalled peers, while starved */
+    uint64_t s_look_ns;          /* no look before this (SWRMA_SWEEP_NS apart) */
     bool s_jobs_short;           /* a get was refused HM_BUSY since the last look */
     bool s_in_post;              /* completions go to x_deferred */
     struct hmi_swrma_stats s_stats;

@@ -184,10 +184,14 @@ static hm_return_t on_free_rw(hm_handle_t *handle)
 
 static hm_return_t on_stats(hm_handle_t *handle)
 {
+    /* What an application sees (hm_context_stats), and the engine's own busy count. */
+    hm_stats_t pub = {.size = sizeof(pub)};
     struct hmi_swrma_stats st;
     hmi_swrma_stats(hs.ctx->c_na, &st);
-    struct h_stats out = {.refused = st.ss_refused, .busy = st.ss_busy,
-                          .dropped = st.ss_dropped, .malformed = st.ss_malformed};
+    if (hm_context_stats(hs.ctx, &pub) != HM_SUCCESS)
+        return HM_FAULT;
+    struct h_stats out = {.refused = pub.rma_refused, .busy = st.ss_busy,
+                          .dropped = pub.rma_dropped, .malformed = pub.rma_malformed};
     hs_respond(handle, &out);
     return HM_SUCCESS;
 }
