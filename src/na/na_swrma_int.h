@@ -114,7 +114,9 @@ struct swrma_cancel {
  * One peer, as the plugin delivered it (the address pointer, never a field
  * of a message), while it has work here. Not referenced: jobs hold their
  * address, ops borrow theirs from the caller, and the record only keys on
- * the pointer. Pooled (s_peer_free), found by s_peers.
+ * the pointer (it holds one reference itself while refusals are noted in
+ * pr_busy, about 0.6 KB a record with them). Pooled (s_peer_free), found
+ * by s_peers.
  */
 struct swrma_peer {
     hmi_na_addr_t *pr_addr;       /* the key */
@@ -127,6 +129,9 @@ struct swrma_peer {
     uint32_t pr_bufs;            /* send buffers in flight to it (SWRMA_SHARE) */
     uint32_t pr_asked;           /* requester: requests outstanding (s_window) */
     uint32_t pr_ops;             /* requester: live ops with it */
+    uint32_t pr_nbusy;           /* owner: HM_BUSY refusals noted in pr_busy, not sent yet
+                                    (the record then holds a reference on pr_addr) */
+    uint64_t pr_busy[SWRMA_PEER_WINDOW]; /* their request ids: no buffer or job needed */
     uint64_t pr_moved_ns;        /* while pr_bufs > 0: when a send to it last completed,
                                     or its first one in flight was posted */
     bool pr_held_share;          /* work waiting at a full share (counted once) */
@@ -247,6 +252,17 @@ void hmi_swrma_job_queue(struct hmi_swrma_ctx *s, struct swrma_job *job);
 void hmi_swrma_job_put(struct hmi_swrma_ctx *s, struct swrma_job *job);
 
 /* na_swrma_peer.c */
+/*
+ * Note that `pr`'s get `id` was refused HM_BUSY, for an ERR sent when its
+ * share has room (owner progress). False when its notes are full: a peer
+ * has at most s_window requests outstanding here, which SWRMA_PEER_WINDOW
+ * covers. Why: the answer to a refused get must not be lost, or the get
+ * waits for ever, and when the records run out (which is when gets are
+ * refused) a reply has none to wait in either.
+ */
+bool hmi_swrma_peer_note_busy(struct hmi_swrma_ctx *s, struct swrma_peer *pr, uint64_t id);
+/* Forget `pr`'s noted refusals (its peer failed, or context close). */
+void hmi_swrma_peer_forget_busy(struct hmi_swrma_ctx *s, struct swrma_peer *pr);
 /* The record of `addr`, or NULL. */
 struct swrma_peer *hmi_swrma_peer_find(const struct hmi_swrma_ctx *s, hmi_na_addr_t *addr);
 /* The record of `addr`, made when it has none; NULL without memory. */

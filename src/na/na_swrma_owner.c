@@ -43,10 +43,14 @@ static void owner_reply(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer, enum swrma
         b = hmi_swrma_buf_get(s, false);
     if (b != NULL) {
         hmi_swrma_encode_reply(b->sb_data, type, id, value);
-        (void)hmi_swrma_buf_send(s, b, pr, peer, SWRMA_ACK_SIZE); /* dead peer: nobody waits */
-        hmi_swrma_peer_update(s, pr);
+        /* A dead peer: nobody waits. A failed send updated (maybe freed) `pr` itself. */
+        if (hmi_swrma_buf_send(s, b, pr, peer, SWRMA_ACK_SIZE) == HM_SUCCESS)
+            hmi_swrma_peer_update(s, pr);
         return;
     }
+    if (pr != NULL && type == SWRMA_ERR && value == (uint64_t)HM_BUSY &&
+        hmi_swrma_peer_note_busy(s, pr, id))
+        return; /* refused for want of records: none to wait in, so noted */
     struct swrma_job *job;
     if (pr == NULL || hmi_swrma_job_get(s, peer, &job) != HM_SUCCESS) {
         s->s_stats.ss_dropped++;
@@ -179,6 +183,20 @@ static bool owner_get_chunk(struct hmi_swrma_ctx *s, struct swrma_job *job, stru
     return job->j_sent == job->j_len;
 }
 
+/* Send one of `pr`'s noted HM_BUSY refusals in `b`. */
+static void owner_send_busy(struct hmi_swrma_ctx *s, struct swrma_peer *pr, struct swrma_buf *b)
+{
+    hmi_na_addr_t *peer = pr->pr_addr;
+    hmi_swrma_encode_reply(b->sb_data, SWRMA_ERR, pr->pr_busy[pr->pr_nbusy - 1],
+                           (uint64_t)HM_BUSY);
+    /* Counted until sent: a failed send's own update must not free `pr`. */
+    (void)hmi_swrma_buf_send(s, b, pr, peer, SWRMA_ACK_SIZE); /* dead peer: nobody waits */
+    bool last = --pr->pr_nbusy == 0;
+    hmi_swrma_peer_update(s, pr); /* to the back of the ready peers, or off (freed) */
+    if (last)
+        s->s_ctx->x_class->c_ops.addr_unref(peer);
+}
+
 /*
  * Send one message of the next ready peer's next job (peers, and each
  * peer's jobs, take turns); a peer whose share is full is not ready.
@@ -190,6 +208,11 @@ int hmi_swrma_owner_progress(struct hmi_swrma_ctx *s)
     while (!hmi_list_empty(&s->s_owner_ready) && (b = hmi_swrma_buf_get(s, false)) != NULL) {
         struct swrma_peer *pr = hmi_container_of(hmi_list_pop_front(&s->s_owner_ready),
                                                  struct swrma_peer, pr_owner_link);
+        if (pr->pr_nbusy != 0) { /* noted refusals first: they are the oldest */
+            owner_send_busy(s, pr, b);
+            sent++;
+            continue;
+        }
         struct swrma_job *job =
             hmi_container_of(hmi_list_pop_front(&pr->pr_jobs), struct swrma_job, j_link);
         bool over = true;
@@ -212,6 +235,7 @@ int hmi_swrma_owner_progress(struct hmi_swrma_ctx *s)
 /* Drop the queued jobs of `pr`. */
 static void owner_drop_peer(struct hmi_swrma_ctx *s, struct swrma_peer *pr)
 {
+    hmi_swrma_peer_forget_busy(s, pr);
     while (!hmi_list_empty(&pr->pr_jobs)) {
         struct swrma_job *job =
             hmi_container_of(hmi_list_pop_front(&pr->pr_jobs), struct swrma_job, j_link);
