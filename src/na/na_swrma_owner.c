@@ -20,7 +20,8 @@
  * over the context's cap is refused with ERR HM_BUSY (the requester asks
  * again), over its peer's cap with ERR HM_OVERLOADED (the requester's op
  * fails so); a reply that finds neither a buffer nor a job record is dropped
- * and counted (ss_dropped).
+ * and counted (ss_dropped), except an HM_BUSY refusal, noted in its peer's
+ * record and sent when its share has room (hmi_swrma_peer_note_busy).
  *
  * Every reply counts against its peer's share of the send buffers
  * (SWRMA_SHARE in flight, na_swrma_peer.c): a peer that asks and then stops
