@@ -137,7 +137,7 @@ static void swrma_buf_unshare(struct hmi_swrma_ctx *s, struct swrma_buf *b)
         return;
     b->sb_peer = NULL;
     pr->pr_bufs--;
-    hmi_swrma_peer_moved(pr, hmi_time_ns()); /* it took one */
+    pr->pr_moved_ns = hmi_time_ns(); /* it took one */
     hmi_swrma_peer_update(s, pr);
 }
 
@@ -198,7 +198,7 @@ hm_return_t hmi_swrma_buf_send(struct hmi_swrma_ctx *s, struct swrma_buf *b,
     b->sb_peer = pr;
     if (pr != NULL) {
         if (pr->pr_bufs == 0)
-            hmi_swrma_peer_moved(pr, hmi_time_ns()); /* its stall clock starts */
+            pr->pr_moved_ns = hmi_time_ns(); /* its stall clock starts */
         pr->pr_bufs++; /* before the post: its completion may not precede the count */
     }
     hm_return_t ret = hmi_na_msg_send(s->s_ctx, peer, b->sb_data, len, b->sb_desc, b->sb_op);

@@ -277,8 +277,6 @@ bool hmi_swrma_peer_room(const struct swrma_peer *pr);
 void hmi_swrma_peer_update(struct hmi_swrma_ctx *s, struct swrma_peer *pr);
 /* Context close: free every record. */
 void hmi_swrma_peers_fini(struct hmi_swrma_ctx *s);
-/* A send to `pr` was posted (before pr_bufs counts it) or completed, at `now`. */
-void hmi_swrma_peer_moved(struct swrma_peer *pr, uint64_t now);
 /*
  * Give up (hmi_na_peer_drop) peers that hold send buffers and took none of
  * our messages for s_stall_ns, at most SWRMA_SWEEP_MAX of them; the number

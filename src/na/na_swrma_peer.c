@@ -159,11 +159,6 @@ void hmi_swrma_peers_fini(struct hmi_swrma_ctx *s)
     hmi_hmap_destroy(&s->s_peers);
 }
 
-void hmi_swrma_peer_moved(struct swrma_peer *pr, uint64_t now)
-{
-    pr->pr_moved_ns = now;
-}
-
 /* Does `pr` hold buffers that have not moved for the stall bound? */
 static bool peer_stalled(const struct hmi_swrma_ctx *s, const struct swrma_peer *pr,
                          uint64_t now)
@@ -183,6 +178,8 @@ unsigned int hmi_swrma_peers_drop_stalled(struct hmi_swrma_ctx *s, uint64_t now)
         if (peer_stalled(s, pr, now))
             stalled[n++] = pr->pr_addr;
     }
+    if (n == 0)
+        return 0;
     char why[96];
     snprintf(why, sizeof(why), "took none of our messages for %llu ms while others waited",
              (unsigned long long)(s->s_stall_ns / 1000000u));

@@ -766,7 +766,6 @@ static int start_coalition_bufs(void **state)
     return start("");
 }
 
-
 /* Teardown, also after a failed test: the server is stopped, or killed. */
 static int stop(void **state)
 {

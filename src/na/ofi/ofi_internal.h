@@ -326,7 +326,7 @@ struct hmi_na_addr {
     bool a_probing;            /* a probe is in the provider */
     bool a_dropped;            /* given up alive (hmi_ofi_peer_drop): its sends in the
                                   provider end with the provider's completion */
-    bool a_unmapped;           /* dropped: out of the maps and the AV already */
+    bool a_unmapped;           /* out of the maps and the AV already (dropped, or evicted) */
     unsigned int a_probes;     /* probes since the last send */
     uint64_t a_quiet_since_ns; /* first sweep that saw it quiet (0: not yet) */
     atomic_uint *a_armed;      /* its doorbell word, mapped (NULL: none) */
