@@ -111,11 +111,21 @@ struct swrma_cancel {
 };
 
 /*
+ * A reply the owner could not send at once, kept in its peer's record: it
+ * needs no send buffer's contents and no job record, only these.
+ */
+struct swrma_note {
+    uint64_t n_id;                /* the request it answers */
+    uint32_t n_value;             /* PUT_ACK: bytes placed (one message's); ERR: status */
+    uint8_t n_type;               /* SWRMA_PUT_ACK or SWRMA_ERR */
+};
+
+/*
  * One peer, as the plugin delivered it (the address pointer, never a field
  * of a message), while it has work here. Not referenced: jobs hold their
  * address, ops borrow theirs from the caller, and the record only keys on
- * the pointer (it holds one reference itself while refusals are noted in
- * pr_busy, about 0.6 KB a record with them). Pooled (s_peer_free), found
+ * the pointer (it holds one reference itself while replies are noted in
+ * pr_notes, about 1.1 KB a record with them). Pooled (s_peer_free), found
  * by s_peers.
  */
 struct swrma_peer {
@@ -129,9 +139,9 @@ struct swrma_peer {
     uint32_t pr_bufs;            /* send buffers in flight to it (SWRMA_SHARE) */
     uint32_t pr_asked;           /* requester: requests outstanding (s_window) */
     uint32_t pr_ops;             /* requester: live ops with it */
-    uint32_t pr_nbusy;           /* owner: HM_BUSY refusals noted in pr_busy, not sent yet
+    uint32_t pr_nnotes;          /* owner: replies noted in pr_notes, not sent yet
                                     (the record then holds a reference on pr_addr) */
-    uint64_t pr_busy[SWRMA_PEER_WINDOW]; /* their request ids: no buffer or job needed */
+    struct swrma_note pr_notes[SWRMA_PEER_WINDOW];
     uint64_t pr_moved_ns;        /* while pr_bufs > 0: when a send to it last completed,
                                     or its first one in flight was posted */
     bool pr_held_share;          /* work waiting at a full share (counted once) */
@@ -253,16 +263,18 @@ void hmi_swrma_job_put(struct hmi_swrma_ctx *s, struct swrma_job *job);
 
 /* na_swrma_peer.c */
 /*
- * Note that `pr`'s get `id` was refused HM_BUSY, for an ERR sent when its
- * share has room (owner progress). False when its notes are full: a peer
- * has at most s_window requests outstanding here, which SWRMA_PEER_WINDOW
- * covers. Why: the answer to a refused get must not be lost, or the get
- * waits for ever, and when the records run out (which is when gets are
- * refused) a reply has none to wait in either.
+ * Note a reply to `pr` (PUT_ACK or ERR, for request `id`) that found no
+ * send buffer, to be sent when its share has room (owner progress). False
+ * when its notes are full: a peer has at most s_window requests
+ * outstanding here, each answered by at most one such reply, which
+ * SWRMA_PEER_WINDOW covers. Why: a lost PUT_ACK or ERR leaves the
+ * requester's op waiting for ever, and when job records run out (which is
+ * when gets are refused HM_BUSY) a reply has none to wait in either.
  */
-bool hmi_swrma_peer_note_busy(struct hmi_swrma_ctx *s, struct swrma_peer *pr, uint64_t id);
-/* Forget `pr`'s noted refusals (its peer failed, or context close). */
-void hmi_swrma_peer_forget_busy(struct hmi_swrma_ctx *s, struct swrma_peer *pr);
+bool hmi_swrma_peer_note_reply(struct hmi_swrma_ctx *s, struct swrma_peer *pr,
+                               enum swrma_type type, uint64_t id, uint32_t value);
+/* Forget `pr`'s noted replies (its peer failed, or context close). */
+void hmi_swrma_peer_forget_notes(struct hmi_swrma_ctx *s, struct swrma_peer *pr);
 /* The record of `addr`, or NULL. */
 struct swrma_peer *hmi_swrma_peer_find(const struct hmi_swrma_ctx *s, hmi_na_addr_t *addr);
 /* The record of `addr`, made when it has none; NULL without memory. */

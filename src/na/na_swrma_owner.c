@@ -19,9 +19,12 @@
  * the request names the peer), so one peer cannot take every record. A get
  * over the context's cap is refused with ERR HM_BUSY (the requester asks
  * again), over its peer's cap with ERR HM_OVERLOADED (the requester's op
- * fails so); a reply that finds neither a buffer nor a job record is dropped
- * and counted (ss_dropped), except an HM_BUSY refusal, noted in its peer's
- * record and sent when its share has room (hmi_swrma_peer_note_busy).
+ * fails so). A PUT_ACK or ERR that finds no send buffer is noted in its
+ * peer's record (up to a requester's window) and sent when the peer's
+ * share has room (hmi_swrma_peer_note_reply); past that it waits as a job,
+ * and one that finds no job record either is dropped and counted
+ * (ss_dropped): only a peer with more requests outstanding than a
+ * requester may have loses answers.
  *
  * Every reply counts against its peer's share of the send buffers
  * (SWRMA_SHARE in flight, na_swrma_peer.c): a peer that asks and then stops
@@ -49,12 +52,14 @@ static void owner_reply(struct hmi_swrma_ctx *s, hmi_na_addr_t *peer, enum swrma
             hmi_swrma_peer_update(s, pr);
         return;
     }
-    if (pr != NULL && type == SWRMA_ERR && value == (uint64_t)HM_BUSY &&
-        hmi_swrma_peer_note_busy(s, pr, id))
-        return; /* refused for want of records: none to wait in, so noted */
+    /* Noted first: needs no job record, which may be what ran out. */
+    if (pr != NULL && value <= UINT32_MAX &&
+        hmi_swrma_peer_note_reply(s, pr, type, id, (uint32_t)value))
+        return;
     struct swrma_job *job;
     if (pr == NULL || hmi_swrma_job_get(s, peer, &job) != HM_SUCCESS) {
         s->s_stats.ss_dropped++;
+        s->s_jobs_short = true; /* a reason to look for stalled peers (na_swrma.c) */
         if (pr != NULL)
             hmi_swrma_peer_update(s, pr);
         return;
@@ -184,15 +189,16 @@ static bool owner_get_chunk(struct hmi_swrma_ctx *s, struct swrma_job *job, stru
     return job->j_sent == job->j_len;
 }
 
-/* Send one of `pr`'s noted HM_BUSY refusals in `b`. */
-static void owner_send_busy(struct hmi_swrma_ctx *s, struct swrma_peer *pr, struct swrma_buf *b)
+/* Send one of `pr`'s noted replies in `b`. */
+static void owner_send_note(struct hmi_swrma_ctx *s, struct swrma_peer *pr, struct swrma_buf *b)
 {
     hmi_na_addr_t *peer = pr->pr_addr;
-    hmi_swrma_encode_reply(b->sb_data, SWRMA_ERR, pr->pr_busy[pr->pr_nbusy - 1],
-                           (uint64_t)HM_BUSY);
+    const struct swrma_note *note = &pr->pr_notes[pr->pr_nnotes - 1];
+    hmi_swrma_encode_reply(b->sb_data, (enum swrma_type)note->n_type, note->n_id,
+                           note->n_value);
     /* Counted until sent: a failed send's own update must not free `pr`. */
     (void)hmi_swrma_buf_send(s, b, pr, peer, SWRMA_ACK_SIZE); /* dead peer: nobody waits */
-    bool last = --pr->pr_nbusy == 0;
+    bool last = --pr->pr_nnotes == 0;
     hmi_swrma_peer_update(s, pr); /* to the back of the ready peers, or off (freed) */
     if (last)
         s->s_ctx->x_class->c_ops.addr_unref(peer);
@@ -209,8 +215,8 @@ int hmi_swrma_owner_progress(struct hmi_swrma_ctx *s)
     while (!hmi_list_empty(&s->s_owner_ready) && (b = hmi_swrma_buf_get(s, false)) != NULL) {
         struct swrma_peer *pr = hmi_container_of(hmi_list_pop_front(&s->s_owner_ready),
                                                  struct swrma_peer, pr_owner_link);
-        if (pr->pr_nbusy != 0) { /* noted refusals first: they are the oldest */
-            owner_send_busy(s, pr, b);
+        if (pr->pr_nnotes != 0) { /* noted replies first: they wait in no job */
+            owner_send_note(s, pr, b);
             sent++;
             continue;
         }
@@ -236,7 +242,7 @@ int hmi_swrma_owner_progress(struct hmi_swrma_ctx *s)
 /* Drop the queued jobs of `pr`. */
 static void owner_drop_peer(struct hmi_swrma_ctx *s, struct swrma_peer *pr)
 {
-    hmi_swrma_peer_forget_busy(s, pr);
+    hmi_swrma_peer_forget_notes(s, pr);
     while (!hmi_list_empty(&pr->pr_jobs)) {
         struct swrma_job *job =
             hmi_container_of(hmi_list_pop_front(&pr->pr_jobs), struct swrma_job, j_link);

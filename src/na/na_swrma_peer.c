@@ -98,7 +98,7 @@ static void peer_link(struct hmi_list *list, struct hmi_list *link, bool want)
 static void peer_count_held(struct hmi_swrma_ctx *s, struct swrma_peer *pr, bool share_full,
                             bool window_full)
 {
-    bool work = !hmi_list_empty(&pr->pr_jobs) || pr->pr_nbusy != 0 ||
+    bool work = !hmi_list_empty(&pr->pr_jobs) || pr->pr_nnotes != 0 ||
                 !hmi_list_empty(&pr->pr_sendq);
     bool held_share = work && share_full;
     bool held_window = !hmi_list_empty(&pr->pr_sendq) && window_full;
@@ -116,10 +116,10 @@ void hmi_swrma_peer_update(struct hmi_swrma_ctx *s, struct swrma_peer *pr)
     bool window_full = pr->pr_asked >= s->s_window;
     peer_count_held(s, pr, share_full, window_full);
     peer_link(&s->s_owner_ready, &pr->pr_owner_link,
-              (!hmi_list_empty(&pr->pr_jobs) || pr->pr_nbusy != 0) && !share_full);
+              (!hmi_list_empty(&pr->pr_jobs) || pr->pr_nnotes != 0) && !share_full);
     peer_link(&s->s_req_ready, &pr->pr_req_link,
               !hmi_list_empty(&pr->pr_sendq) && !share_full && !window_full);
-    if (pr->pr_jobs_n != 0 || pr->pr_bufs != 0 || pr->pr_ops != 0 || pr->pr_nbusy != 0)
+    if (pr->pr_jobs_n != 0 || pr->pr_bufs != 0 || pr->pr_ops != 0 || pr->pr_nnotes != 0)
         return;
     (void)hmi_hmap_remove(&s->s_peers, (uint64_t)(uintptr_t)pr->pr_addr);
     hmi_list_remove(&pr->pr_all);
@@ -128,22 +128,24 @@ void hmi_swrma_peer_update(struct hmi_swrma_ctx *s, struct swrma_peer *pr)
     s->s_peers_live--;
 }
 
-bool hmi_swrma_peer_note_busy(struct hmi_swrma_ctx *s, struct swrma_peer *pr, uint64_t id)
+bool hmi_swrma_peer_note_reply(struct hmi_swrma_ctx *s, struct swrma_peer *pr,
+                               enum swrma_type type, uint64_t id, uint32_t value)
 {
-    if (pr->pr_nbusy == SWRMA_PEER_WINDOW)
+    if (pr->pr_nnotes == SWRMA_PEER_WINDOW)
         return false;
-    if (pr->pr_nbusy == 0)
+    if (pr->pr_nnotes == 0)
         s->s_ctx->x_class->c_ops.addr_ref(pr->pr_addr); /* until they are sent */
-    pr->pr_busy[pr->pr_nbusy++] = id;
+    pr->pr_notes[pr->pr_nnotes++] =
+        (struct swrma_note){.n_id = id, .n_value = value, .n_type = (uint8_t)type};
     hmi_swrma_peer_update(s, pr);
     return true;
 }
 
-void hmi_swrma_peer_forget_busy(struct hmi_swrma_ctx *s, struct swrma_peer *pr)
+void hmi_swrma_peer_forget_notes(struct hmi_swrma_ctx *s, struct swrma_peer *pr)
 {
-    if (pr->pr_nbusy == 0)
+    if (pr->pr_nnotes == 0)
         return;
-    pr->pr_nbusy = 0;
+    pr->pr_nnotes = 0;
     s->s_ctx->x_class->c_ops.addr_unref(pr->pr_addr);
 }
 

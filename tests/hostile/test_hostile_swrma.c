@@ -36,7 +36,11 @@
  *    (HM_SWRMA_BUFS=32), or job records (HM_SWRMA_JOBS=128), they fill: the
  *    owner gives them up (HM_SWRMA_STALL_MS=500) once they have taken
  *    nothing that long while the good client waits, and the good client's
- *    pulls all complete (the first never did without it);
+ *    pulls all complete (the first never did without it). The good client
+ *    first pushes 8 MiB a MiB at a time: more PUT_ACKs at once than its
+ *    share of buffers, which must be noted, not dropped, while the
+ *    coalition holds every job record (ucx+shm: no push completed in 2 of
+ *    3 runs when only HM_BUSY refusals were noted);
  *  - one honest peer's many gets: 512 pulls started at once while the owner
  *    is held, twice the owner's per-peer job cap; the requester's window per
  *    peer keeps its requests below that cap, so every pull succeeds and the
@@ -70,6 +74,8 @@
 #define FLOOD 1000u           /* GET_REQs of the attacker, 1 MiB each */
 #define FLOOD_LEN (1u << 20)
 #define GOOD_PULLS 32u
+#define GOOD_PUSHES 8u        /* of GOOD_PUSH_LEN each, before the good pulls */
+#define GOOD_PUSH_LEN (1u << 20)
 #define PEER_CAP 256u         /* the default per-peer job cap */
 #define STALL_REQS 64u        /* GET_REQs of the attacker that stops reading, */
 #define STALL_LEN BIG         /* each for the whole region: 512 MiB it never reads */
@@ -1061,9 +1067,36 @@ static unsigned int good_pulls(hm_bulk_t *region, hm_return_t *bad)
     return ok;
 }
 
-/* What the stallers cost the owner while the good client pulled. */
+/*
+ * The good client's pushes, each GOOD_PUSH_LEN (many PUT_DATA messages, so
+ * more PUT_ACKs at once than its share of the owner's send buffers),
+ * writing back the pattern the region holds; the pushes complete, or the
+ * first error.
+ */
+static unsigned int good_pushes(hm_bulk_t *region, hm_return_t *bad)
+{
+    unsigned int ok = 0;
+    *bad = HM_SUCCESS;
+    for (unsigned int i = 0; i < GOOD_PUSHES; i++) {
+        size_t off = (size_t)i * GOOD_PUSH_LEN;
+        bulk_pattern_fill(g_local, GOOD_PUSH_LEN, 3, off);
+        hm_bulk_xfer_t x = {.op = HM_BULK_PUSH, .origin_addr = g_cli.server,
+                            .origin = region, .origin_off = off, .local = g_local_bulk,
+                            .size = GOOD_PUSH_LEN};
+        hm_return_t ret = bulk_transfer_wait(&g_cli, &x, NULL, HANG_GUARD_MS);
+        if (ret != HM_SUCCESS) {
+            *bad = ret;
+            break; /* as in good_pulls */
+        }
+        ok++;
+    }
+    return ok;
+}
+
+/* What the stallers cost the owner while the good client pushed and pulled. */
 struct stallers_result {
     bool sent;              /* every staller asked and was stopped */
+    unsigned int pushed;    /* good pushes complete */
     unsigned int ok;        /* good pulls complete */
     hm_return_t bad;        /* the first that was not */
     struct s_stats st0, st; /* the owner's counters before and after */
@@ -1075,15 +1108,16 @@ static void stallers_run(hm_bulk_t *region, struct stallers_result *r, const cha
     server_stats(&r->st0);
     struct hm_test_child attackers[STALLERS];
     r->sent = stallers_start(attackers);
-    r->ok = r->sent ? good_pulls(region, &r->bad) : 0;
+    r->pushed = r->sent ? good_pushes(region, &r->bad) : 0;
+    r->ok = r->sent && r->pushed == GOOD_PUSHES ? good_pulls(region, &r->bad) : 0;
     if (r->sent)
         server_stats(&r->st);
     for (unsigned int a = 0; a < STALLERS; a++) /* by their pids, stopped */
         assert_int_equal(hm_test_child_kill(&attackers[a]), -SIGKILL);
-    printf("%s: %s; good client %u/%u (%s); owner jobs %llu, share waits %llu, "
-           "peers given up %llu\n",
-           what, r->sent ? "4 asked 64 x 8 MiB each and stopped" : "never sent", r->ok,
-           GOOD_PULLS, hm_strerror(r->bad), r->sent ? (unsigned long long)r->st.jobs : 0ull,
+    printf("%s: %s; good client pushes %u/%u, pulls %u/%u (%s); owner jobs %llu, "
+           "share waits %llu, peers given up %llu\n",
+           what, r->sent ? "4 asked 64 x 8 MiB each and stopped" : "never sent", r->pushed,
+           GOOD_PUSHES, r->ok, GOOD_PULLS, hm_strerror(r->bad), r->sent ? (unsigned long long)r->st.jobs : 0ull,
            r->sent ? (unsigned long long)(r->st.share_waits - r->st0.share_waits) : 0ull,
            r->sent ? (unsigned long long)(r->st.stalled - r->st0.stalled) : 0ull);
     assert_true(r->sent);
@@ -1101,6 +1135,7 @@ static void test_stalled_reader(void **state)
     assert_non_null(region);
     static struct stallers_result r;
     stallers_run(region, &r, "stalled readers");
+    assert_int_equal(r.pushed, GOOD_PUSHES);
     assert_int_equal(r.ok, GOOD_PULLS);
     assert_true(r.st.jobs >= 1);                       /* the attacker's, never read */
     assert_true(r.st.share_waits > r.st0.share_waits); /* and held back at its share */
@@ -1130,6 +1165,7 @@ static void test_stalled_coalition(void **state)
     assert_non_null(region);
     static struct stallers_result r;
     stallers_run(region, &r, what);
+    assert_int_equal(r.pushed, GOOD_PUSHES);
     assert_int_equal(r.ok, GOOD_PULLS);
     if (sends_can_stall()) {
         assert_true(r.st.stalled > r.st0.stalled);
