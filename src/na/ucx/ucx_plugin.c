@@ -160,6 +160,29 @@ static hm_return_t ucx_config(const struct ucx_class *k, ucp_config_t **config_o
     return HM_SUCCESS;
 }
 
+/*
+ * Why ucx+tcp faces trusted peers only. Hermod's listener fronts the hello,
+ * but UCX's own tcp port (its number is in the worker address) takes raw
+ * bytes from anyone, and UCX 1.13 (and upstream today) asserts on a framed
+ * packet whose length is bad (tcp_ep.c) and on a malformed worker address
+ * (ucp_address_unpack). Before UCX 1.14 it also asserts when a peer goes
+ * away after asking for a connection and before ours back to it is up
+ * (ucp_request.c, a wireup REP purged from a failed tcp endpoint; removed
+ * upstream in 1.14): a client killed at the wrong moment ends the server
+ * (docs/ARCHITECTURE.md, Known limits). Shared memory is reachable only by
+ * processes of the same user.
+ */
+static const char *ucx_tcp_trusted_only(void)
+{
+    unsigned major = 0, minor = 0, release = 0;
+    ucp_get_version(&major, &minor, &release);
+    if (major == 1 && minor < 14)
+        return "trusted only: UCX's own tcp port aborts the process on a malformed packet, "
+               "and this UCX on a peer that dies while connecting (use ofi+tcp)";
+    return "trusted only: UCX's own tcp port aborts the process on a malformed packet "
+           "(use ofi+tcp)";
+}
+
 static hm_return_t ucx_class_open(hmi_na_class_t *cls, const char *protocol, const char *listen)
 {
     struct ucx_class *k = ucx_cls(cls);
@@ -207,18 +230,7 @@ static hm_return_t ucx_class_open(hmi_na_class_t *cls, const char *protocol, con
     cls->c_rma_kind = HM_NA_RMA_OWNER_CHECKED;
     cls->c_cma = k->k_proto == UCX_PROTO_SHM;
     cls->c_cma_min = hmi_na_tunable_size(&hmi_ucx_tunables[UCX_TUNE_CMA_MIN]);
-    /*
-     * Hermod's listener fronts the hello, but UCX's own tcp port (its number
-     * is in the worker address) takes raw bytes from anyone, and UCX 1.13
-     * (and upstream today) asserts on a framed packet whose length is bad
-     * (tcp_ep.c) and on a malformed worker address (ucp_address_unpack).
-     * Shared memory is reachable only by processes of the same user.
-     */
-    cls->c_trusted_only =
-        k->k_proto == UCX_PROTO_TCP
-            ? "trusted only: UCX's own tcp port aborts the process on a malformed packet "
-              "(use ofi+tcp)"
-            : NULL;
+    cls->c_trusted_only = k->k_proto == UCX_PROTO_TCP ? ucx_tcp_trusted_only() : NULL;
     return HM_SUCCESS;
 }
 
