@@ -25,30 +25,9 @@ if "$tooldir/hm_info" | grep -A3 "^  $proto " | grep -q "dies while connecting";
   exit 77
 fi
 
-work=$(mktemp -d)
-server_pid=""
-client_pid=""
-cleanup() {
-  for pid in $client_pid $server_pid; do
-    if kill -0 "$pid" 2>/dev/null; then
-      kill -KILL "$pid" 2>/dev/null || true
-      wait "$pid" 2>/dev/null || true
-    fi
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-timeout 600 "$bindir/echo_server" -u "$uri" -a "$work/addr" > "$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 100); do  # up to 10 s for the server to publish its address
-  [ -s "$work/addr" ] && break
-  sleep 0.1
-done
-if [ ! -s "$work/addr" ]; then
-  echo "FAIL: echo_server published no address within 10 s" >&2
-  exit 1
-fi
+# shellcheck source=dying_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/dying_lib.sh"
+start_server "$work/server.log"  # lives until the EXIT trap
 addr=$(cat "$work/addr")
 
 # One client's life: how long it takes here sets where the stops may fall.

@@ -18,35 +18,8 @@ uri=${3:?usage}
 count=${4:?usage}
 deadline_ms=1000
 
-work=$(mktemp -d)
-server_pid=""
-client_pid=""
-cleanup() {
-  exec 3>&- 2>/dev/null || true
-  for pid in $server_pid $client_pid; do
-    if kill -0 "$pid" 2>/dev/null; then
-      kill -KILL "$pid" 2>/dev/null || true
-      wait "$pid" 2>/dev/null || true
-    fi
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# start_server: an echo_server in the background (server_pid), its URI in
-# $work/addr within 10 s.
-start_server() {
-  rm -f "$work/addr"
-  # 3>&-: a server must not hold the client's FIFO open (its end of input)
-  "$bindir/echo_server" -u "$uri" -a "$work/addr" > /dev/null 2>&1 3>&- &
-  server_pid=$!
-  for _ in $(seq 1000); do
-    [ -s "$work/addr" ] && return 0
-    sleep 0.01
-  done
-  echo "FAIL: echo_server published no address within 10 s" >&2
-  exit 1
-}
+# shellcheck source=dying_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/dying_lib.sh"
 
 # hand_over: give the client the server's URI; a client that has ended
 # (its FIFO has no reader) fails the test here, not by SIGPIPE.
@@ -68,7 +41,7 @@ client_pid=$!
 exec 3> "$work/servers"
 
 for i in $(seq "$count"); do
-  start_server
+  start_server /dev/null
   hand_over
   sleep "0.00$((RANDOM % 10))$((RANDOM % 10))"
   kill -STOP "$server_pid" 2>/dev/null || true
@@ -84,7 +57,7 @@ for i in $(seq "$count"); do
 done
 
 # A live server last: the client must reach it and be answered.
-start_server
+start_server /dev/null
 hand_over
 want=$((count + 1))
 for _ in $(seq $(( (count + 10) * 20 ))); do  # each call ends within its deadline
