@@ -73,7 +73,8 @@
 #define HANG_GUARD_MS 10000u
 #define FLOOD 1000u           /* GET_REQs of the attacker, 1 MiB each */
 #define FLOOD_LEN (1u << 20)
-#define GOOD_PULLS 32u
+#define GOOD_PULLS 32u        /* of GOOD_PULL_LEN each */
+#define GOOD_PULL_LEN 65536u
 #define GOOD_PUSHES 8u        /* of GOOD_PUSH_LEN each, before the good pulls */
 #define GOOD_PUSH_LEN (1u << 20)
 #define PEER_CAP 256u         /* the default per-peer job cap */
@@ -1046,47 +1047,33 @@ static bool stallers_start(struct hm_test_child *attackers)
     return sent;
 }
 
-/* The good client's GOOD_PULLS pulls of 64 KiB: how many completed whole (the first bad: *bad). */
-static unsigned int good_pulls(hm_bulk_t *region, hm_return_t *bad)
-{
-    unsigned int ok = 0;
-    *bad = HM_SUCCESS;
-    for (unsigned int i = 0; i < GOOD_PULLS; i++) {
-        size_t off = (size_t)i * 65536u;
-        memset(g_local, 0, 65536);
-        hm_bulk_xfer_t x = {.op = HM_BULK_PULL, .origin_addr = g_cli.server,
-                            .origin = region, .origin_off = off, .local = g_local_bulk,
-                            .size = 65536};
-        hm_return_t ret = bulk_transfer_wait(&g_cli, &x, NULL, HANG_GUARD_MS);
-        if (ret != HM_SUCCESS || bulk_pattern_find(g_local, 65536, 3, off) != 65536) {
-            *bad = ret != HM_SUCCESS ? ret : HM_PROTOCOL_ERROR;
-            break; /* one never-completing pull shows it; the rest would wait as long */
-        }
-        ok++;
-    }
-    return ok;
-}
-
 /*
- * The good client's pushes, each GOOD_PUSH_LEN (many PUT_DATA messages, so
- * more PUT_ACKs at once than its share of the owner's send buffers),
- * writing back the pattern the region holds; the pushes complete, or the
- * first error.
+ * The good client's `count` transfers of `len` bytes each over the region,
+ * one after the other: pulls must bring the pattern the region holds;
+ * pushes write that same pattern back (1 MiB pushes are many PUT_DATA
+ * messages, so more PUT_ACKs at once than the client's share of the
+ * owner's send buffers). How many completed whole; the first bad: *bad.
  */
-static unsigned int good_pushes(hm_bulk_t *region, hm_return_t *bad)
+static unsigned int good_transfers(hm_bulk_t *region, hm_bulk_op_t op, unsigned int count,
+                                   size_t len, hm_return_t *bad)
 {
     unsigned int ok = 0;
     *bad = HM_SUCCESS;
-    for (unsigned int i = 0; i < GOOD_PUSHES; i++) {
-        size_t off = (size_t)i * GOOD_PUSH_LEN;
-        bulk_pattern_fill(g_local, GOOD_PUSH_LEN, 3, off);
-        hm_bulk_xfer_t x = {.op = HM_BULK_PUSH, .origin_addr = g_cli.server,
-                            .origin = region, .origin_off = off, .local = g_local_bulk,
-                            .size = GOOD_PUSH_LEN};
+    for (unsigned int i = 0; i < count; i++) {
+        size_t off = (size_t)i * len;
+        if (op == HM_BULK_PULL)
+            memset(g_local, 0, len);
+        else
+            bulk_pattern_fill(g_local, len, 3, off);
+        hm_bulk_xfer_t x = {.op = op, .origin_addr = g_cli.server, .origin = region,
+                            .origin_off = off, .local = g_local_bulk, .size = len};
         hm_return_t ret = bulk_transfer_wait(&g_cli, &x, NULL, HANG_GUARD_MS);
+        if (ret == HM_SUCCESS && op == HM_BULK_PULL &&
+            bulk_pattern_find(g_local, len, 3, off) != len)
+            ret = HM_PROTOCOL_ERROR;
         if (ret != HM_SUCCESS) {
             *bad = ret;
-            break; /* as in good_pulls */
+            break; /* one never-completing transfer shows it; the rest would wait as long */
         }
         ok++;
     }
@@ -1108,8 +1095,12 @@ static void stallers_run(hm_bulk_t *region, struct stallers_result *r, const cha
     server_stats(&r->st0);
     struct hm_test_child attackers[STALLERS];
     r->sent = stallers_start(attackers);
-    r->pushed = r->sent ? good_pushes(region, &r->bad) : 0;
-    r->ok = r->sent && r->pushed == GOOD_PUSHES ? good_pulls(region, &r->bad) : 0;
+    r->pushed = r->sent ? good_transfers(region, HM_BULK_PUSH, GOOD_PUSHES, GOOD_PUSH_LEN,
+                                         &r->bad)
+                        : 0;
+    r->ok = r->sent && r->pushed == GOOD_PUSHES
+                ? good_transfers(region, HM_BULK_PULL, GOOD_PULLS, GOOD_PULL_LEN, &r->bad)
+                : 0;
     if (r->sent)
         server_stats(&r->st);
     for (unsigned int a = 0; a < STALLERS; a++) /* by their pids, stopped */
@@ -1117,7 +1108,8 @@ static void stallers_run(hm_bulk_t *region, struct stallers_result *r, const cha
     printf("%s: %s; good client pushes %u/%u, pulls %u/%u (%s); owner jobs %llu, "
            "share waits %llu, peers given up %llu\n",
            what, r->sent ? "4 asked 64 x 8 MiB each and stopped" : "never sent", r->pushed,
-           GOOD_PUSHES, r->ok, GOOD_PULLS, hm_strerror(r->bad), r->sent ? (unsigned long long)r->st.jobs : 0ull,
+           GOOD_PUSHES, r->ok, GOOD_PULLS, hm_strerror(r->bad),
+           r->sent ? (unsigned long long)r->st.jobs : 0ull,
            r->sent ? (unsigned long long)(r->st.share_waits - r->st0.share_waits) : 0ull,
            r->sent ? (unsigned long long)(r->st.stalled - r->st0.stalled) : 0ull);
     assert_true(r->sent);
