@@ -1,8 +1,9 @@
 /*
  * dying_servers_client URI TIMEOUT_MS: one long-lived client for
  * dying_servers.sh. Each line of stdin names a server (an echo_server,
- * which may be dying); the client looks it up, calls the echo RPC with a
- * deadline of TIMEOUT_MS and prints one line per server, "result: " and
+ * which may be dying), optionally followed by a space and a deadline of
+ * its own; the client looks it up, calls the echo RPC with that deadline
+ * (else TIMEOUT_MS) and prints one line per server, "result: " and
  * the call's status (hm_strerror), or "wrong echo". At the end of stdin it closes its context
  * and class and exits 0 if both close cleanly.
  *
@@ -71,8 +72,15 @@ int main(int argc, char **argv)
     char line[1024];
     while (fgets(line, sizeof(line), stdin) != NULL) {
         line[strcspn(line, "\n")] = '\0';
+        /* "URI [TIMEOUT_MS]": a line may set its own deadline (URIs hold no space). */
+        unsigned int line_timeout_ms = timeout_ms;
+        char *space = strchr(line, ' ');
+        if (space != NULL) {
+            *space = '\0';
+            line_timeout_ms = (unsigned int)strtoul(space + 1, NULL, 10);
+        }
         /* Tagged: a transport library may log to stdout too (UCX does). */
-        printf("result: %s\n", call_one(ctx, id, line, timeout_ms));
+        printf("result: %s\n", call_one(ctx, id, line, line_timeout_ms));
         fflush(stdout);
     }
     int status = EXIT_SUCCESS;
