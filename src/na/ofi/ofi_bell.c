@@ -27,26 +27,50 @@
 #include "na/ofi/ofi_internal.h"
 #include "util/log.h"
 
-static uint64_t bell_hash(const struct ofi_name *name)
+uint64_t hmi_ofi_bell_hash(const uint8_t *name, size_t len)
 {
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < name->n_len; i++)
-        h = (h ^ name->n_bytes[i]) * 1099511628211ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ name[i]) * 1099511628211ull;
     return h;
 }
 
-static socklen_t bell_sockaddr(const struct ofi_name *name, struct sockaddr_un *sun)
+static uint64_t bell_hash(const struct ofi_name *name)
+{
+    return hmi_ofi_bell_hash(name->n_bytes, name->n_len);
+}
+
+static socklen_t bell_sockaddr_of(uint64_t hash, struct sockaddr_un *sun)
 {
     memset(sun, 0, sizeof(*sun));
     sun->sun_family = AF_UNIX;
     int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "hm-ofi-%016llx",
-                     (unsigned long long)bell_hash(name));
+                     (unsigned long long)hash);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+static socklen_t bell_sockaddr(const struct ofi_name *name, struct sockaddr_un *sun)
+{
+    return bell_sockaddr_of(bell_hash(name), sun);
 }
 
 static void bell_page_name(const struct ofi_name *name, char *buf, size_t size)
 {
     snprintf(buf, size, "/hm-ofi-%016llx", (unsigned long long)bell_hash(name));
+}
+
+bool hmi_ofi_bell_held(uint64_t hash)
+{
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return true; /* cannot tell: assume a live owner */
+    struct sockaddr_un sun;
+    socklen_t len = bell_sockaddr_of(hash, &sun);
+    /* A datagram connect to an abstract name nobody has bound is refused
+     * at once; it sends nothing and binds nothing. */
+    bool held = connect(fd, (struct sockaddr *)&sun, len) == 0 || errno != ECONNREFUSED;
+    close(fd);
+    return held;
 }
 
 /* Map the armed word of the endpoint called `name`; NULL if it has none. */

@@ -476,6 +476,10 @@ void hmi_ofi_peers_bury(struct ofi_context *x);
 void hmi_ofi_peers_clear(struct ofi_context *x);
 
 /* ofi_bell.c */
+/* The doorbell's hash of an endpoint name (its page and socket are hm-ofi-<hash>). */
+uint64_t hmi_ofi_bell_hash(const uint8_t *name, size_t len);
+/* Some live context holds the doorbell socket of this hash (its endpoint is open). */
+bool hmi_ofi_bell_held(uint64_t hash);
 hm_return_t hmi_ofi_bell_open(struct ofi_context *x);
 void hmi_ofi_bell_close(struct ofi_context *x);
 void hmi_ofi_bell_peer_open(struct ofi_context *x, hmi_na_addr_t *peer);
@@ -483,6 +487,9 @@ void hmi_ofi_bell_peer_close(hmi_na_addr_t *peer);
 void hmi_ofi_bell_ring_slow(struct ofi_context *x, hmi_na_addr_t *peer);
 bool hmi_ofi_bell_arm(struct ofi_context *x);
 void hmi_ofi_bell_disarm(struct ofi_context *x);
+
+/* ofi_sweep.c: remove what dead ofi+shm endpoints left in /dev/shm. */
+void hmi_ofi_sweep_shm(void);
 
 /* After a post to `peer`: wake it if it sleeps on its doorbell. */
 static inline void ofi_bell_ring(struct ofi_context *x, hmi_na_addr_t *peer)

@@ -295,6 +295,8 @@ static hm_return_t ofi_class_open(hmi_na_class_t *cls, const char *protocol, con
                 listen);
         return HM_INVALID_ARG;
     }
+    if (k->k_quirk->q_addr == OFI_ADDR_SHM)
+        hmi_ofi_sweep_shm();
     hm_return_t ret = plugin_getinfo(k);
     if (ret != HM_SUCCESS)
         return ret;

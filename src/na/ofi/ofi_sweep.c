@@ -1,0 +1,148 @@
+/*
+ * What dead ofi+shm endpoints leave in /dev/shm.
+ *
+ * libfabric's shm provider keeps each endpoint's region in a file named
+ * after the endpoint (ours: hm-<pid>-<context>-<nonce>, ofi_context.c), 16
+ * MiB here, and each of our contexts has a doorbell page,
+ * hm-ofi-<hash> (ofi_bell.c). Both are unlinked when the context closes.
+ * A process that never closes them (SIGKILL, a crash, the OOM killer)
+ * leaves them behind, and /dev/shm is memory: a node whose ranks are killed
+ * and restarted loses 16 MiB of RAM each time, for good. (A CI run of this
+ * project's tests, which kill hundreds of servers, filled 23 GB of a 24 GB
+ * machine before this sweep existed.)
+ *
+ * So every ofi+shm class sweeps /dev/shm when it opens. A file is removed
+ * only when all of these hold:
+ *  - a regular file of our uid, with one of the two names exactly;
+ *  - no live context holds its doorbell socket ("\0hm-ofi-<hash>", bound
+ *    for a context's whole life, after its region is made and until both
+ *    files are unlinked);
+ *  - for a region, its pid does not exist (covers the moment between the
+ *    region's creation and the doorbell's bind);
+ *  - it was created more than SWEEP_MIN_AGE_S ago (the same moment, seen
+ *    from another pid namespace that shares /dev/shm).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "na/ofi/ofi_internal.h"
+#include "util/log.h"
+
+#define SWEEP_DIR "/dev/shm"
+#define SWEEP_MIN_AGE_S 2
+
+/* Parse exactly `digits` lowercase hex digits (0: one or more) ending at '\0' or `end`. */
+static const char *sweep_hex(const char *s, unsigned int digits, char end, uint64_t *out)
+{
+    uint64_t v = 0;
+    unsigned int n = 0;
+    for (; *s != '\0' && *s != end; s++, n++) {
+        int d = (*s >= '0' && *s <= '9') ? *s - '0' : (*s >= 'a' && *s <= 'f') ? *s - 'a' + 10 : -1;
+        if (d < 0 || n >= 16)
+            return NULL;
+        v = v << 4 | (uint64_t)d;
+    }
+    if (n == 0 || (digits != 0 && n != digits) || *s != end)
+        return NULL;
+    *out = v;
+    return s;
+}
+
+/* Parse decimal digits up to `end`; NULL unless at least one and no overflow. */
+static const char *sweep_dec(const char *s, char end, uint64_t *out)
+{
+    uint64_t v = 0;
+    unsigned int n = 0;
+    for (; *s >= '0' && *s <= '9'; s++, n++) {
+        if (v > (UINT64_MAX - 9) / 10)
+            return NULL;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    if (n == 0 || *s != end)
+        return NULL;
+    *out = v;
+    return s;
+}
+
+/* "hm-ofi-<16 hex>": a doorbell page; its hash in *hash. */
+static bool sweep_is_bell(const char *name, uint64_t *hash)
+{
+    return strncmp(name, "hm-ofi-", 7) == 0 && sweep_hex(name + 7, 16, '\0', hash) != NULL;
+}
+
+/* "hm-<pid>-<context>-<16 hex>": a region; its pid in *pid. */
+static bool sweep_is_region(const char *name, pid_t *pid)
+{
+    uint64_t v, index, nonce;
+    const char *s = strncmp(name, "hm-", 3) == 0 ? sweep_dec(name + 3, '-', &v) : NULL;
+    if (s == NULL || v == 0 || v > INT32_MAX)
+        return false;
+    s = sweep_dec(s + 1, '-', &index);
+    if (s == NULL || sweep_hex(s + 1, 16, '\0', &nonce) == NULL)
+        return false;
+    *pid = (pid_t)v;
+    return true;
+}
+
+/* Ours, a regular file, and created more than SWEEP_MIN_AGE_S ago; its size. */
+static bool sweep_old_and_ours(int dir, const char *name, off_t *size)
+{
+    struct stat st;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != geteuid())
+        return false;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    *size = st.st_size;
+    return now.tv_sec - st.st_ctim.tv_sec > SWEEP_MIN_AGE_S;
+}
+
+/* The doorbell hash of a region's endpoint name: the name with its NUL, as fi_getname gives it. */
+static uint64_t sweep_region_hash(const char *name)
+{
+    return hmi_ofi_bell_hash((const uint8_t *)name, strlen(name) + 1);
+}
+
+static bool sweep_stale(int dir, const char *name, off_t *size)
+{
+    uint64_t hash;
+    pid_t pid;
+    if (sweep_is_bell(name, &hash))
+        return sweep_old_and_ours(dir, name, size) && !hmi_ofi_bell_held(hash);
+    if (!sweep_is_region(name, &pid))
+        return false;
+    return sweep_old_and_ours(dir, name, size) && kill(pid, 0) != 0 && errno == ESRCH &&
+           !hmi_ofi_bell_held(sweep_region_hash(name));
+}
+
+void hmi_ofi_sweep_shm(void)
+{
+    DIR *d = opendir(SWEEP_DIR);
+    if (d == NULL)
+        return; /* no /dev/shm: nothing of ours can be there either */
+    unsigned int removed = 0;
+    unsigned long long bytes = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        off_t size = 0;
+        if (!sweep_stale(dirfd(d), e->d_name, &size))
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0) {
+            removed++;
+            bytes += (unsigned long long)size;
+        }
+    }
+    closedir(d);
+    if (removed > 0)
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_INFO,
+                "ofi+shm: removed %u files (%llu KiB) that dead endpoints left in " SWEEP_DIR,
+                removed, bytes / 1024);
+}
