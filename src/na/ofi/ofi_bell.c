@@ -115,6 +115,11 @@ hm_return_t hmi_ofi_bell_open(struct ofi_context *x)
     x->x_armed = bell_map(&x->x_name, true);
     if (x->x_armed == NULL)
         goto err;
+    /* Tell other processes' sweeps that both files are alive (ofi_sweep.c). */
+    char page[64];
+    bell_page_name(&x->x_name, page, sizeof(page));
+    x->x_hold_bell = hmi_ofi_shm_hold(page + 1);
+    x->x_hold_region = hmi_ofi_shm_hold((const char *)x->x_name.n_bytes);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &x->x_bell_fd};
     if (epoll_ctl(x->x_epfd, EPOLL_CTL_ADD, x->x_bell_fd, &ev) != 0)
         goto err;
@@ -124,6 +129,13 @@ err:
     hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: cannot set up the doorbell: %s",
             strerror(errno));
     return HM_FAULT;
+}
+
+static void bell_unhold(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
 }
 
 void hmi_ofi_bell_close(struct ofi_context *x)
@@ -138,6 +150,9 @@ void hmi_ofi_bell_close(struct ofi_context *x)
     if (x->x_bell_fd >= 0)
         close(x->x_bell_fd);
     x->x_bell_fd = -1;
+    /* After the endpoint's close unlinked the region and ours the page. */
+    bell_unhold(&x->x_hold_region);
+    bell_unhold(&x->x_hold_bell);
 }
 
 void hmi_ofi_bell_peer_open(struct ofi_context *x, hmi_na_addr_t *peer)

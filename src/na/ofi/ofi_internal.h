@@ -297,6 +297,8 @@ struct ofi_context {
     struct fid_mr *x_probe_mr; /* with FI_MR_LOCAL */
     void *x_probe_desc;
     int x_bell_fd;             /* doorbell socket, -1 without one */
+    int x_hold_region;         /* shm: shared flock on our region file (ofi_sweep.c), or -1 */
+    int x_hold_bell;           /* shm: the same on our doorbell page, or -1 */
     atomic_uint *x_armed;      /* our shared "armed" word */
     bool x_sleeping;           /* poll_arm armed the doorbell */
     struct hmi_list x_reasm;   /* messages in reassembly, least recently moved first */
@@ -490,6 +492,8 @@ void hmi_ofi_bell_disarm(struct ofi_context *x);
 
 /* ofi_sweep.c: remove what dead ofi+shm endpoints left in /dev/shm. */
 void hmi_ofi_sweep_shm(void);
+/* Mark /dev/shm/`name` as in use for our life (a shared flock); its fd, or -1. */
+int hmi_ofi_shm_hold(const char *name);
 
 /* After a post to `peer`: wake it if it sleeps on its doorbell. */
 static inline void ofi_bell_ring(struct ofi_context *x, hmi_na_addr_t *peer)

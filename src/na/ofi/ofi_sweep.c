@@ -7,28 +7,34 @@
  * hm-ofi-<hash> (ofi_bell.c). Both are unlinked when the context closes.
  * A process that never closes them (SIGKILL, a crash, the OOM killer)
  * leaves them behind, and /dev/shm is memory: a node whose ranks are killed
- * and restarted loses 16 MiB of RAM each time, for good. (A CI run of this
- * project's tests, which kill hundreds of servers, filled 23 GB of a 24 GB
- * machine before this sweep existed.)
+ * and restarted loses 16 MiB of RAM each time, for good. (A day of this
+ * project's test runs, each killing hundreds of servers, left 23 GB in the
+ * /dev/shm of a 24 GB machine before this sweep existed.)
  *
  * So every ofi+shm class sweeps /dev/shm when it opens. A file is removed
  * only when all of these hold:
  *  - a regular file of our uid, with one of the two names exactly;
+ *  - it was created more than SWEEP_MIN_AGE_S ago (a context takes its
+ *    marks below right after it makes the files);
+ *  - for a region, its pid does not exist;
  *  - no live context holds its doorbell socket ("\0hm-ofi-<hash>", bound
- *    for a context's whole life, after its region is made and until both
- *    files are unlinked);
- *  - for a region, its pid does not exist (covers the moment between the
- *    region's creation and the doorbell's bind);
- *  - it was created more than SWEEP_MIN_AGE_S ago (the same moment, seen
- *    from another pid namespace that shares /dev/shm).
+ *    for a context's whole life);
+ *  - nobody holds a flock on it: a context holds a shared one on each of
+ *    its two files until both are unlinked (hmi_ofi_shm_hold). The sweep
+ *    takes an exclusive one and unlinks under it. This is the test that
+ *    holds across namespaces: another container sharing /dev/shm but not
+ *    our pids or our abstract sockets would fail the two before, and a
+ *    process killed in any namespace drops its locks.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -111,7 +117,8 @@ static uint64_t sweep_region_hash(const char *name)
     return hmi_ofi_bell_hash((const uint8_t *)name, strlen(name) + 1);
 }
 
-static bool sweep_stale(int dir, const char *name, off_t *size)
+/* Every sign of life but the flock says the file's owner is gone. */
+static bool sweep_looks_dead(int dir, const char *name, off_t *size)
 {
     uint64_t hash;
     pid_t pid;
@@ -121,6 +128,36 @@ static bool sweep_stale(int dir, const char *name, off_t *size)
         return false;
     return sweep_old_and_ours(dir, name, size) && kill(pid, 0) != 0 && errno == ESRCH &&
            !hmi_ofi_bell_held(sweep_region_hash(name));
+}
+
+/* Unlink `name` if nobody holds a lock on it; true if it was. */
+static bool sweep_unlink_unheld(int dir, const char *name)
+{
+    int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool removed = flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(dir, name, 0) == 0;
+    close(fd);
+    return removed;
+}
+
+int hmi_ofi_shm_hold(const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof(path), SWEEP_DIR "/%s", name);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        int err = errno;
+        close(fd);
+        fd = -1;
+        errno = err;
+    }
+    if (fd < 0)
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
+                "ofi+shm: cannot mark %s as in use (%s): a sweep in another pid and "
+                "network namespace could remove it",
+                path, strerror(errno));
+    return fd;
 }
 
 void hmi_ofi_sweep_shm(void)
@@ -133,9 +170,9 @@ void hmi_ofi_sweep_shm(void)
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         off_t size = 0;
-        if (!sweep_stale(dirfd(d), e->d_name, &size))
+        if (!sweep_looks_dead(dirfd(d), e->d_name, &size))
             continue;
-        if (unlinkat(dirfd(d), e->d_name, 0) == 0) {
+        if (sweep_unlink_unheld(dirfd(d), e->d_name)) {
             removed++;
             bytes += (unsigned long long)size;
         }

@@ -6,15 +6,16 @@
 #
 # Two echo_servers, A and B, each with its two files. A is SIGKILLed.
 # After the sweep's minimum age, an echo_client to B (its class sweeps)
-# must get its echo and leave /dev/shm without A's files but with B's. A
-# file with a near-miss name must stay. Every process this script starts
-# is stopped by its own PID.
+# must get its echo and leave /dev/shm without A's files but with B's. Of
+# three files named after A's dead pid, one with a near-miss name and one
+# under a shared flock must stay, and the third must go. Every process
+# this script starts is stopped by its own PID.
 set -euo pipefail
 bindir=${1:?usage: shm_sweep.sh BINDIR}
 uri="ofi+shm://"
 work=$(mktemp -d)
 pids=()
-decoy=""
+decoy="" held="" orphan=""
 
 cleanup() {
   for pid in "${pids[@]}"; do
@@ -23,7 +24,7 @@ cleanup() {
       wait "$pid" 2>/dev/null || true
     fi
   done
-  [ -n "$decoy" ] && rm -f "$decoy"
+  [ -n "$decoy" ] && rm -f "$decoy" "$held" "$orphan"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -76,8 +77,17 @@ b_bell=$(bell_page "$(basename "$b_region")")
 
 kill -KILL "$a_pid"
 wait "$a_pid" 2>/dev/null || true
+# Files of a dead pid named like a region: one held by a shared flock (a
+# live owner in another pid and network namespace looks just so), one not.
 decoy="/dev/shm/hm-$a_pid-0-not-a-nonce"
+held="/dev/shm/hm-$a_pid-7-00000000000000aa"
+orphan="/dev/shm/hm-$a_pid-8-00000000000000bb"
 : > "$decoy"
+: > "$held"
+: > "$orphan"
+# The holder is this subshell become `sleep`: its pid is the lock's owner.
+( exec 9< "$held" && flock -s 9 && exec sleep 60 ) &
+pids+=($!)
 echo "A (pid $a_pid, killed) had $a_region and $a_bell; B is pid $b_pid"
 
 sleep 3.2 # past the sweep's minimum age (2 s, whole seconds of ctime)
@@ -92,6 +102,8 @@ swept=$(grep -o 'removed [0-9]* files ([0-9]* KiB)' "$work/client.log" || echo "
 [ -e "$b_region" ] || fail "B's region $b_region was removed while B lives"
 [ -e "$b_bell" ] || fail "B's doorbell page $b_bell was removed while B lives"
 [ -e "$decoy" ] || fail "a file with a near-miss name, $decoy, was removed"
+[ -e "$held" ] || fail "a file held by a flock, $held, was removed"
+[ -e "$orphan" ] && fail "a dead pid's unheld file, $orphan, is still there"
 
 out=$(timeout 30 "$bindir/echo_client" "$(cat "$work/b.addr")" "still here")
 [ "$out" = "still here" ] || fail "B no longer answers after the sweep: \"$out\""
