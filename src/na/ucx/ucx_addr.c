@@ -186,10 +186,12 @@ static void ucx_addr_unwatch(struct ucx_ctx *c, hmi_na_addr_t *a)
 
 /*
  * A new address for canonical URI `uri` (parsed as `u`), in the map, with
- * the context's reference. HM_UNREACHABLE for a shm peer already dead.
+ * the context's reference. A shm peer already dead: HM_UNREACHABLE, or
+ * with `gone_ok` an address marked exited, on c_gone (its first message
+ * has arrived: what it sent is delivered before it is reported dead).
  */
 static hm_return_t ucx_addr_new(struct ucx_ctx *c, const char *uri, size_t len,
-                                const struct ucx_uri *u, hmi_na_addr_t **out)
+                                const struct ucx_uri *u, bool gone_ok, hmi_na_addr_t **out)
 {
     hmi_na_addr_t *a = calloc(1, sizeof(*a));
     if (a == NULL)
@@ -210,6 +212,11 @@ static hm_return_t ucx_addr_new(struct ucx_ctx *c, const char *uri, size_t len,
     hm_return_t ret = hmi_na_addrtab_insert(&c->c_by_uri, &a->a_entry, a->a_uri, len);
     if (ret == HM_SUCCESS && a->a_pid != 0 && a->a_pid != getpid()) {
         ret = ucx_addr_watch(c, a);
+        if (ret == HM_UNREACHABLE && gone_ok) {
+            a->a_exited = true;
+            hmi_list_push_back(&c->c_gone, &a->a_fail_link);
+            ret = HM_SUCCESS;
+        }
         if (ret != HM_SUCCESS)
             hmi_na_addrtab_remove(&c->c_by_uri, &a->a_entry);
     }
@@ -532,7 +539,8 @@ hmi_na_addr_t *hmi_ucx_addr_from_msg(struct ucx_ctx *c, ucp_ep_h reply_ep, const
     if (len == 0)
         return NULL;
     hmi_na_addr_t *a = ucx_addr_find(c, canon, len);
-    if (a == NULL && ucx_addr_new(c, canon, len, &u, &a) != HM_SUCCESS)
+    /* A sender whose process has exited still gets its messages delivered. */
+    if (a == NULL && ucx_addr_new(c, canon, len, &u, true, &a) != HM_SUCCESS)
         return NULL;
     if (reply_ep == NULL)
         return a;
@@ -649,7 +657,7 @@ hm_return_t hmi_ucx_addr_init(struct ucx_ctx *c)
         ret = HM_NOT_SUPPORTED;
         goto err;
     }
-    ret = ucx_addr_new(c, uri, len, &self, &c->c_self);
+    ret = ucx_addr_new(c, uri, len, &self, false, &c->c_self);
     if (ret != HM_SUCCESS)
         goto err;
     c->c_self->a_self = true;
@@ -772,6 +780,19 @@ int hmi_ucx_addr_scan_pids(struct ucx_ctx *c)
     return n;
 }
 
+int hmi_ucx_addr_report_gone(struct ucx_ctx *c)
+{
+    ucx_drain_exited(c);
+    int n = 0;
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(&c->c_gone)) != NULL) {
+        hmi_ucx_addr_fail(hmi_container_of(link, hmi_na_addr_t, a_fail_link),
+                          "process exited before its first message was read");
+        n++;
+    }
+    return n;
+}
+
 int hmi_ucx_addr_progress_failed(struct ucx_ctx *c)
 {
     int n = 0;
@@ -859,6 +880,8 @@ void hmi_ucx_addr_fini(struct ucx_ctx *c)
     struct hmi_list *link;
     while ((link = hmi_list_pop_front(&c->c_failed)) != NULL)
         hmi_ucx_addr_unref(hmi_container_of(link, hmi_na_addr_t, a_fail_link));
+    while (hmi_list_pop_front(&c->c_gone) != NULL)
+        ; /* only the context's reference, dropped below */
     /* Endpoint records stay until the worker is gone (hmi_ucx_addr_free_eps). */
     for (link = c->c_eps.next; link != &c->c_eps; link = link->next)
         ucx_ep_close(hmi_container_of(link, struct ucx_ep, e_link));
@@ -909,7 +932,7 @@ hm_return_t hmi_ucx_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_a
         return HM_INVALID_ARG;
     hmi_na_addr_t *a = ucx_addr_find(c, canon, len);
     if (a == NULL) {
-        hm_return_t ret = ucx_addr_new(c, canon, len, &u, &a);
+        hm_return_t ret = ucx_addr_new(c, canon, len, &u, false, &a);
         if (ret == HM_UNREACHABLE)
             hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: peer %s: no process %ld", canon,
                     (long)u.u_pid);

@@ -212,6 +212,7 @@ hm_return_t hmi_ucx_context_open(hmi_na_context_t *ctx)
     hmi_list_init(&c->c_posted);
     hmi_list_init(&c->c_retry);
     hmi_list_init(&c->c_failed);
+    hmi_list_init(&c->c_gone);
     hmi_list_init(&c->c_pool);
     hmi_list_init(&c->c_rbufs_used);
     hm_return_t ret = hmi_hmap_init(&c->c_by_ep, 16);
@@ -366,6 +367,8 @@ int hmi_ucx_progress(hmi_na_context_t *ctx)
             n += hmi_ucx_addr_scan_pids(c);
         }
     }
+    if (hmi_unlikely(!hmi_list_empty(&c->c_gone)))
+        n += hmi_ucx_addr_report_gone(c);
     if (hmi_unlikely(!hmi_list_empty(&c->c_failed) || c->c_eps_failed))
         n += hmi_ucx_addr_progress_failed(c);
     return n;
@@ -380,7 +383,7 @@ hm_return_t hmi_ucx_poll_arm(hmi_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     if (!hmi_list_empty(&ctx->x_done) || !hmi_list_empty(&c->c_retry) ||
-        !hmi_list_empty(&c->c_failed))
+        !hmi_list_empty(&c->c_failed) || !hmi_list_empty(&c->c_gone))
         return HM_AGAIN;
     if (c->c_npidfds > 0 && hmi_ucx_addr_pids_pending(c)) {
         c->c_pid_check_ns = 0; /* progress scans (drains, then reports) at once */

@@ -45,8 +45,9 @@
  * a pidfd in an epoll set that is itself part of the context's poll fd. When
  * a pidfd fires, progress first drains the worker (bounded) so that every
  * message the peer completed before it exited, which sits in our shared
- * memory already, is delivered; only then is the peer declared dead. A dead
- * peer's tcp endpoints are force-closed (UCX then completes what is posted
+ * memory already, is delivered; only then is the peer declared dead (a peer
+ * already exited at its first message gets an address marked exited, on
+ * c_gone, for the same drain). A dead peer's tcp endpoints are force-closed (UCX then completes what is posted
  * on them with UCS_ERR_CANCELED, reported as HM_UNREACHABLE); shm endpoints
  * cannot be force-closed in error mode NONE, so what is posted to a dead shm
  * peer is completed by the plugin with its requests orphaned. New posts fail
@@ -184,7 +185,7 @@ struct hmi_na_addr {
     bool a_dead;
     bool a_exited;           /* shm: its pidfd fired; dead once drained */
     struct hmi_list a_link;  /* ctx->c_addrs */
-    struct hmi_list a_fail_link; /* ctx->c_failed, until reported */
+    struct hmi_list a_fail_link; /* ctx->c_gone, then ctx->c_failed, until reported */
 };
 
 /* A receive buffer of the pool (rendezvous data, copied eager data). */
@@ -257,6 +258,7 @@ struct ucx_ctx {
     struct hmi_list c_posted;      /* ops with a UCX request */
     struct hmi_list c_retry;       /* ops the transport could not take yet */
     struct hmi_list c_failed;      /* dead addresses not yet reported */
+    struct hmi_list c_gone;        /* shm peers already exited at their first message */
     struct hmi_list c_pool;        /* free receive buffers */
     unsigned int c_pool_len;
     struct hmi_list c_rbufs_used;  /* buffers in flight or held by the core */
@@ -334,6 +336,8 @@ int hmi_ucx_addr_progress_failed(struct ucx_ctx *c);
  * the worker (bounded), then declare them dead.
  */
 int hmi_ucx_addr_scan_pids(struct ucx_ctx *c);
+/* Report the peers of c_gone dead, once what they sent has been delivered. */
+int hmi_ucx_addr_report_gone(struct ucx_ctx *c);
 /* Does a pidfd of a shm peer report an exit? (no side effects) */
 bool hmi_ucx_addr_pids_pending(struct ucx_ctx *c);
 /* Context close: gracefully close (flush) or force-close every endpoint. */

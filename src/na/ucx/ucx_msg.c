@@ -172,7 +172,7 @@ static ucs_status_t ucx_am_cb(void *arg, const void *header, size_t header_lengt
     }
     if (rndv) {
         /* Never pull from a process that has exited (cma, error mode NONE). */
-        if (hmi_unlikely(src->a_pidfd >= 0 && hmi_ucx_addr_exited(src))) {
+        if (hmi_unlikely(hmi_ucx_addr_exited(src))) {
             static struct hmi_log_limit exited_log; /* a peer can cause it: rate-limited */
             hmi_log_limited(&exited_log, HMI_SUBSYS_NA, HMI_LOG_WARN,
                             "ucx: message of %zu bytes from %s dropped: its process exited before "
