@@ -91,16 +91,25 @@ static size_t addr_hard_max(const struct ofi_context *x)
 }
 
 /* Take `peer` out of the maps and the AV (once): its name may come back as a new peer. */
+/* Out of the AV and x_by_fi: with rxm (FI_AV_REMOVE_CLEANUP) its connection closes. */
+static void addr_av_remove(struct ofi_context *x, hmi_na_addr_t *peer)
+{
+    if (peer->a_av_removed)
+        return;
+    peer->a_av_removed = true;
+    hmi_hmap_remove(&x->x_by_fi, peer->a_fi);
+    int rc = fi_av_remove(x->x_av, &peer->a_fi, 1, 0);
+    if (rc != 0) /* the entry stays in the AV; the record goes all the same */
+        (void)hmi_ofi_error("fi_av_remove", x->x_cls->k_quirk->q_provider, rc);
+}
+
 static void addr_unmap(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     if (peer->a_unmapped)
         return;
     peer->a_unmapped = true;
-    hmi_hmap_remove(&x->x_by_fi, peer->a_fi);
     hmi_na_addrtab_remove(&x->x_by_name, &peer->a_entry);
-    int rc = fi_av_remove(x->x_av, &peer->a_fi, 1, 0);
-    if (rc != 0) /* the entry stays in the AV; the record goes all the same */
-        (void)hmi_ofi_error("fi_av_remove", x->x_cls->k_quirk->q_provider, rc);
+    addr_av_remove(x, peer);
 }
 
 /* Out of the maps and the AV, onto the grave until the next progress. */
@@ -232,12 +241,17 @@ hmi_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
 }
 
 /*
- * Complete every op to `peer`: those waiting for a retry would never leave,
- * and rxm keeps those it accepted for a dead peer forever (no completion,
- * not even an error). The provider may still hold the latter's context; a
- * completion for it arriving later finds the op no longer posted and is
- * ignored by hmi_na_op_complete, unless the op was posted again meanwhile
- * (documented gap: libfabric offers no way to take a send back).
+ * Complete every op to `peer`: those waiting for a retry would never leave.
+ * A send the provider holds is the exception where the provider names
+ * senders by address (no FI_SOURCE: rxm): it gets its status and ends with
+ * the provider's completion, or after the closed connection's completions
+ * have been read (hmi_ofi_peers_orphans), because rxm does complete some of
+ * them late, with an error (EPIPE once the peer is killed). Finishing them
+ * at once let such a late completion end the op's next use, a send to
+ * another peer, and declare that live peer dead (objstore kill-r2 over
+ * ofi+tcp, about 1 run in 50 beside a CPU load: "op completed twice", then
+ * a live rank "dead: Transport endpoint is not connected"). With FI_SOURCE
+ * (shm) sends are injects, done at once.
  *
  * An RMA still in the provider is the exception where the provider returns
  * the parts of a broken connection as error completions naming their op
@@ -255,6 +269,7 @@ hmi_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
 static void addr_fail_list(struct hmi_list *list, hmi_na_addr_t *peer)
 {
     bool wait_rma = peer->a_ctx->x_cls->k_quirk->q_rma_fails_named;
+    bool wait_send = !peer->a_ctx->x_cls->k_source;
     struct hmi_list *l = list->next;
     while (l != list) {
         struct hmi_list *next = l->next;
@@ -264,10 +279,10 @@ static void addr_fail_list(struct hmi_list *list, hmi_na_addr_t *peer)
             continue;
         }
         bool wait = wait_rma && p->p_kind != OFI_OP_SEND && (p->p_parts > 0 || !p->p_queued);
-        /* A dropped peer is alive: the provider still holds (and may yet
-         * send) what was posted to it, so that buffer is not given back
-         * before the provider lets go of it (hmi_ofi_peer_drop). */
-        wait = wait || (peer->a_dropped && p->p_kind == OFI_OP_SEND && !p->p_queued);
+        /* The provider still holds (and, for a dropped peer, which is
+         * alive, may yet send) what was posted to it: its buffer and its
+         * context are not given back before the provider lets go. */
+        wait = wait || (wait_send && p->p_kind == OFI_OP_SEND && !p->p_queued);
         if (wait) {
             if (p->p_status == HM_SUCCESS)
                 p->p_status = HM_UNREACHABLE;
@@ -297,22 +312,30 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *w
     addr_unwatch_pid(x, peer);
     hmi_ofi_reasm_cut(x, peer);
     addr_fail_queued(x, peer);
+    if (!x->x_cls->k_source) {
+        /* rxm: closing the connection ends what it holds for the peer
+         * (addr_fail_list). The name stays mapped: what the peer sent
+         * before it died still arrives from this record. */
+        addr_av_remove(x, peer);
+        x->x_orphans = x->x_orphans || peer->a_nposted > 0;
+    }
     hmi_na_peer_failed(x->x_na, peer);
 }
 
 /*
- * Give up a live peer (na.h, peer_drop): it is failed as a dead one is, but
- * its sends in the provider are not ended at once: a late completion could
- * then complete the op's next use. Where the provider names senders by the
- * peer's address (no FI_SOURCE: rxm), the address leaves the AV, which
- * (FI_AV_REMOVE_CLEANUP, ofi_quirks.c) closes rxm's connection to it: the
- * sends rxm still held in the tcp provider complete with FI_ECANCELED right
- * there, and those waiting for the peer's read (rendezvous) are forgotten
- * without a completion, so hmi_ofi_peers_orphans ends them once the CQ has
- * been read empty. The name may come back later as a new peer. With
- * FI_SOURCE an AV index must not be reused under completions still to come
- * (see addr_make_room): the entry stays, and the sends end when the
- * provider completes them (shm's are injects, done at once).
+ * Give up a live peer (na.h, peer_drop): it is failed as a dead one is
+ * (hmi_ofi_peer_fail), its sends in the provider not ended at once: a late
+ * completion could then complete the op's next use. Where the provider
+ * names senders by the peer's address (no FI_SOURCE: rxm), the address
+ * leaves the AV, which (FI_AV_REMOVE_CLEANUP, ofi_quirks.c) closes rxm's
+ * connection to it: the sends rxm still held in the tcp provider complete
+ * with FI_ECANCELED right there, and those waiting for the peer's read
+ * (rendezvous) are forgotten without a completion, so hmi_ofi_peers_orphans
+ * ends them once the CQ has been read empty. A dropped peer's name also
+ * leaves the maps: it may come back later as a new peer. With FI_SOURCE an
+ * AV index must not be reused under completions still to come (see
+ * addr_make_room): the entry stays, and the sends end when the provider
+ * completes them (shm's are injects, done at once).
  */
 bool hmi_ofi_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *why)
 {
@@ -321,10 +344,8 @@ bool hmi_ofi_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *w
         return false;
     peer->a_dropped = true;
     hmi_ofi_peer_fail(x, peer, why);
-    if (!x->x_cls->k_source) {
-        addr_unmap(x, peer);
-        x->x_orphans = x->x_orphans || peer->a_nposted > 0;
-    }
+    if (!x->x_cls->k_source)
+        addr_unmap(x, peer); /* its name may come back as a new peer */
     return true;
 }
 
@@ -336,7 +357,7 @@ int hmi_ofi_peers_orphans(struct ofi_context *x)
     while (l != &x->x_posted) {
         struct hmi_list *next = l->next;
         struct ofi_op *p = hmi_container_of(l, struct ofi_op, p_link);
-        if (p->p_kind == OFI_OP_SEND && p->p_peer->a_dropped && p->p_peer->a_unmapped) {
+        if (p->p_kind == OFI_OP_SEND && p->p_peer->a_dead && p->p_peer->a_av_removed) {
             hmi_ofi_op_finish(p, p->p_status);
             ended++;
         }

@@ -305,8 +305,8 @@ struct ofi_context {
     unsigned int x_nreasm;     /* on x_reasm: at most OFI_REASM_MAX */
     struct hmi_list x_reasm_held; /* reassembled, delivered, not released yet */
     struct ofi_frag_stats x_frag;
-    bool x_orphans;            /* a peer was dropped: sends rxm will never complete may
-                                  be left on x_posted (hmi_ofi_peers_orphans) */
+    bool x_orphans;            /* a peer failed or was dropped: sends rxm will never
+                                  complete may be left on x_posted (hmi_ofi_peers_orphans) */
     bool x_cq_empty;           /* the last ctx_read_cq read the CQ empty */
     size_t x_nstash;           /* completions poll_arm read, for the next progress */
     struct fi_cq_data_entry x_stash[16];
@@ -329,6 +329,7 @@ struct hmi_na_addr {
     bool a_dropped;            /* given up alive (hmi_ofi_peer_drop): its sends in the
                                   provider end with the provider's completion */
     bool a_unmapped;           /* out of the maps and the AV already (dropped, or evicted) */
+    bool a_av_removed;         /* out of the AV and x_by_fi (dead on rxm, dropped, evicted) */
     unsigned int a_probes;     /* probes since the last send */
     uint64_t a_quiet_since_ns; /* first sweep that saw it quiet (0: not yet) */
     atomic_uint *a_armed;      /* its doorbell word, mapped (NULL: none) */
