@@ -60,7 +60,7 @@ done
 # A live server last: the client must reach it and be answered. Its call
 # gets 10 s: once (CI, ucx+shm, the suite loading both cores) it took
 # longer than 1 s.
-start_server /dev/null
+start_server "$work/live.log"
 hand_over 10000
 want=$((count + 1))
 for _ in $(seq $(( (count + 20) * 20 ))); do  # each call ends within its deadline
@@ -89,6 +89,10 @@ if [ "$(wc -l < "$work/results")" -ne "$want" ]; then
 fi
 if [ "$(tail -n 1 "$work/results")" != "success" ]; then
   echo "FAIL: the live server was not answered: $(tail -n 1 "$work/results")" >&2
+  echo "--- the client's errors:" >&2
+  tail -n 30 "$work/client.err" >&2
+  echo "--- the live server's output:" >&2
+  tail -n 30 "$work/live.log" >&2
   exit 1
 fi
 # "no such entry": a dead tcp server's port, taken since by another test's
