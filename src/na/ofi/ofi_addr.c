@@ -90,8 +90,7 @@ static size_t addr_hard_max(const struct ofi_context *x)
     return x->x_cls->k_peers_max + x->x_cls->k_peers_max / 2;
 }
 
-/* Take `peer` out of the maps and the AV (once): its name may come back as a new peer. */
-/* Out of the AV and x_by_fi: with rxm (FI_AV_REMOVE_CLEANUP) its connection closes. */
+/* Out of the AV and x_by_fi (once): with rxm (FI_AV_REMOVE_CLEANUP) its connection closes. */
 static void addr_av_remove(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     if (peer->a_av_removed)
@@ -103,6 +102,7 @@ static void addr_av_remove(struct ofi_context *x, hmi_na_addr_t *peer)
         (void)hmi_ofi_error("fi_av_remove", x->x_cls->k_quirk->q_provider, rc);
 }
 
+/* Take `peer` out of the maps and the AV (once): its name may come back as a new peer. */
 static void addr_unmap(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     if (peer->a_unmapped)
