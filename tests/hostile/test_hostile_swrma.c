@@ -990,6 +990,39 @@ static void test_cancel(void **state)
     hm_bulk_free(region);
 }
 
+/*
+ * The good client's `count` transfers of `len` bytes each over the region,
+ * one after the other: pulls must bring the pattern the region holds;
+ * pushes write that same pattern back (1 MiB pushes are many PUT_DATA
+ * messages, so more PUT_ACKs at once than the client's share of the
+ * owner's send buffers). How many completed whole; the first bad: *bad.
+ */
+static unsigned int good_transfers(hm_bulk_t *region, hm_bulk_op_t op, unsigned int count,
+                                   size_t len, hm_return_t *bad)
+{
+    unsigned int ok = 0;
+    *bad = HM_SUCCESS;
+    for (unsigned int i = 0; i < count; i++) {
+        size_t off = (size_t)i * len;
+        if (op == HM_BULK_PULL)
+            memset(g_local, 0, len);
+        else
+            bulk_pattern_fill(g_local, len, 3, off);
+        hm_bulk_xfer_t x = {.op = op, .origin_addr = g_cli.server, .origin = region,
+                            .origin_off = off, .local = g_local_bulk, .size = len};
+        hm_return_t ret = bulk_transfer_wait(&g_cli, &x, NULL, HANG_GUARD_MS);
+        if (ret == HM_SUCCESS && op == HM_BULK_PULL &&
+            bulk_pattern_find(g_local, len, 3, off) != len)
+            ret = HM_PROTOCOL_ERROR;
+        if (ret != HM_SUCCESS) {
+            *bad = ret;
+            break; /* one never-completing transfer shows it; the rest would wait as long */
+        }
+        ok++;
+    }
+    return ok;
+}
+
 /* One peer's flood of GET_REQs: its excess refused, a good client's pulls all served. */
 static void test_peer_cap(void **state)
 {
@@ -1008,16 +1041,10 @@ static void test_peer_cap(void **state)
     assert_int_equal(hm_test_recv(&attacker, line, sizeof(line), 30000), 0);
     assert_string_equal(line, "sent");
     assert_int_equal(hm_test_send(&g_server.child, "go"), 0);
-    unsigned int ok = 0;
-    for (unsigned int i = 0; i < GOOD_PULLS; i++) {
-        size_t off = (size_t)i * 65536u;
-        memset(g_local, 0, 65536);
-        hm_return_t ret = pull(region, off, 65536);
-        if (ret == HM_SUCCESS && bulk_pattern_find(g_local, 65536, 3, off) == 65536)
-            ok++;
-        else
-            printf("good pull %u: %s\n", i, hm_strerror(ret));
-    }
+    hm_return_t bad;
+    unsigned int ok = good_transfers(region, HM_BULK_PULL, GOOD_PULLS, GOOD_PULL_LEN, &bad);
+    if (ok != GOOD_PULLS)
+        printf("good pull %u: %s\n", ok, hm_strerror(bad));
     /* "sent" means posted: on ucx+shm most of the flood waits in the
      * attacker's queue while the server is held, and reaches the owner
      * after "go", maybe after the good pulls have ended. */
@@ -1051,39 +1078,6 @@ static bool stallers_start(struct hm_test_child *attackers)
                kill(attackers[a].pid, SIGSTOP) == 0;
     }
     return sent;
-}
-
-/*
- * The good client's `count` transfers of `len` bytes each over the region,
- * one after the other: pulls must bring the pattern the region holds;
- * pushes write that same pattern back (1 MiB pushes are many PUT_DATA
- * messages, so more PUT_ACKs at once than the client's share of the
- * owner's send buffers). How many completed whole; the first bad: *bad.
- */
-static unsigned int good_transfers(hm_bulk_t *region, hm_bulk_op_t op, unsigned int count,
-                                   size_t len, hm_return_t *bad)
-{
-    unsigned int ok = 0;
-    *bad = HM_SUCCESS;
-    for (unsigned int i = 0; i < count; i++) {
-        size_t off = (size_t)i * len;
-        if (op == HM_BULK_PULL)
-            memset(g_local, 0, len);
-        else
-            bulk_pattern_fill(g_local, len, 3, off);
-        hm_bulk_xfer_t x = {.op = op, .origin_addr = g_cli.server, .origin = region,
-                            .origin_off = off, .local = g_local_bulk, .size = len};
-        hm_return_t ret = bulk_transfer_wait(&g_cli, &x, NULL, HANG_GUARD_MS);
-        if (ret == HM_SUCCESS && op == HM_BULK_PULL &&
-            bulk_pattern_find(g_local, len, 3, off) != len)
-            ret = HM_PROTOCOL_ERROR;
-        if (ret != HM_SUCCESS) {
-            *bad = ret;
-            break; /* one never-completing transfer shows it; the rest would wait as long */
-        }
-        ok++;
-    }
-    return ok;
 }
 
 /* What the stallers cost the owner while the good client pushed and pulled. */

@@ -45,21 +45,18 @@
 #define SWEEP_DIR "/dev/shm"
 #define SWEEP_MIN_AGE_S 2
 
-/* Parse exactly `digits` lowercase hex digits (0: one or more) ending at '\0' or `end`. */
-static const char *sweep_hex(const char *s, unsigned int digits, char end, uint64_t *out)
+/* Exactly 16 lowercase hex digits, then the end of the string (our names' nonces and hashes). */
+static bool sweep_hex16(const char *s, uint64_t *out)
 {
     uint64_t v = 0;
-    unsigned int n = 0;
-    for (; *s != '\0' && *s != end; s++, n++) {
+    for (int n = 0; n < 16; n++, s++) {
         int d = (*s >= '0' && *s <= '9') ? *s - '0' : (*s >= 'a' && *s <= 'f') ? *s - 'a' + 10 : -1;
-        if (d < 0 || n >= 16)
-            return NULL;
+        if (d < 0)
+            return false;
         v = v << 4 | (uint64_t)d;
     }
-    if (n == 0 || (digits != 0 && n != digits) || *s != end)
-        return NULL;
     *out = v;
-    return s;
+    return *s == '\0';
 }
 
 /* Parse decimal digits up to `end`; NULL unless at least one and no overflow. */
@@ -81,7 +78,7 @@ static const char *sweep_dec(const char *s, char end, uint64_t *out)
 /* "hm-ofi-<16 hex>": a doorbell page; its hash in *hash. */
 static bool sweep_is_bell(const char *name, uint64_t *hash)
 {
-    return strncmp(name, "hm-ofi-", 7) == 0 && sweep_hex(name + 7, 16, '\0', hash) != NULL;
+    return strncmp(name, "hm-ofi-", 7) == 0 && sweep_hex16(name + 7, hash);
 }
 
 /* "hm-<pid>-<context>-<16 hex>": a region; its pid in *pid. */
@@ -92,7 +89,7 @@ static bool sweep_is_region(const char *name, pid_t *pid)
     if (s == NULL || v == 0 || v > INT32_MAX)
         return false;
     s = sweep_dec(s + 1, '-', &index);
-    if (s == NULL || sweep_hex(s + 1, 16, '\0', &nonce) == NULL)
+    if (s == NULL || !sweep_hex16(s + 1, &nonce))
         return false;
     *pid = (pid_t)v;
     return true;

@@ -47,8 +47,9 @@
  * message the peer completed before it exited, which sits in our shared
  * memory already, is delivered; only then is the peer declared dead (a peer
  * already exited at its first message gets an address marked exited, on
- * c_gone, for the same drain). A dead peer's tcp endpoints are force-closed (UCX then completes what is posted
- * on them with UCS_ERR_CANCELED, reported as HM_UNREACHABLE); shm endpoints
+ * c_gone, for the same drain). A dead peer's tcp endpoints are force-closed
+ * (UCX then completes what is posted on them with UCS_ERR_CANCELED,
+ * reported as HM_UNREACHABLE); shm endpoints
  * cannot be force-closed in error mode NONE, so what is posted to a dead shm
  * peer is completed by the plugin with its requests orphaned. New posts fail
  * with HM_UNREACHABLE and the core hears of it through hmi_na_peer_failed.
@@ -183,7 +184,8 @@ struct hmi_na_addr {
     int a_pidfd;             /* shm: -1 if none */
     bool a_self;
     bool a_dead;
-    bool a_exited;           /* shm: its pidfd fired; dead once drained */
+    bool a_exited;           /* shm: its pidfd fired, or it was gone at its first
+                                message (c_gone); dead once drained */
     struct hmi_list a_link;  /* ctx->c_addrs */
     struct hmi_list a_fail_link; /* ctx->c_gone, then ctx->c_failed, until reported */
 };
