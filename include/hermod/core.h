@@ -521,6 +521,10 @@ typedef struct hm_stats {
     uint64_t rma_peers_given_up;  /* peers given up as dead: they held send buffers and took
                                      none of our messages for HM_SWRMA_STALL_MS while other
                                      peers waited */
+    /* Shared memory (added after rma_peers_given_up). */
+    uint64_t shm_locks_broken;    /* ofi+shm: our region's lock found held for
+                                     HM_OFI_SHM_LOCK_MS (a peer killed while it held it)
+                                     and released */
 } hm_stats_t;
 /* The first version's size: up to and including `pool_trimmed`. */
 #define HM_STATS_SIZE_V1 (offsetof(hm_stats_t, pool_trimmed) + sizeof(uint64_t))

@@ -66,6 +66,7 @@ static const struct stat_field stat_fields[] = {
     STAT(rma_malformed),
     STAT(rma_foreign),
     STAT(rma_peers_given_up),
+    STAT(shm_locks_broken),
 };
 #undef STAT
 
@@ -102,6 +103,7 @@ void hmi_stats_read_na(hmi_na_context_t *na, hm_stats_t *stats)
     const struct hmi_na_peer_stats *ps = &na->x_peer_stats;
     stats->peers_evicted = atomic_load_explicit(&ps->ps_evicted, memory_order_relaxed);
     stats->peers_refused = atomic_load_explicit(&ps->ps_refused, memory_order_relaxed);
+    stats->shm_locks_broken = atomic_load_explicit(&ps->ps_locks_broken, memory_order_relaxed);
     stats_read_rma(na, stats);
 }
 

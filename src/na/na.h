@@ -489,6 +489,8 @@ struct hmi_na_listen_stats {
 struct hmi_na_peer_stats {
     atomic_uint_least64_t ps_evicted; /* idle records dropped to make room for a new peer */
     atomic_uint_least64_t ps_refused; /* new peers refused: the records were full and busy */
+    atomic_uint_least64_t ps_locks_broken; /* ofi+shm: our region's lock released after a
+                                              peer died holding it (ofi_shmlock.c) */
 };
 
 struct hmi_na_context {

@@ -23,4 +23,14 @@ static inline void hmi_fence(void)
 #endif
 }
 
+/* hmi_cpu_relax: a pause inside a spin on memory another CPU writes. */
+static inline void hmi_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 #endif

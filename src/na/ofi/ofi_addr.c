@@ -52,6 +52,7 @@ static void addr_free(hmi_na_addr_t *peer)
 {
     hmi_list_remove(&peer->a_link);
     hmi_ofi_bell_peer_close(peer);
+    hmi_ofi_shmlock_peer_close(peer);
     if (peer->a_pidfd >= 0)
         close(peer->a_pidfd);
     free(peer);
@@ -196,8 +197,10 @@ static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *
     }
     if (x->x_cls->k_quirk->q_watch_pid && pid > 0 && !peer->a_self)
         peer->a_dead = !addr_watch_pid(x, peer);
-    if (x->x_cls->k_quirk->q_doorbell)
+    if (x->x_cls->k_quirk->q_doorbell) {
         hmi_ofi_bell_peer_open(x, peer);
+        hmi_ofi_shmlock_peer_open(x, peer);
+    }
     hmi_list_push_back(&x->x_peers, &peer->a_link);
     x->x_npeers++;
     return peer;

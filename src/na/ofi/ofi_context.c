@@ -240,6 +240,7 @@ static void ctx_release(struct ofi_context *x)
         fi_close(&x->x_av->fid);
     if (x->x_cq)
         fi_close(&x->x_cq->fid);
+    hmi_ofi_shmlock_close(x);
     hmi_ofi_bell_close(x);
     if (x->x_epfd >= 0)
         close(x->x_epfd);
@@ -296,8 +297,10 @@ hm_return_t hmi_ofi_context_open(hmi_na_context_t *ctx)
     hm_return_t ret = ctx_open_endpoint(ctx, x);
     if (ret == HM_SUCCESS)
         ret = ctx_open_epoll(x);
-    if (ret == HM_SUCCESS && x->x_cls->k_quirk->q_doorbell)
+    if (ret == HM_SUCCESS && x->x_cls->k_quirk->q_doorbell) {
         ret = hmi_ofi_bell_open(x);
+        hmi_ofi_shmlock_open(x);
+    }
     if (ret == HM_SUCCESS)
         ret = hmi_ofi_slabs_open(x);
     if (ret != HM_SUCCESS) {
@@ -500,10 +503,13 @@ int hmi_ofi_progress(hmi_na_context_t *ctx)
         hmi_ofi_bell_disarm(x);
     if (hmi_unlikely(!hmi_list_empty(&x->x_peer_grave)))
         hmi_ofi_peers_bury(x);
-    int events = ctx_read_cq(x);
+    /* shm: while our region's lock is held, the provider's progress and
+     * receive posts would spin on it; their turn comes at the next call. */
+    bool provider_free = x->x_lock == NULL || !hmi_ofi_shmlock_own_busy(x);
+    int events = provider_free ? ctx_read_cq(x) : 0;
     if (hmi_unlikely(x->x_orphans) && x->x_cq_empty)
         events += hmi_ofi_peers_orphans(x);
-    if (hmi_unlikely(!hmi_list_empty(&x->x_repost)))
+    if (hmi_unlikely(!hmi_list_empty(&x->x_repost)) && provider_free)
         events += hmi_ofi_slabs_repost(x);
     if (hmi_unlikely(!hmi_list_empty(&x->x_retry)))
         events += ctx_retry_ops(x);
@@ -547,6 +553,8 @@ hm_return_t hmi_ofi_poll_arm(hmi_na_context_t *ctx)
     struct ofi_context *x = ofi_ctx(ctx);
     if (!hmi_list_empty(&x->x_retry) || !hmi_list_empty(&x->x_repost) || x->x_nstash)
         return HM_AGAIN; /* work to redo */
+    if (x->x_lock != NULL && hmi_ofi_shmlock_own_busy(x))
+        return HM_AGAIN; /* a peer is in our queue, or died in it: keep looking */
     if (x->x_bell_fd >= 0)
         return ctx_arm_doorbell(x);
     if (x->x_cq_fd < 0)

@@ -86,7 +86,7 @@ ssize_t hmi_ofi_frag_post(struct ofi_context *x, struct ofi_op *p)
     while (p->p_frag_off < payload_len) {
         size_t chunk;
         size_t len = frag_build(x, p, (uint8_t *)wire, &chunk);
-        rc = fi_inject(x->x_ep, wire, len, p->p_peer->a_fi);
+        rc = hmi_ofi_inject(x, p->p_peer, wire, len);
         if (rc != 0)
             break;
         p->p_frag_off += chunk;

@@ -10,6 +10,9 @@
  *   ofi_frag.c     inject-only protocols (shm): fragments out, reassembly in
  *   ofi_rma.c      memory registration, key packing, fi_read/fi_write and
  *                  fi_readmsg/fi_writemsg for multi-piece ops
+ *   ofi_bell.c     shm: the doorbell that wakes a sleeping peer
+ *   ofi_sweep.c    shm: files in /dev/shm left by killed processes
+ *   ofi_shmlock.c  shm: region locks left held by killed processes
  *
  * Wire framing. Every message starts with an 8-byte plugin header
  * (little-endian: magic, flags, tail pad, name length, sender's pid as u32),
@@ -103,6 +106,7 @@ enum ofi_tunable_id {
     OFI_TUNE_RMA_IOV,
     OFI_TUNE_CMA_MIN,
     OFI_TUNE_PEERS,
+    OFI_TUNE_SHM_LOCK_MS,
     OFI_TUNE_COUNT
 };
 
@@ -247,6 +251,7 @@ struct ofi_class {
     size_t k_min_multi_recv;
     uint64_t k_probe_ns;
     uint64_t k_stuck_ns;
+    uint64_t k_lock_ns;     /* shm: our region's lock held this long is broken */
     size_t k_peers_max;     /* peer records per context (HM_OFI_PEERS) */
     bool k_source;          /* FI_SOURCE granted */
     bool k_multi_recv;
@@ -300,6 +305,8 @@ struct ofi_context {
     int x_hold_region;         /* shm: shared flock on our region file (ofi_sweep.c), or -1 */
     int x_hold_bell;           /* shm: the same on our doorbell page, or -1 */
     atomic_uint *x_armed;      /* our shared "armed" word */
+    _Atomic int *x_lock;       /* shm: our region's lock word, mapped (NULL: no guard) */
+    uint64_t x_lock_since_ns;  /* first look that found it held, of a run (0: free) */
     bool x_sleeping;           /* poll_arm armed the doorbell */
     struct hmi_list x_reasm;   /* messages in reassembly, least recently moved first */
     unsigned int x_nreasm;     /* on x_reasm: at most OFI_REASM_MAX */
@@ -333,6 +340,7 @@ struct hmi_na_addr {
     unsigned int a_probes;     /* probes since the last send */
     uint64_t a_quiet_since_ns; /* first sweep that saw it quiet (0: not yet) */
     atomic_uint *a_armed;      /* its doorbell word, mapped (NULL: none) */
+    _Atomic int *a_lock;       /* shm: its region's lock word, mapped (NULL: no guard) */
     uint64_t a_stuck_since_ns; /* first -FI_EAGAIN of a post to it not followed by success */
     unsigned int a_nqueued;    /* its ops on x_retry: new sends queue behind them */
     unsigned int a_nposted;    /* its ops handed to the provider (p_posted) */
@@ -424,6 +432,26 @@ size_t hmi_ofi_inject_size(const hmi_na_class_t *cls);
 /* Register `buf` for `access` (FI_SEND|FI_RECV|...); binds to an endpoint if needed. */
 hm_return_t hmi_ofi_mr_reg(struct ofi_class *k, struct ofi_context *x, void *buf, size_t len,
                            uint64_t access, struct fid_mr **mr_out, void **desc_out);
+
+/* ofi_shmlock.c: shm region locks a killed process may leave held */
+/* Map our region's lock (no guard if its layout is not the one known). */
+void hmi_ofi_shmlock_open(struct ofi_context *x);
+void hmi_ofi_shmlock_close(struct ofi_context *x);
+void hmi_ofi_shmlock_peer_open(struct ofi_context *x, hmi_na_addr_t *peer);
+void hmi_ofi_shmlock_peer_close(hmi_na_addr_t *peer);
+/* The lock word stays held through a short spin. */
+bool hmi_ofi_shmlock_held(_Atomic int *word);
+/* Our own lock is held now (skip the provider); breaks it once held past k_lock_ns. */
+bool hmi_ofi_shmlock_own_busy(struct ofi_context *x);
+
+/* fi_inject to `peer`, or -FI_EAGAIN while its shm region's lock is held. */
+static inline ssize_t hmi_ofi_inject(struct ofi_context *x, hmi_na_addr_t *peer,
+                                     const void *buf, size_t len)
+{
+    if (peer->a_lock != NULL && hmi_ofi_shmlock_held(peer->a_lock))
+        return -FI_EAGAIN;
+    return fi_inject(x->x_ep, buf, len, peer->a_fi);
+}
 
 /* ofi_context.c */
 hm_return_t hmi_ofi_context_open(hmi_na_context_t *ctx);

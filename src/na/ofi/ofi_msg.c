@@ -65,7 +65,7 @@ ssize_t hmi_ofi_send_post(struct ofi_context *x, struct ofi_op *p)
     if (hmi_unlikely(x->x_cls->k_frag && p->p_wire_len > x->x_cls->k_inject_size))
         return hmi_ofi_frag_post(x, p);
     if (p->p_wire_len <= x->x_cls->k_inject_size) {
-        rc = fi_inject(x->x_ep, p->p_wire, p->p_wire_len, dest);
+        rc = hmi_ofi_inject(x, p->p_peer, p->p_wire, p->p_wire_len);
         if (rc == 0) {
             hmi_ofi_peer_pushback(p->p_peer, false);
             ofi_bell_ring(x, p->p_peer);

@@ -233,6 +233,7 @@ static hm_return_t plugin_check_info(hmi_na_class_t *cls, struct ofi_class *k)
         k->k_nslabs = plugin_frag_slabs(info, k);
     k->k_probe_ns = (uint64_t)hmi_ofi_tunable(OFI_TUNE_PROBE_MS) * 1000000u;
     k->k_stuck_ns = (uint64_t)hmi_ofi_tunable(OFI_TUNE_STUCK_MS) * 1000000u;
+    k->k_lock_ns = (uint64_t)hmi_ofi_tunable(OFI_TUNE_SHM_LOCK_MS) * 1000000u;
     k->k_peers_max = hmi_ofi_tunable(OFI_TUNE_PEERS);
     return HM_SUCCESS;
 }

@@ -166,6 +166,11 @@ const struct hmi_na_tunable hmi_ofi_tunables[OFI_TUNE_COUNT] = {
                         "peer records per context: past it a new sender takes an idle "
                         "record, or fails a peer it cannot reach and may use half as many "
                         "again; beyond that it is refused"},
+    /* The provider holds it for a few hundred ns per send: a second of it is
+     * a holder that died inside (ofi_shmlock.c). */
+    [OFI_TUNE_SHM_LOCK_MS] = {"HM_OFI_SHM_LOCK_MS", HMI_NA_TUNABLE_SIZE, "1000", 10, 3600000,
+                              "ofi+shm: our region's lock held this long (ms) by a peer "
+                              "is taken for a dead holder's and released"},
 };
 
 size_t hmi_ofi_tunable(enum ofi_tunable_id id)

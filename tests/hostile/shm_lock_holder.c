@@ -1,0 +1,60 @@
+/*
+ * shm_lock_holder REGION: the attacker of dead_lock_holder.sh. It takes
+ * the lock of an ofi+shm endpoint's region (a file in /dev/shm named after
+ * its owner) and dies holding it, as a peer killed inside libfabric's shm
+ * provider (between its lock and unlock of a receiver's queue) does.
+ *
+ * It knows the region's header as libfabric 1.17 lays it out (ofi_shm.h,
+ * SMR_VERSION 4); a region of another version makes it exit 77 (skip).
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct region_head_v4 {
+    uint8_t version;
+    uint8_t resv;
+    uint16_t flags;
+    int pid;
+    uint8_t cma_cap_peer;
+    uint8_t cma_cap_self;
+    uint32_t max_sar_buf_per_peer;
+    void *base_addr;
+    pthread_spinlock_t lock;
+};
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s /dev/shm/REGION\n", argv[0]);
+        return 2;
+    }
+    int fd = open(argv[1], O_RDWR | O_NOFOLLOW);
+    if (fd < 0) {
+        perror(argv[1]);
+        return 1;
+    }
+    struct region_head_v4 *head =
+        mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (head == MAP_FAILED) {
+        perror("mmap");
+        return 1;
+    }
+    if (head->version != 4) {
+        fprintf(stderr, "shm_lock_holder: region version %u, not 4: layout unknown\n",
+                head->version);
+        return 77;
+    }
+    if (pthread_spin_lock(&head->lock) != 0)
+        return 1;
+    printf("shm_lock_holder: holding the lock of %s (owner pid %d); dying\n", argv[1],
+           head->pid);
+    fflush(stdout);
+    raise(SIGKILL);
+    return 1;
+}
