@@ -525,6 +525,9 @@ typedef struct hm_stats {
     uint64_t shm_locks_broken;    /* ofi+shm: our region's lock found held for
                                      HM_OFI_SHM_LOCK_MS (a peer killed while it held it)
                                      and released */
+    uint64_t shm_fifo_holes_filled; /* ucx+shm: slots of our receive FIFO left unwritten
+                                       for HM_UCX_FIFO_HOLE_MS (a sender killed while it
+                                       wrote one) and filled */
 } hm_stats_t;
 /* The first version's size: up to and including `pool_trimmed`. */
 #define HM_STATS_SIZE_V1 (offsetof(hm_stats_t, pool_trimmed) + sizeof(uint64_t))

@@ -67,6 +67,7 @@ static const struct stat_field stat_fields[] = {
     STAT(rma_foreign),
     STAT(rma_peers_given_up),
     STAT(shm_locks_broken),
+    STAT(shm_fifo_holes_filled),
 };
 #undef STAT
 
@@ -104,6 +105,7 @@ void hmi_stats_read_na(hmi_na_context_t *na, hm_stats_t *stats)
     stats->peers_evicted = atomic_load_explicit(&ps->ps_evicted, memory_order_relaxed);
     stats->peers_refused = atomic_load_explicit(&ps->ps_refused, memory_order_relaxed);
     stats->shm_locks_broken = atomic_load_explicit(&ps->ps_locks_broken, memory_order_relaxed);
+    stats->shm_fifo_holes_filled = atomic_load_explicit(&ps->ps_fifo_holes, memory_order_relaxed);
     stats_read_rma(na, stats);
 }
 

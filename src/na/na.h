@@ -491,6 +491,8 @@ struct hmi_na_peer_stats {
     atomic_uint_least64_t ps_refused; /* new peers refused: the records were full and busy */
     atomic_uint_least64_t ps_locks_broken; /* ofi+shm: our region's lock released after a
                                               peer died holding it (ofi_shmlock.c) */
+    atomic_uint_least64_t ps_fifo_holes;   /* ucx+shm: slots of our FIFO a killed sender
+                                              left unwritten, filled (ucx_fifo.c) */
 };
 
 struct hmi_na_context {

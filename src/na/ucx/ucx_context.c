@@ -161,7 +161,7 @@ static hm_return_t ucx_worker_open(struct ucx_ctx *c)
         .thread_mode = UCS_THREAD_MODE_SERIALIZED,
         .am_alignment = 8,
     };
-    ucs_status_t status = ucp_worker_create(c->c_cls->k_ucp, &params, &c->c_worker);
+    ucs_status_t status = hmi_ucx_fifo_worker_create(c, &params);
     if (status != UCS_OK) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: cannot create a worker: %s",
                 ucs_status_string(status));
@@ -360,6 +360,8 @@ int hmi_ucx_progress(hmi_na_context_t *ctx)
             break;
         n += (int)k;
     }
+    if (n == 0 && c->c_fifo.f_n > 0)
+        hmi_ucx_fifo_check(c); /* nothing came: are we stuck behind a dead sender's slot? */
     if (c->c_npidfds > 0) {
         uint64_t now = hmi_time_ns();
         if (now - c->c_pid_check_ns >= UCX_PID_SCAN_NS) {

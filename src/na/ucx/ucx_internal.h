@@ -99,6 +99,7 @@ enum ucx_tunable_id {
     UCX_TUNE_SHM_TLS,
     UCX_TUNE_CONNECT_MS,
     UCX_TUNE_CMA_MIN,
+    UCX_TUNE_FIFO_HOLE_MS,
     UCX_TUNE_COUNT
 };
 extern const struct hmi_na_tunable hmi_ucx_tunables[UCX_TUNE_COUNT];
@@ -154,9 +155,21 @@ struct ucx_class {
     unsigned int k_connect_ms;        /* tcp: bound of one hello exchange */
     size_t k_eager_limit;
     size_t k_pool_keep; /* receive buffers kept per context */
+    uint64_t k_fifo_hole_ns; /* shm: a FIFO slot unwritten this long is filled */
 };
 
 struct ucx_ctx;
+
+/* shm: our worker's receive FIFOs, watched for slots a killed sender left (ucx_fifo.c). */
+#define UCX_FIFO_MAX 4u       /* per worker: one per mm transport (posix, sysv) */
+#define UCX_FIFO_SCAN_MAX 64u /* FIFOs of this process looked at while one is created */
+struct ucx_fifo_watch {
+    unsigned char *f_ctl[UCX_FIFO_MAX]; /* each FIFO's control block, mapped by UCX */
+    unsigned int f_n;
+    uint64_t f_hole[UCX_FIFO_MAX];      /* first unwritten slot below the head */
+    uint64_t f_since_ns[UCX_FIFO_MAX];  /* since when it was (0: none) */
+    uint64_t f_next_check_ns;
+};
 
 /* One UCP endpoint we know, created by us or by the peer. */
 struct ucx_ep {
@@ -264,6 +277,7 @@ struct ucx_ctx {
     struct hmi_list c_pool;        /* free receive buffers */
     unsigned int c_pool_len;
     struct hmi_list c_rbufs_used;  /* buffers in flight or held by the core */
+    struct ucx_fifo_watch c_fifo;  /* shm: our receive FIFOs (ucx_fifo.c) */
 };
 
 static inline struct ucx_class *ucx_cls(const hmi_na_class_t *cls)
@@ -285,6 +299,11 @@ static inline struct ucx_op *ucx_op(const hmi_na_op_t *op)
 
 /* ucx_plugin.c */
 hm_return_t hmi_ucx_status(ucs_status_t status);
+
+/* ucx_fifo.c: ucp_worker_create, noting the worker's receive FIFOs (shm) */
+ucs_status_t hmi_ucx_fifo_worker_create(struct ucx_ctx *c, const ucp_worker_params_t *params);
+/* Fill a slot of ours a killed sender left unwritten past k_fifo_hole_ns. */
+void hmi_ucx_fifo_check(struct ucx_ctx *c);
 
 /* ucx_context.c */
 hm_return_t hmi_ucx_context_open(hmi_na_context_t *ctx);

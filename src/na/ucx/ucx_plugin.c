@@ -47,6 +47,11 @@ const struct hmi_na_tunable hmi_ucx_tunables[UCX_TUNE_COUNT] = {
     [UCX_TUNE_CMA_MIN] = {"HM_UCX_CMA_MIN", HMI_NA_TUNABLE_SIZE, "65536", 0, (size_t)1 << 40,
                           "ucx+shm: bulk ops of fewer bytes go over messages, not "
                           "process_vm_readv/writev (0: CMA for every op)"},
+    /* A sender's write of a slot takes a few hundred ns: a second of it is a
+     * sender that died inside (ucx_fifo.c). */
+    [UCX_TUNE_FIFO_HOLE_MS] = {"HM_UCX_FIFO_HOLE_MS", HMI_NA_TUNABLE_SIZE, "1000", 10, 3600000,
+                               "ucx+shm: a slot of our receive FIFO left unwritten this long "
+                               "(ms) is taken for a killed sender's and filled"},
 };
 
 /* ---- Status mapping ------------------------------------------------------- */
@@ -202,6 +207,8 @@ static hm_return_t ucx_class_open(hmi_na_class_t *cls, const char *protocol, con
     /* The table's bounds hold: 4096..16 MiB, at most a day in ms. */
     k->k_eager_limit = hmi_na_tunable_size(&hmi_ucx_tunables[UCX_TUNE_EAGER_LIMIT]) & ~(size_t)7;
     k->k_pool_keep = hmi_na_tunable_size(&hmi_ucx_tunables[UCX_TUNE_POOL_KEEP]);
+    k->k_fifo_hole_ns =
+        (uint64_t)hmi_na_tunable_size(&hmi_ucx_tunables[UCX_TUNE_FIFO_HOLE_MS]) * 1000000u;
     k->k_connect_ms =
         (unsigned int)hmi_na_tunable_size(&hmi_ucx_tunables[UCX_TUNE_CONNECT_MS]);
     hmi_na_hello_key_from_env(&k->k_job_key);
