@@ -4,8 +4,9 @@
  * Hermod's names) and dies holding it, as a peer killed inside libfabric's
  * shm provider (between its lock and unlock of a receiver's queue) does.
  *
- * It knows the region's header as libfabric 1.17 lays it out (ofi_shm.h,
- * SMR_VERSION 4); a region of another version makes it exit 77 (skip).
+ * It knows the region's header as libfabric 1.17 lays it out
+ * (src/na/ofi/ofi_smr.h); a region of another version makes it exit 77
+ * (skip).
  */
 #include <fcntl.h>
 #include <glob.h>
@@ -18,17 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-struct region_head_v4 {
-    uint8_t version;
-    uint8_t resv;
-    uint16_t flags;
-    int pid;
-    uint8_t cma_cap_peer;
-    uint8_t cma_cap_self;
-    uint32_t max_sar_buf_per_peer;
-    void *base_addr;
-    pthread_spinlock_t lock;
-};
+#include "na/ofi/ofi_smr.h"
 
 int main(int argc, char **argv)
 {
@@ -53,14 +44,14 @@ int main(int argc, char **argv)
         perror(region);
         return 1;
     }
-    struct region_head_v4 *head =
+    struct hmi_smr_region_head *head =
         mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (head == MAP_FAILED) {
         perror("mmap");
         return 1;
     }
-    if (head->version != 4) {
+    if (head->version != HMI_SMR_REGION_VERSION) {
         fprintf(stderr, "shm_lock_holder: region version %u, not 4: layout unknown\n",
                 head->version);
         return 77;

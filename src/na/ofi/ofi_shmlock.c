@@ -29,7 +29,7 @@
  * whose lock we then break under it.
  *
  * The lock's place comes from the region header of libfabric 1.17
- * (include/ofi_shm.h, SMR_VERSION 4), mirrored below; the guard is on only
+ * (include/ofi_shm.h, SMR_VERSION 4), mirrored in ofi_smr.h; the guard is on only
  * when our own region carries that version. Lock values come from glibc
  * itself (a spinlock initialised, then taken), not from its sources.
  */
@@ -44,23 +44,10 @@
 #include <unistd.h>
 
 #include "na/ofi/ofi_internal.h"
+#include "na/ofi/ofi_smr.h"
 #include "util/compiler.h"
 #include "util/log.h"
 #include "util/time.h"
-
-/* The start of struct smr_region in libfabric 1.17 (ofi_shm.h). */
-#define SHMLOCK_REGION_VERSION 4
-struct shmlock_region_head {
-    uint8_t version;
-    uint8_t resv;
-    uint16_t flags;
-    int pid;
-    uint8_t cma_cap_peer;
-    uint8_t cma_cap_self;
-    uint32_t max_sar_buf_per_peer;
-    void *base_addr;
-    pthread_spinlock_t lock;
-};
 
 /* Looks at a held lock before calling it busy: a live holder's section is short. */
 #define SHMLOCK_SPINS 128
@@ -87,7 +74,7 @@ static void shmlock_values_once(void)
 }
 
 /* Map the first page of the region called `name` (ours: writable). */
-static struct shmlock_region_head *shmlock_map(const struct ofi_name *name, bool writable)
+static struct hmi_smr_region_head *shmlock_map(const struct ofi_name *name, bool writable)
 {
     char path[OFI_NAME_MAX + 2];
     if (name->n_len == 0 || name->n_len > OFI_NAME_MAX ||
@@ -119,7 +106,7 @@ static void shmlock_unmap(const void *word)
     munmap(head, (size_t)page);
 }
 
-static _Atomic int *shmlock_word(struct shmlock_region_head *head)
+static _Atomic int *shmlock_word(struct hmi_smr_region_head *head)
 {
     return (_Atomic int *)(void *)&head->lock;
 }
@@ -132,14 +119,14 @@ void hmi_ofi_shmlock_open(struct ofi_context *x)
     x->x_lock_since_ns = 0;
     if (!shmlock_known)
         return;
-    struct shmlock_region_head *head = shmlock_map(&x->x_name, true);
+    struct hmi_smr_region_head *head = shmlock_map(&x->x_name, true);
     if (head == NULL)
         return;
-    if (head->version != SHMLOCK_REGION_VERSION || head->pid != (int)x->x_pid) {
+    if (head->version != HMI_SMR_REGION_VERSION || head->pid != (int)x->x_pid) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_INFO,
                 "ofi+shm: region version %u (known: %d): no guard against a peer killed "
                 "holding its lock",
-                head->version, SHMLOCK_REGION_VERSION);
+                head->version, HMI_SMR_REGION_VERSION);
         shmlock_unmap(head);
         return;
     }
@@ -161,7 +148,7 @@ void hmi_ofi_shmlock_peer_open(struct ofi_context *x, hmi_na_addr_t *peer)
         peer->a_lock = x->x_lock;
         return;
     }
-    struct shmlock_region_head *head = shmlock_map(&peer->a_name, false);
+    struct hmi_smr_region_head *head = shmlock_map(&peer->a_name, false);
     if (head != NULL)
         peer->a_lock = shmlock_word(head);
 }

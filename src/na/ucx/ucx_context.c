@@ -330,6 +330,7 @@ void hmi_ucx_context_close(hmi_na_context_t *ctx)
      */
     hmi_ucx_addr_release_closes(c);
     ucp_worker_destroy(c->c_worker);
+    c->c_fifo.f_n = 0; /* its FIFOs went with it */
     c->c_worker = NULL;
     /* Records UCX could call back into during the destruction: free now. */
     hmi_ucx_addr_free_eps(c);
