@@ -56,6 +56,9 @@
 #define FIFO_FLAG_INLINE 0x2u
 #define FIFO_FILL_AM_ID 31u      /* UCT_AM_ID_MAX is 32, UCP uses ids below 27 */
 #define FIFO_CHECK_NS 10000000u  /* looks at most every 10 ms */
+#define FIFO_CHECK_IDLE 64u      /* idle progress calls between looks at the clock: a
+                                    busy poll loop must not pay a clock read per call
+                                    (stuck behind a hole, the worker spins: arm says busy) */
 
 /* The start of uct_mm_fifo_element_t. */
 struct fifo_slot {
@@ -243,6 +246,9 @@ static void fifo_check_one(struct ucx_ctx *c, unsigned int k, uint64_t now)
 void hmi_ucx_fifo_check(struct ucx_ctx *c)
 {
     struct ucx_fifo_watch *w = &c->c_fifo;
+    if (++w->f_idle < FIFO_CHECK_IDLE)
+        return;
+    w->f_idle = 0;
     uint64_t now = hmi_time_ns();
     if (now < w->f_next_check_ns)
         return;

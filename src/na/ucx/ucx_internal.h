@@ -169,6 +169,7 @@ struct ucx_fifo_watch {
     uint64_t f_hole[UCX_FIFO_MAX];      /* first unwritten slot below the head */
     uint64_t f_since_ns[UCX_FIFO_MAX];  /* since when it was (0: none) */
     uint64_t f_next_check_ns;
+    unsigned int f_idle;                /* idle progress calls since the last look at the clock */
 };
 
 /* One UCP endpoint we know, created by us or by the peer. */
