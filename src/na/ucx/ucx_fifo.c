@@ -17,8 +17,9 @@
  * first unwritten slot below the head, if it is the same one for
  * HM_UCX_FIFO_HOLE_MS, is taken for a dead sender's and filled: an inline
  * message of length 0 to an active-message id UCP has no handler for (UCX
- * drops it with a warning), its owner bit flipped as a sender would. A
- * warning and the counter shm_fifo_holes_filled say so. What is left: a
+ * drops it with a warning), its owner bit flipped as a sender would, and
+ * our wake-up socket rung (fifo_ring). A warning and the counter
+ * shm_fifo_holes_filled say so. What is left: a
  * live sender stopped (SIGSTOP, a debugger) inside that window for longer
  * than the bound, whose message is then lost.
  *
@@ -29,8 +30,8 @@
  * name our pid and appeared while our worker was created.
  */
 #include <inttypes.h>
-#include <stddef.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/un.h>
