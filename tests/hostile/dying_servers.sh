@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# dying_servers.sh CLIENT BINDIR URI COUNT: servers that die at any point of
+# dying_servers.sh CLIENT BINDIR URI COUNT [MAX_STOP_MS]: servers that die at any point of
 # a client's first contact must never end or wedge the client (issue 13: a
 # peer's death costs the RPCs to that peer, and nothing else).
 #
 # One long-lived client (dying_servers_client, the path CLIENT) and COUNT
 # echo_servers from BINDIR, one after the other: each is handed to the
-# client as soon as it has published its address, then SIGSTOPped 0-10 ms
-# later (mid lookup, connection or RPC), then SIGKILLed 50 ms after. Each
+# client as soon as it has published its address, then SIGSTOPped 0 to
+# MAX_STOP_MS (default 10) ms later (mid lookup, connection or RPC), then
+# SIGKILLed 50 ms after. With 1 ms, most die inside their first contact:
+# that is how a killed server's half-write into the client's shared memory
+# was found (tests/hostile/dead_writers.sh). Each
 # call must end with success or a clean error (timeout, unreachable) within
 # its 1 s deadline; a last, live server must be answered (within 10 s); the
 # client must then close its context and class cleanly. Everything this script starts
@@ -16,6 +19,7 @@ client=${1:?usage: dying_servers.sh CLIENT BINDIR URI COUNT}
 bindir=${2:?usage}
 uri=${3:?usage}
 count=${4:?usage}
+max_stop_us=$(( ${5:-10} * 1000 ))
 deadline_ms=1000
 
 # shellcheck source=dying_lib.sh
@@ -44,7 +48,7 @@ exec 3> "$work/servers"
 for i in $(seq "$count"); do
   start_server /dev/null
   hand_over
-  sleep "0.00$((RANDOM % 10))$((RANDOM % 10))"
+  sleep "$(printf '0.%06d' $(( (RANDOM * 32768 + RANDOM) % max_stop_us )))"
   kill -STOP "$server_pid" 2>/dev/null || true
   sleep 0.05
   kill -KILL "$server_pid" 2>/dev/null || true
