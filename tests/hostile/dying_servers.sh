@@ -7,7 +7,7 @@
 # echo_servers from BINDIR, one after the other: each is handed to the
 # client as soon as it has published its address, then SIGSTOPped 0 to
 # MAX_STOP_MS (default 10) ms later (mid lookup, connection or RPC), then
-# SIGKILLed 50 ms after. With 1 ms, most die inside their first contact:
+# SIGKILLed 50 ms after. With 1 ms, many die inside their first contact:
 # that is how a killed server's half-write into the client's shared memory
 # was found (tests/hostile/dead_writers.sh). Each
 # call must end with success or a clean error (timeout, unreachable) within
