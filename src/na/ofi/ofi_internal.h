@@ -13,6 +13,7 @@
  *   ofi_bell.c     shm: the doorbell that wakes a sleeping peer
  *   ofi_sweep.c    shm: files in /dev/shm left by killed processes
  *   ofi_shmlock.c  shm: region locks left held by killed processes
+ *                  (ofi_smr.h: the region header's layout it relies on)
  *
  * Wire framing. Every message starts with an 8-byte plugin header
  * (little-endian: magic, flags, tail pad, name length, sender's pid as u32),

@@ -124,9 +124,10 @@ void hmi_ofi_shmlock_open(struct ofi_context *x)
         return;
     if (head->version != HMI_SMR_REGION_VERSION || head->pid != (int)x->x_pid) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_INFO,
-                "ofi+shm: region version %u (known: %d): no guard against a peer killed "
-                "holding its lock",
-                head->version, HMI_SMR_REGION_VERSION);
+                "ofi+shm: our region's header (version %u, pid %d) is not libfabric "
+                "1.17's (version %d, pid %d): no guard against a peer killed holding "
+                "its lock",
+                head->version, head->pid, HMI_SMR_REGION_VERSION, (int)x->x_pid);
         shmlock_unmap(head);
         return;
     }
@@ -172,8 +173,7 @@ bool hmi_ofi_shmlock_held(_Atomic int *word)
 
 bool hmi_ofi_shmlock_own_busy(struct ofi_context *x)
 {
-    if (atomic_load_explicit(x->x_lock, memory_order_relaxed) == shmlock_unlocked_value ||
-        !hmi_ofi_shmlock_held(x->x_lock)) {
+    if (!hmi_ofi_shmlock_held(x->x_lock)) {
         x->x_lock_since_ns = 0;
         return false;
     }

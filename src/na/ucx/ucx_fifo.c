@@ -23,7 +23,7 @@
  * live sender stopped (SIGSTOP, a debugger) inside that window for longer
  * than the bound, whose message is then lost.
  *
- * The layout is UCX 1.13's (src/uct/sm/mm/base/mm_iface.h) with its
+ * The layout is UCX 1.13's (ucx_mm.h, from its mm_iface.h) with its
  * default FIFO geometry (64 slots of 128 bytes); the guard is on only for
  * that version and when no UCX_*FIFO_SIZE / *FIFO_ELEM_SIZE variable is
  * set. Our FIFOs are found in /proc/self/maps: mappings of that size that
@@ -42,39 +42,22 @@
 #include <ucp/api/ucp.h>
 
 #include "na/ucx/ucx_internal.h"
+#include "na/ucx/ucx_mm.h"
 #include "util/log.h"
 #include "util/time.h"
 
-#define FIFO_CTL_SIZE 192u       /* sizeof(uct_mm_fifo_ctl_t), cache-line aligned */
-#define FIFO_SIGLEN_OFF 8u       /* packed after the head: the owner's wake-up socket */
-#define FIFO_SIGADDR_OFF 12u
-#define FIFO_TAIL_OFF 128u       /* its second cache line: tail, then the owner's pid */
-#define FIFO_PID_OFF 136u
-#define FIFO_SLOTS 64u           /* UCX_*_FIFO_SIZE default */
-#define FIFO_SLOT_SIZE 128u      /* UCX_*_FIFO_ELEM_SIZE default */
-#define FIFO_HEAD_ARMED (1ull << 63)
-#define FIFO_FLAG_OWNER 0x1u
-#define FIFO_FLAG_INLINE 0x2u
 #define FIFO_FILL_AM_ID 31u      /* UCT_AM_ID_MAX is 32, UCP uses ids below 27 */
 #define FIFO_CHECK_NS 10000000u  /* looks at most every 10 ms */
 #define FIFO_CHECK_IDLE 64u      /* idle progress calls between looks at the clock: a
                                     busy poll loop must not pay a clock read per call
                                     (stuck behind a hole, the worker spins: arm says busy) */
 
-/* The start of uct_mm_fifo_element_t. */
-struct fifo_slot {
-    uint8_t flags;
-    uint8_t am_id;
-    uint16_t length;
-};
-
 static pthread_mutex_t fifo_create_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t fifo_map_size(void)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t bytes = FIFO_CTL_SIZE + FIFO_SLOTS * FIFO_SLOT_SIZE + 63u; /* UCT_MM_GET_FIFO_SIZE */
-    return (bytes + page - 1) / page * page;
+    return (HMI_UCX_MM_FIFO_BYTES + page - 1) / page * page;
 }
 
 static bool fifo_layout_known(void)
@@ -112,7 +95,7 @@ static unsigned int fifo_scan(unsigned char **found, unsigned int max)
             continue;
         unsigned char *ctl = (unsigned char *)lo;
         int owner;
-        memcpy(&owner, ctl + FIFO_PID_OFF, sizeof(owner));
+        memcpy(&owner, ctl + HMI_UCX_MM_PID_OFF, sizeof(owner));
         if (owner == (int)self)
             found[n++] = ctl;
     }
@@ -151,28 +134,30 @@ ucs_status_t hmi_ucx_fifo_worker_create(struct ucx_ctx *c, const ucp_worker_para
     return status;
 }
 
-static struct fifo_slot *fifo_slot(unsigned char *ctl, uint64_t index)
+static struct hmi_ucx_mm_slot *fifo_slot(unsigned char *ctl, uint64_t index)
 {
-    return (struct fifo_slot *)(void *)(ctl + FIFO_CTL_SIZE +
-                                        (index % FIFO_SLOTS) * FIFO_SLOT_SIZE);
+    size_t offset = HMI_UCX_MM_CTL_SIZE + (index % HMI_UCX_MM_SLOTS) * HMI_UCX_MM_SLOT_SIZE;
+    return (struct hmi_ucx_mm_slot *)(void *)(ctl + offset);
 }
 
-/* The owner bit a slot has once written in lap index / FIFO_SLOTS. */
+/* The owner bit a slot has once written in lap index / HMI_UCX_MM_SLOTS. */
 static uint8_t fifo_written_bit(uint64_t index)
 {
-    return (index / FIFO_SLOTS) & 1u ? FIFO_FLAG_OWNER : 0;
+    return (index / HMI_UCX_MM_SLOTS) & 1u ? HMI_UCX_MM_FLAG_OWNER : 0;
 }
 
 /* The first slot below the head not written yet; false if none. */
 static bool fifo_first_unwritten(unsigned char *ctl, uint64_t *index_out)
 {
-    uint64_t head = __atomic_load_n((uint64_t *)(void *)ctl, __ATOMIC_ACQUIRE) & ~FIFO_HEAD_ARMED;
-    uint64_t tail = __atomic_load_n((uint64_t *)(void *)(ctl + FIFO_TAIL_OFF), __ATOMIC_ACQUIRE);
-    if (head - tail > FIFO_SLOTS)
+    uint64_t head = __atomic_load_n((uint64_t *)(void *)ctl, __ATOMIC_ACQUIRE);
+    head &= ~HMI_UCX_MM_HEAD_ARMED;
+    uint64_t tail =
+        __atomic_load_n((uint64_t *)(void *)(ctl + HMI_UCX_MM_TAIL_OFF), __ATOMIC_ACQUIRE);
+    if (head - tail > HMI_UCX_MM_SLOTS)
         return false; /* not a FIFO as we know it: leave it */
     for (uint64_t i = tail; i < head; i++) {
         uint8_t flags = __atomic_load_n(&fifo_slot(ctl, i)->flags, __ATOMIC_ACQUIRE);
-        if ((flags & FIFO_FLAG_OWNER) != fifo_written_bit(i)) {
+        if ((flags & HMI_UCX_MM_FLAG_OWNER) != fifo_written_bit(i)) {
             *index_out = i;
             return true;
         }
@@ -183,13 +168,13 @@ static bool fifo_first_unwritten(unsigned char *ctl, uint64_t *index_out)
 /* Write slot `index` as a sender would: an empty inline message UCP drops. */
 static bool fifo_fill(unsigned char *ctl, uint64_t index)
 {
-    struct fifo_slot *slot = fifo_slot(ctl, index);
+    struct hmi_ucx_mm_slot *slot = fifo_slot(ctl, index);
     uint8_t unwritten = __atomic_load_n(&slot->flags, __ATOMIC_ACQUIRE);
-    if ((unwritten & FIFO_FLAG_OWNER) == fifo_written_bit(index))
+    if ((unwritten & HMI_UCX_MM_FLAG_OWNER) == fifo_written_bit(index))
         return false; /* written meanwhile */
     slot->am_id = FIFO_FILL_AM_ID;
     slot->length = 0;
-    uint8_t written = FIFO_FLAG_INLINE | fifo_written_bit(index);
+    uint8_t written = HMI_UCX_MM_FLAG_INLINE | fifo_written_bit(index);
     return __atomic_compare_exchange_n(&slot->flags, &unwritten, written, false,
                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
@@ -202,11 +187,11 @@ static bool fifo_fill(unsigned char *ctl, uint64_t index)
 static void fifo_ring(const unsigned char *ctl)
 {
     socklen_t len;
-    memcpy(&len, ctl + FIFO_SIGLEN_OFF, sizeof(len));
+    memcpy(&len, ctl + HMI_UCX_MM_SIGLEN_OFF, sizeof(len));
     struct sockaddr_un sun;
     if (len <= offsetof(struct sockaddr_un, sun_path) || len > sizeof(sun))
         return;
-    memcpy(&sun, ctl + FIFO_SIGADDR_OFF, len);
+    memcpy(&sun, ctl + HMI_UCX_MM_SIGADDR_OFF, len);
     if (sun.sun_family != AF_UNIX)
         return;
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

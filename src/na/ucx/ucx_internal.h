@@ -2,7 +2,8 @@
  * UCX plugin: state shared by the plugin's files (one file per object:
  * ucx_plugin.c class and ops table, ucx_context.c worker and progress,
  * ucx_addr.c addresses, endpoints and URIs, ucx_msg.c active messages,
- * ucx_lanes.c endpoint description).
+ * ucx_lanes.c endpoint description, ucx_fifo.c shm FIFO slots a killed
+ * sender left unwritten, with ucx_mm.h their layout).
  *
  * Design notes (the reasons behind the less obvious choices):
  *
