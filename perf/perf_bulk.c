@@ -265,7 +265,7 @@ int perf_bulk_cli_create(hm_class_t *cls, size_t size, uint32_t nslots, hm_bulk_
     }
     for (uint32_t i = 0; i < nslots; i++) {
         hm_bulk_perm_t perm = op == HM_BULK_PULL ? HM_BULK_READ_ONLY | HM_BULK_EAGER
-                                                : HM_BULK_WRITE_ONLY;
+                                                : HM_BULK_WRITE_ONLY | HM_BULK_EAGER;
         if (buf_make(cls, size, perm, &bc->bufs[i], &bc->bulks[i]) != HM_SUCCESS) {
             perf_bulk_cli_free(bc);
             return -1;

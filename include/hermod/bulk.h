@@ -45,6 +45,18 @@ typedef enum hm_bulk_perm {
      * that message was encoded, also if it keeps the handle and pulls
      * later: use it for buffers that do not change while peers hold the
      * handle (a write's data). See hm_proc_bulk.
+     *
+     * Or-ed with HM_BULK_WRITE_ONLY, same size bound: sent in an RPC's
+     * input, the handle asks for the server's pushes into it to come back
+     * in the RPC's response (a read's data), so a push costs no transport
+     * round trip. The bytes land in this memory before the RPC completes
+     * (before its callback), checked against the handle; the server's push
+     * callback runs once they are copied on its side. Only pushes made
+     * before the server responds, into a range that overlaps or touches the
+     * bytes pushed so far, of at most the server's own HM_BULK_EAGER bytes,
+     * are carried; others go through the transport as usual. If the
+     * response never comes (timeout, cancel, error) the carried bytes do
+     * not land: read the memory only after a successful RPC.
      */
     HM_BULK_EAGER = 0x100,
 } hm_bulk_perm_t;
@@ -65,7 +77,7 @@ typedef enum hm_bulk_op {
  * Returns one reference in `*bulk_out`. Errors: HM_INVALID_ARG (NULL cls,
  * bufs, sizes or bulk_out, count 0 or above HM_BULK_MAX_SEGMENTS, NULL or
  * empty segment, sizes whose sum exceeds SIZE_MAX, unknown perm,
- * HM_BULK_EAGER without HM_BULK_READ_ONLY alone),
+ * HM_BULK_EAGER with HM_BULK_READ_WRITE),
  * HM_NOMEM, or the transport's registration error.
  */
 HM_EXPORT hm_return_t hm_bulk_create(hm_class_t *cls, uint32_t count, void *const *bufs,
@@ -97,12 +109,16 @@ HM_EXPORT void hm_bulk_free(hm_bulk_t *bulk);
  * peer's pull from the decoded handle is then a copy, with no transport
  * round trip (hm_stats_t's bulk_eager_pulls). A decoded handle that
  * carried them carries them on when sent again. Arguments that go by
- * overflow, and hm_proc_encode, never carry contents.
+ * overflow, and hm_proc_encode, never carry contents. A write-only eager
+ * handle in a request's arguments asks for pushes back (HM_BULK_EAGER):
+ * the server's hm_get_input takes note (hm_stats_t's bulk_returned_pushes
+ * counts the pushes carried); arguments that go by overflow do not ask.
  * Errors: HM_INVALID_ARG (NULL proc or data), HM_PROTOCOL_ERROR (decode:
  * count above HM_BULK_MAX_SEGMENTS or beyond the message, unknown perm,
  * empty segments, lengths that wrap or do not add up to the total, bad key
  * lengths, carried contents on a handle that is not read-only, past the
- * message or above 65536 bytes), HM_NOMEM, HM_NOT_SUPPORTED (encode: more
+ * message or above 65536 bytes, pushes asked back for a handle that is not
+ * write-only or above 65536 bytes), HM_NOMEM, HM_NOT_SUPPORTED (encode: more
  * than 8 handles in one request).
  */
 HM_EXPORT hm_return_t hm_proc_bulk(hm_proc_t *proc, void *data);

@@ -528,6 +528,12 @@ typedef struct hm_stats {
     uint64_t shm_fifo_holes_filled; /* ucx+shm: slots of our receive FIFO left unwritten
                                        for HM_UCX_FIFO_HOLE_MS (a sender killed while it
                                        wrote one) and filled */
+    /* Pushes that come back in the response (added after shm_fifo_holes_filled;
+       HM_BULK_WRITE_ONLY | HM_BULK_EAGER in hermod/bulk.h). */
+    uint64_t bulk_returned_pushes; /* server: pushes kept and sent in the RPC's response */
+    uint64_t dropped_returns;     /* client: responses whose returned pushes named no handle
+                                     of ours that asked, or fell outside it: the RPC failed
+                                     with HM_PROTOCOL_ERROR */
 } hm_stats_t;
 /* The first version's size: up to and including `pool_trimmed`. */
 #define HM_STATS_SIZE_V1 (offsetof(hm_stats_t, pool_trimmed) + sizeof(uint64_t))

@@ -80,6 +80,9 @@ uint64_t hmi_bulk_host_allocs(const struct hmi_bulk_host *host);
 /* Pulls served by a copy of the contents the origin handle carried
  * (hm_stats_t's bulk_eager_pulls). Under the context's lock. */
 uint64_t hmi_bulk_host_eager_pulls(const struct hmi_bulk_host *host);
+/* Pushes kept for the RPC's response (hm_stats_t's bulk_returned_pushes).
+ * Under the context's lock. */
+uint64_t hmi_bulk_host_returned_pushes(const struct hmi_bulk_host *host);
 /* Free the idle transfers the host did not need since the last trim, above
  * `retain`; returns how many. Under the context's lock (trim.c). */
 uint32_t hmi_bulk_host_trim(struct hmi_bulk_host *host, uint32_t retain);
@@ -109,6 +112,18 @@ hm_return_t hmi_bulk_create_owned(struct hmi_bulk_rcache *rc, void *buf, size_t 
 void *hmi_bulk_owned_buf(const hm_bulk_t *bulk);
 /* Does `bulk` let a peer read it (HM_BULK_READ_ONLY or READ_WRITE)? */
 bool hmi_bulk_readable(const hm_bulk_t *bulk);
+/*
+ * Pushes that come back in the response (bulk_return.c). Server: the
+ * handles its hm_get_input claimed (the proc's claim hook; one reference
+ * each, the RPC handle's). hmi_bulk_returns_close: no push is kept after
+ * it; true when any handle holds pushed bytes. hmi_bulk_returns_encode: the
+ * response's section of them, before the output. Client:
+ * hmi_bulk_returns_apply decodes that section from `proc` and copies each
+ * entry into the request's pin it names, after checking it (HM_PROTOCOL_ERROR).
+ */
+bool hmi_bulk_returns_close(hm_bulk_t *const *bulks, uint32_t count);
+hm_return_t hmi_bulk_returns_encode(hm_proc_t *proc, hm_bulk_t *const *bulks, uint32_t count);
+hm_return_t hmi_bulk_returns_apply(hm_proc_t *proc, hm_bulk_t *const *pins, uint32_t npins);
 /* hm_bulk_cancel for a caller that holds the transfer's context lock. */
 hm_return_t hmi_bulk_cancel(hm_bulk_op_id_t *op);
 

@@ -192,7 +192,7 @@ hm_return_t hmi_bulk_create(struct hmi_bulk_rcache *rc, uint32_t count, void *co
     bool carry = ((unsigned int)perm & HM_BULK_EAGER) != 0;
     perm = (hm_bulk_perm_t)((unsigned int)perm & ~(unsigned int)HM_BULK_EAGER);
     hm_return_t ret = bulk_check_args(count, bufs, sizes, perm);
-    if (ret == HM_SUCCESS && carry && perm != HM_BULK_READ_ONLY)
+    if (ret == HM_SUCCESS && carry && perm == HM_BULK_READ_WRITE)
         ret = HM_INVALID_ARG;
     if (ret != HM_SUCCESS) {
         hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR, "bulk_create: invalid segments or permission");
@@ -264,6 +264,7 @@ void hm_bulk_free(hm_bulk_t *bulk)
     if (bulk->b_class != NULL)
         bulk_deregister(bulk->b_rcache, bulk->b_mems, bulk->b_count);
     free(bulk->b_owned);
+    free(bulk->b_ret_buf);
     hmi_bulk_spare_give(bulk, bulk->b_spare_cap);
 }
 

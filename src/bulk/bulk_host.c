@@ -94,6 +94,11 @@ uint64_t hmi_bulk_host_eager_pulls(const struct hmi_bulk_host *host)
     return host->h_eager_pulls;
 }
 
+uint64_t hmi_bulk_host_returned_pushes(const struct hmi_bulk_host *host)
+{
+    return host->h_returned_pushes;
+}
+
 uint32_t hmi_bulk_host_trim(struct hmi_bulk_host *host, uint32_t retain)
 {
     uint32_t excess = host->h_free_low > retain ? host->h_free_low - retain : 0;

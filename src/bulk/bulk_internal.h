@@ -63,9 +63,23 @@ struct hm_bulk {
     _Atomic(struct hmi_bulk_rkeys *) b_rkeys; /* remote: unpacked keys cache */
     uint8_t *b_eager;          /* remote: the b_size bytes the handle carried (bulk_proc.c),
                                   after the keys in the same allocation; else NULL */
-    bool b_carry;              /* local: created with HM_BULK_EAGER */
+    bool b_carry;              /* local: created with HM_BULK_EAGER (read-only: carries
+                                  its bytes; write-only: asks for pushes back) */
     size_t b_spare_cap;        /* the block's size class when it goes back to the
                                   spares at free (bulk_spare.h), else 0 */
+    /* Remote handles whose pushes come back in the response (bulk_return.c). */
+    _Atomic uint8_t b_ret_state; /* HMI_BULK_RET_*: NONE unless an RPC claimed it */
+    uint8_t b_ret_index;       /* its index among the request's handles */
+    size_t b_ret_lo, b_ret_hi; /* the bytes pushed so far: [lo, hi) */
+    uint8_t *b_ret_buf;        /* their copy, b_size bytes, made at the first push */
+};
+
+/* States of a remote handle whose pushes may come back in the response. */
+enum {
+    HMI_BULK_RET_NONE = 0, /* a plain handle */
+    HMI_BULK_RET_OPEN,     /* claimed by an RPC that has not responded */
+    HMI_BULK_RET_BUSY,     /* a push is copying into b_ret_buf */
+    HMI_BULK_RET_CLOSED,   /* the response took the bytes */
 };
 
 /* Largest packed key accepted from the wire. */
@@ -97,6 +111,19 @@ hm_bulk_t *hmi_bulk_alloc_raw(uint32_t count, size_t key_bytes, size_t raw_bytes
 hm_return_t hmi_bulk_rkeys_get(hm_bulk_t *bulk, hmi_na_context_t *ctx, hmi_na_addr_t *peer,
                                void ***keys_out);
 
+/* bulk_return.c (the core's side: bulk/bulk.h) */
+/* Encode: whether `bulk` asks for pushes into it back in the response. */
+bool hmi_bulk_ret_wanted(const hm_proc_t *proc, const hm_bulk_t *bulk);
+/* Decode: number the handle and, when it asks (`returns`), offer it to the
+ * proc's claim hook (the RPC's input). */
+void hmi_bulk_ret_decoded(hm_proc_t *proc, hm_bulk_t *bulk, bool returns);
+/* A push the RPC's response will carry: copied and kept, true; false: the
+ * transport must do it. */
+bool hmi_bulk_ret_push(const hm_bulk_xfer_t *xfer);
+/* Copy `len` bytes from `src` into the local handle's segments at `off`
+ * (the range is the caller's to check). */
+void hmi_bulk_copy_in(const hm_bulk_t *local, size_t off, const uint8_t *src, size_t len);
+
 /* bulk_host.c: a context's bulk state (see bulk/bulk.h). */
 struct hmi_bulk_host {
     hmi_na_context_t *h_na;
@@ -108,6 +135,7 @@ struct hmi_bulk_host {
     uint32_t h_alive;          /* taken from the pool, not given back */
     uint64_t h_allocs;         /* transfer objects allocated (pool misses) */
     uint64_t h_eager_pulls;    /* pulls served from the bytes a handle carried */
+    uint64_t h_returned_pushes; /* pushes kept for the response (bulk_return.c) */
 };
 
 /* The registered host table, or NULL before the core registered it. */

@@ -3,6 +3,7 @@
  *
  *   u32 count          0: no handle (NULL); at most HM_BULK_MAX_SEGMENTS
  *   u8  perm           hm_bulk_perm_t (1..3), | BULK_WIRE_CARRIES (0x80)
+ *                      or | BULK_WIRE_RETURNS (0x40, write-only handles)
  *   u64 total          sum of the segment lengths
  *   count times:
  *     u64 len          > 0
@@ -16,6 +17,11 @@
  * when encoded again. A pull from such a
  * handle is then a copy (bulk_transfer.c), with the contents as they were
  * when the RPC was encoded. Keys travel too, so a peer may still use them.
+ *
+ * A handle asks for pushes into it to come back in the response (wire v5,
+ * BULK_WIRE_RETURNS; bulk_return.c) only in a request (the proc pins), when
+ * it is local, write-only, created with HM_BULK_EAGER and at most its
+ * class's HM_BULK_EAGER bytes.
  *
  * Decode builds a remote handle that owns a copy of the keys, so it does not
  * depend on the receive buffer: a user may keep it (hm_bulk_ref) after
@@ -31,8 +37,10 @@
 
 /* Smallest encoding of one segment: its length and its key's length. */
 #define BULK_SEG_MIN_WIRE 16u
-/* Flag on the permission byte: the handle's contents follow its segments. */
+/* Flags on the permission byte: the handle's contents follow its segments;
+ * pushes into the handle may come back in the response. */
 #define BULK_WIRE_CARRIES 0x80u
+#define BULK_WIRE_RETURNS 0x40u
 
 struct bulk_wire_seg {
     uint64_t len;
@@ -75,7 +83,8 @@ static hm_return_t bulk_encode(hm_proc_t *proc, hm_bulk_t *bulk)
     if (ret != HM_SUCCESS || count == 0)
         return ret;
     bool carries = bulk_carries(proc, bulk);
-    uint8_t perm = (uint8_t)((unsigned int)bulk->b_perm | (carries ? BULK_WIRE_CARRIES : 0u));
+    uint8_t perm = (uint8_t)((unsigned int)bulk->b_perm | (carries ? BULK_WIRE_CARRIES : 0u) |
+                             (hmi_bulk_ret_wanted(proc, bulk) ? BULK_WIRE_RETURNS : 0u));
     uint64_t total = bulk->b_size;
     if ((ret = hm_proc_uint8(proc, &perm)) != HM_SUCCESS ||
         (ret = hm_proc_uint64(proc, &total)) != HM_SUCCESS)
@@ -146,9 +155,10 @@ static hm_bulk_t *bulk_remote_build(const struct bulk_wire_seg *segs, uint32_t c
 
 /* Segments (and contents, when carried) after the header fields. */
 static hm_return_t bulk_decode_body(hm_proc_t *proc, uint32_t count, hm_bulk_perm_t perm,
-                                    uint64_t total, bool carries, hm_bulk_t **bulk_out)
+                                    uint64_t total, uint8_t flags, hm_bulk_t **bulk_out)
 {
     size_t key_bytes = 0;
+    bool carries = (flags & BULK_WIRE_CARRIES) != 0;
     /* Most handles have a segment or two: no allocation for their table. */
     struct bulk_wire_seg few[BULK_FEW_SEGS] = {0};
     struct bulk_wire_seg *segs = count <= BULK_FEW_SEGS ? few : calloc(count, sizeof(*segs));
@@ -172,6 +182,8 @@ static hm_return_t bulk_decode_body(hm_proc_t *proc, uint32_t count, hm_bulk_per
         hm_bulk_free(*bulk_out);
         *bulk_out = NULL;
     }
+    if (ret == HM_SUCCESS)
+        hmi_bulk_ret_decoded(proc, *bulk_out, (flags & BULK_WIRE_RETURNS) != 0);
     return ret;
 }
 
@@ -189,15 +201,17 @@ static hm_return_t bulk_decode(hm_proc_t *proc, hm_bulk_t **bulk_out)
     if ((ret = hm_proc_uint8(proc, &perm)) != HM_SUCCESS ||
         (ret = hm_proc_uint64(proc, &total)) != HM_SUCCESS)
         return ret;
-    bool carries = (perm & BULK_WIRE_CARRIES) != 0;
-    perm &= (uint8_t)~BULK_WIRE_CARRIES;
+    uint8_t flags = perm & (BULK_WIRE_CARRIES | BULK_WIRE_RETURNS);
+    perm &= (uint8_t)~flags;
     if (perm < HM_BULK_READ_ONLY || perm > HM_BULK_READ_WRITE)
         return bulk_bad("unknown permission");
-    if (carries && (perm != HM_BULK_READ_ONLY || total > HMI_BULK_EAGER_WIRE_MAX))
+    if ((flags & BULK_WIRE_CARRIES) && (perm != HM_BULK_READ_ONLY || total > HMI_BULK_EAGER_WIRE_MAX))
         return bulk_bad("contents carried by a handle that is not read-only, or too large");
+    if ((flags & BULK_WIRE_RETURNS) && (perm != HM_BULK_WRITE_ONLY || total > HMI_BULK_EAGER_WIRE_MAX))
+        return bulk_bad("pushes asked back for a handle that is not write-only, or too large");
     if (hmi_proc_remaining(proc) / BULK_SEG_MIN_WIRE < count)
         return bulk_bad("segment count larger than the message");
-    return bulk_decode_body(proc, count, (hm_bulk_perm_t)perm, total, carries, bulk_out);
+    return bulk_decode_body(proc, count, (hm_bulk_perm_t)perm, total, flags, bulk_out);
 }
 
 hm_return_t hm_proc_bulk(hm_proc_t *proc, void *data)

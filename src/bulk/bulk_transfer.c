@@ -170,29 +170,11 @@ static bool xfer_from_carried(const hm_bulk_xfer_t *xfer)
     return xfer->op == HM_BULK_PULL && xfer->origin->b_eager != NULL;
 }
 
-/* That pull: a copy of the carried bytes into the local segments (ranges checked). */
-static void xfer_copy_carried(const hm_bulk_xfer_t *xfer)
-{
-    const uint8_t *src = xfer->origin->b_eager + xfer->origin_off;
-    const hm_bulk_t *local = xfer->local;
-    size_t left = xfer->size, off = xfer->local_off;
-    for (uint32_t i = 0; i < local->b_count && left > 0; i++) {
-        if (off >= local->b_lens[i]) {
-            off -= local->b_lens[i];
-            continue;
-        }
-        size_t n = local->b_lens[i] - off < left ? local->b_lens[i] - off : left;
-        memcpy((uint8_t *)local->b_mems[i]->m_base + off, src, n);
-        src += n;
-        left -= n;
-        off = 0;
-    }
-}
-
 /* Check the transfer against its host; its remote keys into `rkeys_out` (NULL:
- * 0 bytes, or a pull of carried contents). */
+ * 0 bytes, a pull of carried contents, or a push kept for the response,
+ * which `kept_out` says: its bytes are copied already). */
 static hm_return_t xfer_prepare(struct hmi_bulk_host *host, hmi_na_addr_t *peer,
-                                const hm_bulk_xfer_t *xfer, void ***rkeys_out)
+                                const hm_bulk_xfer_t *xfer, void ***rkeys_out, bool *kept_out)
 {
     hm_return_t ret = xfer_check(xfer);
     if (ret != HM_SUCCESS)
@@ -204,9 +186,13 @@ static hm_return_t xfer_prepare(struct hmi_bulk_host *host, hmi_na_addr_t *peer,
     }
     /* Zero bytes: checked as any transfer, then done without the transport
      * (no keys unpacked, no NA op), so every plugin behaves the same. So is
-     * a pull of contents the handle carried. */
+     * a pull of contents the handle carried, and a push kept for the
+     * response (bulk_return.c). */
     *rkeys_out = NULL;
+    *kept_out = false;
     if (xfer->size == 0 || xfer_from_carried(xfer))
+        return HM_SUCCESS;
+    if ((*kept_out = hmi_bulk_ret_push(xfer)))
         return HM_SUCCESS;
     return hmi_bulk_rkeys_get(xfer->origin, host->h_na, peer, rkeys_out);
 }
@@ -218,14 +204,16 @@ hm_return_t hmi_bulk_transfer_start(struct hmi_bulk_host *host, hmi_na_addr_t *p
     size_t chunk;
     uint32_t depth;
     void **rkeys;
+    bool kept;
     if (host == NULL || peer == NULL || xfer == NULL)
         return HM_INVALID_ARG;
-    hm_return_t ret = xfer_prepare(host, peer, xfer, &rkeys);
+    hm_return_t ret = xfer_prepare(host, peer, xfer, &rkeys, &kept);
     if (ret != HM_SUCCESS)
         return ret;
     xfer_apply_opts(opts, &chunk, &depth);
+    /* A pull of carried bytes, or a push kept for the response: a copy. */
     bool copy = xfer->size > 0 && xfer_from_carried(xfer);
-    if (xfer->size == 0 || copy)
+    if (xfer->size == 0 || copy || kept)
         depth = 0;
     hm_bulk_op_id_t *op = hmi_bulk_xfer_get(host, depth, xfer_piece_done);
     if (op == NULL) {
@@ -247,13 +235,16 @@ hm_return_t hmi_bulk_transfer_start(struct hmi_bulk_host *host, hmi_na_addr_t *p
     op->t_cb = cb;
     op->t_cb_arg = arg;
     if (copy) {
-        xfer_copy_carried(xfer);
+        hmi_bulk_copy_in(xfer->local, xfer->local_off, xfer->origin->b_eager + xfer->origin_off,
+                         xfer->size);
         host->h_eager_pulls++;
     }
+    if (kept)
+        host->h_returned_pushes++;
     /* A copy leaves nothing to walk: the transfer finishes at once below. */
     hmi_bulk_walk_init(&op->t_walk, xfer->local->b_lens, xfer->local->b_count, xfer->local_off,
                        xfer->origin->b_lens, xfer->origin->b_count, xfer->origin_off,
-                       copy ? 0 : xfer->size, chunk);
+                       copy || kept ? 0 : xfer->size, chunk);
     if (op_out != NULL)
         *op_out = op;
     xfer_post_more(op);

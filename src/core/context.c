@@ -143,6 +143,7 @@ void hmi_handle_put(hm_handle_t *handle)
 {
     hm_context_t *ctx = handle->h_ctx;
     hmi_handle_release_msg(handle);
+    hmi_returns_release(handle);
     hmi_admit_leave(handle); /* before its address, which carries the peer's share */
     if (handle->h_addr)
         hm_addr_free(handle->h_addr);
@@ -650,6 +651,7 @@ hm_return_t hm_context_stats(hm_context_t *ctx, hm_stats_t *stats)
     hmi_stats_read_na(ctx->c_na, &full);
     full.bulk_xfer_allocs = hmi_bulk_host_allocs(ctx->c_bulk);
     full.bulk_eager_pulls = hmi_bulk_host_eager_pulls(ctx->c_bulk);
+    full.bulk_returned_pushes = hmi_bulk_host_returned_pushes(ctx->c_bulk);
     hmi_ctx_leave(ctx, took);
     full.size = sizeof(full);
     hmi_out_copy(stats, &full, sizeof(full));

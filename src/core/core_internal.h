@@ -246,6 +246,8 @@ struct hmi_recv_msg {
     hm_bulk_t *m_bulk;  /* pulled overflow: the handle owning m_buf (one reference) */
     bool m_copied;      /* m_buf is the handle's h_copy: nothing to release */
     bool m_held;
+    size_t m_skip;      /* client: payload bytes of pushes returned before the output
+                           (returns.c) */
 };
 
 struct hm_handle {
@@ -285,6 +287,10 @@ struct hm_handle {
     uint32_t h_retries;              /* client: of the RPC in flight */
 
     /* server */
+    /* Bulk handles of the request whose pushes go back in the response
+       (returns.c), one reference each. */
+    hm_bulk_t *h_rets[HMI_HANDLE_PINS];
+    uint32_t h_nrets;
     uint64_t h_peer_cookie;
     uint64_t h_deadline_ns;          /* 0: none */
     bool h_no_response;
@@ -621,6 +627,28 @@ void hmi_handle_set_msg(hm_handle_t *handle, void *buf, size_t len, uintptr_t to
 /* Hold `bulk`'s owned buffer (`len` bytes, header room first) as the message. */
 void hmi_handle_set_owned_msg(hm_handle_t *handle, hm_bulk_t *bulk, size_t len);
 void *hmi_handle_payload(const hm_handle_t *handle, size_t *len_out);
+
+/* returns.c: pushes that come back in the response (bulk_return.c) */
+struct hmi_returns_out {
+    hm_handle_t *r_handle;
+    hm_proc_cb_t r_proc;
+    const void *r_out;
+};
+/* The claim hook of a server's input decode (hmi_proc_set_claim). */
+bool hmi_returns_claim(void *handle, void *bulk);
+/* Close and drop the claimed handles (the handle goes back to the pool). */
+void hmi_returns_release(hm_handle_t *handle);
+/*
+ * Before a response is encoded: close the claimed handles; when they hold
+ * pushed bytes and `error` is HM_SUCCESS, make (*proc, *data) encode them
+ * before the output (through `wrap`, which must live until the encode is
+ * done) and return the wire flag to add (HMI_WIRE_F_RETURNS), else 0.
+ */
+uint8_t hmi_returns_wrap(hm_handle_t *handle, hm_return_t error, struct hmi_returns_out *wrap,
+                         hm_proc_cb_t *proc, const void **data);
+/* Client, a response flagged HMI_WIRE_F_RETURNS held in h_msg: check and copy
+ * its pushed bytes into the pins; HM_PROTOCOL_ERROR (counted) if any is wrong. */
+hm_return_t hmi_returns_apply(hm_handle_t *handle);
 
 /* recv_copy.c */
 /*

@@ -415,7 +415,8 @@ void hmi_forward_response(hm_context_t *ctx, hmi_na_addr_t *source,
         return;
     }
     hmi_handle_set_msg(handle, buf, len, token);
-    hmi_forward_complete(handle, HM_SUCCESS);
+    hmi_forward_complete(handle, (hdr->flags & HMI_WIRE_F_RETURNS) ? hmi_returns_apply(handle)
+                                                                   : HM_SUCCESS);
 }
 
 void hmi_forward_unchecked(hm_context_t *ctx, hmi_na_addr_t *source,

@@ -104,6 +104,7 @@ void hmi_handle_set_msg(hm_handle_t *handle, void *buf, size_t len, uintptr_t to
     handle->h_msg.m_len = len;
     handle->h_msg.m_token = token;
     handle->h_msg.m_held = true;
+    handle->h_msg.m_skip = 0;
     handle->h_decoded = false;
     if (hmi_unlikely(hmi_na_recv_pressed(handle->h_ctx->c_na)))
         hmi_recv_copy_out(handle);
@@ -117,6 +118,7 @@ void hmi_handle_set_owned_msg(hm_handle_t *handle, hm_bulk_t *bulk, size_t len)
     handle->h_msg.m_len = len;
     handle->h_msg.m_bulk = bulk;
     handle->h_msg.m_held = true;
+    handle->h_msg.m_skip = 0;
     handle->h_decoded = false;
 }
 
@@ -140,8 +142,8 @@ void hmi_handle_release_msg(hm_handle_t *handle)
 
 void *hmi_handle_payload(const hm_handle_t *handle, size_t *len_out)
 {
-    *len_out = handle->h_msg.m_len - HMI_WIRE_HEADER_SIZE;
-    return (char *)handle->h_msg.m_buf + HMI_WIRE_HEADER_SIZE;
+    *len_out = handle->h_msg.m_len - HMI_WIRE_HEADER_SIZE - handle->h_msg.m_skip;
+    return (char *)handle->h_msg.m_buf + HMI_WIRE_HEADER_SIZE + handle->h_msg.m_skip;
 }
 
 /* Decode the held message's payload into `data`; it must be consumed whole. */
@@ -154,6 +156,8 @@ hm_return_t hmi_handle_decode(hm_handle_t *handle, hm_proc_cb_t proc, void *data
     hm_proc_t p;
     hmi_proc_init(&p, HM_PROC_DECODE, payload, len, handle->h_ctx->c_class);
     hmi_proc_set_context(&p, handle->h_ctx); /* addresses resolve on it */
+    if (handle->h_server) /* handles whose pushes go back in the response */
+        hmi_proc_set_claim(&p, hmi_returns_claim, handle);
     hm_return_t ret = proc ? proc(&p, data) : HM_SUCCESS;
     used = hm_proc_get_size(&p);
     if (ret == HM_SUCCESS && used != len) {

@@ -44,6 +44,7 @@ struct overflow_fetch {
     size_t f_len;
     uint32_t f_crc;
     bool f_check_crc;
+    bool f_returns;          /* client: the response carries pushed bytes (returns.c) */
 };
 
 /* ---- sending -------------------------------------------------------------------- */
@@ -341,6 +342,8 @@ static void overflow_response_pulled(struct overflow_fetch *f, hm_return_t statu
         if (status == HM_SUCCESS) {
             overflow_give(f, handle);
             ctx->c_stats.overflows_received++;
+            if (f->f_returns)
+                status = hmi_returns_apply(handle);
         } else {
             ctx->c_stats.dropped_overflow++;
         }
@@ -360,6 +363,7 @@ hm_return_t hmi_overflow_response(hm_handle_t *handle, const struct hmi_wire_hea
     f->f_cookie = hdr->cookie;
     f->f_peer_ctx = hdr->origin_ctx;
     f->f_peer = hm_addr_dup(handle->h_addr);
+    f->f_returns = (hdr->flags & HMI_WIRE_F_RETURNS) != 0;
     hm_return_t ret = overflow_read_desc(ctx, hdr, buf, f);
     if (ret == HM_SUCCESS)
         ret = overflow_pull(f, handle->h_addr, &handle->h_fetch);

@@ -239,9 +239,12 @@ static hm_return_t respond_post(hm_handle_t *handle, const void *out, hm_return_
     }
     struct hmi_wire_header hdr = respond_header(handle, error);
     handle->h_gen++; /* the ACK of an overflowed response names this */
+    hm_proc_cb_t proc = error == HM_SUCCESS ? handle->h_rpc->r_out_proc : NULL;
+    struct hmi_returns_out wrap;
+    hdr.flags |= hmi_returns_wrap(handle, error, &wrap, &proc, &out);
     struct hmi_send_msg msg = {
         .m_hdr = &hdr,
-        .m_proc = error == HM_SUCCESS ? handle->h_rpc->r_out_proc : NULL,
+        .m_proc = proc,
         .m_data = out,
         .m_may_overflow = true,
         .m_dest = handle->h_addr,
@@ -279,6 +282,7 @@ void hmi_respond_dispatch(hm_handle_t *handle)
         memcpy((char *)slot->s_buf + HMI_WIRE_HEADER_SIZE,
                handle->h_stage + HMI_WIRE_HEADER_SIZE, len - HMI_WIRE_HEADER_SIZE);
         struct hmi_wire_header hdr = respond_header(handle, handle->h_resp_ret);
+        hdr.flags |= handle->h_stage_flags; /* HMI_WIRE_F_RETURNS (respond_submit) */
         hdr.payload_len = (uint32_t)(len - HMI_WIRE_HEADER_SIZE);
         handle->h_gen++;
         hmi_wire_encode(slot->s_buf, &hdr, ctx->c_class->k_checksum);
@@ -297,9 +301,12 @@ static hm_return_t respond_submit(hm_handle_t *handle, const void *out, hm_retur
                                   hm_cb_t cb, void *arg)
 {
     hm_proc_cb_t proc = error == HM_SUCCESS ? handle->h_rpc->r_out_proc : NULL;
+    struct hmi_returns_out wrap;
+    uint8_t flags = hmi_returns_wrap(handle, error, &wrap, &proc, &out);
     hm_return_t ret = hmi_stage_encode(handle, proc, out, false);
     if (ret != HM_SUCCESS)
         return ret; /* HM_AGAIN: overflow, which needs the driver */
+    handle->h_stage_flags = flags;
     handle->h_resp_cb = cb;
     handle->h_resp_arg = arg;
     handle->h_resp_ret = error;

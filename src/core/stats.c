@@ -68,6 +68,8 @@ static const struct stat_field stat_fields[] = {
     STAT(rma_peers_given_up),
     STAT(shm_locks_broken),
     STAT(shm_fifo_holes_filled),
+    STAT(bulk_returned_pushes),
+    STAT(dropped_returns),
 };
 #undef STAT
 

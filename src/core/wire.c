@@ -26,7 +26,8 @@ enum {
 
 #define WIRE_KNOWN_FLAGS                                                                 \
     (HMI_WIRE_F_REQUEST | HMI_WIRE_F_RESPONSE | HMI_WIRE_F_NO_RESPONSE |                 \
-     HMI_WIRE_F_OVERFLOW | HMI_WIRE_F_CHECKSUM | HMI_WIRE_F_ERROR | HMI_WIRE_F_ACK)
+     HMI_WIRE_F_OVERFLOW | HMI_WIRE_F_CHECKSUM | HMI_WIRE_F_ERROR | HMI_WIRE_F_ACK |       \
+     HMI_WIRE_F_RETURNS)
 
 /* Little-endian stores and loads that work at any alignment and byte order.
  * memcpy of a fixed width and the endian.h conversions compile to one move
@@ -122,6 +123,10 @@ static bool wire_flags_valid(uint8_t flags)
     if ((flags & HMI_WIRE_F_REQUEST) && (flags & HMI_WIRE_F_ERROR))
         return false;
     if ((flags & HMI_WIRE_F_RESPONSE) && (flags & HMI_WIRE_F_NO_RESPONSE))
+        return false;
+    /* Pushed bytes come only in a response that has a payload. */
+    if ((flags & HMI_WIRE_F_RETURNS) &&
+        (!(flags & HMI_WIRE_F_RESPONSE) || (flags & HMI_WIRE_F_ERROR)))
         return false;
     /* An error response carries no payload, so no overflow descriptor either. */
     return (flags & (HMI_WIRE_F_ERROR | HMI_WIRE_F_OVERFLOW)) !=

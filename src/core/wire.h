@@ -5,7 +5,7 @@
  *
  *   off size field
  *    0   4   magic "HMRD"
- *    4   1   version (4)
+ *    4   1   version (5)
  *    5   1   flags (HMI_WIRE_F_*)
  *    6   2   origin context index (the sender's)
  *    8   4   RPC id
@@ -35,7 +35,8 @@
  *
  * The payload that follows starts 8-byte aligned when the buffer is.
  *
- * Version 4 changed no header field: bulk handles in payloads may carry their
+ * Version 5 added HMI_WIRE_F_RETURNS (responses) and a bulk handle's ask for
+ * it (bulk_proc.c, bulk_return.c). Version 4 changed no header field: bulk handles in payloads may carry their
  * contents (bulk_proc.c), which a version 3 peer would refuse as malformed.
  * Version 3 added the receive limit and the protocol fields (and grew the
  * header from 40 bytes). Version 2 gave the budget field its meaning on
@@ -52,7 +53,7 @@
 #include <hermod/types.h>
 
 #define HMI_WIRE_MAGIC 0x44524d48u /* "HMRD" read as little-endian u32 */
-#define HMI_WIRE_VERSION 4u
+#define HMI_WIRE_VERSION 5u
 #define HMI_WIRE_HEADER_SIZE 48u
 /* The largest message (header included) a sender may send a peer whose receive
  * limit it has not heard yet: every class takes at least this much. */
@@ -70,6 +71,8 @@ enum hmi_wire_flag {
     HMI_WIRE_F_ERROR = 1u << 5,       /* response carries only a return code */
     HMI_WIRE_F_ACK = 1u << 6,         /* client pulled a response's overflow: the
                                          server may free it (cookie: the server's) */
+    HMI_WIRE_F_RETURNS = 1u << 7,     /* response: pushes into the request's bulk
+                                         handles come before the output (returns.c) */
 };
 
 struct hmi_wire_header {

@@ -62,6 +62,9 @@ void hmi_proc_init(hm_proc_t *proc, hm_proc_op_t op, void *buf, size_t size, voi
     proc->p_ctx = NULL;
     proc->p_bulk_eager = false;
     proc->p_eager_bytes = 0;
+    proc->p_claim = NULL;
+    proc->p_claim_arg = NULL;
+    proc->p_handles = 0;
 }
 
 void hmi_proc_set_bulk_eager(hm_proc_t *proc, bool on)
@@ -103,6 +106,27 @@ void hmi_proc_set_pin(hm_proc_t *proc, hm_return_t (*pin)(void *arg, void *obj),
 hm_return_t hmi_proc_pin(hm_proc_t *proc, void *obj)
 {
     return proc->p_pin != NULL ? proc->p_pin(proc->p_pin_arg, obj) : HM_SUCCESS;
+}
+
+bool hmi_proc_pins(const hm_proc_t *proc)
+{
+    return proc->p_pin != NULL;
+}
+
+void hmi_proc_set_claim(hm_proc_t *proc, bool (*claim)(void *arg, void *obj), void *arg)
+{
+    proc->p_claim = claim;
+    proc->p_claim_arg = arg;
+}
+
+bool hmi_proc_claim(hm_proc_t *proc, void *obj)
+{
+    return proc->p_claim != NULL && proc->p_claim(proc->p_claim_arg, obj);
+}
+
+uint32_t hmi_proc_next_handle(hm_proc_t *proc)
+{
+    return proc->p_handles++;
 }
 
 bool hmi_proc_overflowed(const hm_proc_t *proc)

@@ -30,6 +30,11 @@ struct hm_proc {
     void *p_ctx;     /* decode inside an RPC: the receiving context (hm_proc_addr) */
     bool p_bulk_eager;    /* encode: small read-only bulk handles carry their bytes */
     size_t p_eager_bytes; /* encode: bulk bytes carried so far */
+    /* decode of a request's input: handles that ask for their pushes back in
+       the response are handed to p_claim (may be NULL) */
+    bool (*p_claim)(void *arg, void *obj);
+    void *p_claim_arg;
+    uint32_t p_handles;   /* encode and decode: bulk handles (not NULL) so far */
 };
 
 /*
@@ -70,6 +75,21 @@ size_t hmi_proc_eager_bytes(const hm_proc_t *proc);
 
 /* hmi_proc_pin: hand `obj` to the proc's pin function; HM_SUCCESS if there is none. */
 hm_return_t hmi_proc_pin(hm_proc_t *proc, void *obj);
+/* hmi_proc_pins: whether the proc has a pin function (the encode of a request). */
+bool hmi_proc_pins(const hm_proc_t *proc);
+
+/*
+ * hmi_proc_set_claim: while decoding a request's input (the server's
+ * hm_get_input), a bulk handle that asks for its pushes back in the response
+ * is handed to `claim(arg, obj)`, which returns whether it took a reference
+ * (bulk_return.c). Default: none, and such handles are plain handles.
+ * hmi_proc_claim: call it; false when there is none.
+ */
+void hmi_proc_set_claim(hm_proc_t *proc, bool (*claim)(void *arg, void *obj), void *arg);
+bool hmi_proc_claim(hm_proc_t *proc, void *obj);
+/* hmi_proc_next_handle: the index of the next bulk handle (not NULL) coded by
+ * this proc, counted from 0 (a request's pins are numbered the same way). */
+uint32_t hmi_proc_next_handle(hm_proc_t *proc);
 
 /* hmi_proc_overflowed: an encode did not fit; hm_proc_get_size is the size needed. */
 bool hmi_proc_overflowed(const hm_proc_t *proc);

@@ -38,6 +38,7 @@ static const hm_proc_field_t stats_fields[] = {
     HM_PROC_FIELD(struct srv_stats, callbacks, hm_proc_uint64),
     HM_PROC_FIELD(struct srv_stats, maxrss_kib, hm_proc_uint64),
     HM_PROC_FIELD(struct srv_stats, eager_pulls, hm_proc_uint64),
+    HM_PROC_FIELD(struct srv_stats, returned_pushes, hm_proc_uint64),
 };
 static hm_return_t stats_proc(hm_proc_t *p, void *d)
 {
@@ -313,7 +314,10 @@ static hm_return_t on_stats(hm_handle_t *handle)
     hm_stats_t st = {.size = sizeof(st)};
     srv.stats.maxrss_kib = bulk_maxrss_kib();
     if (hm_context_stats(hm_handle_get_context(handle), &st) == HM_SUCCESS)
+    {
         srv.stats.eager_pulls = st.bulk_eager_pulls;
+        srv.stats.returned_pushes = st.bulk_returned_pushes;
+    }
     hm_respond(handle, &srv.stats, NULL, NULL);
     hm_handle_destroy(handle);
     return HM_SUCCESS;

@@ -54,6 +54,7 @@ struct srv_stats {
     uint64_t callbacks;   /* and their callbacks run */
     uint64_t maxrss_kib;  /* the server's peak resident memory */
     uint64_t eager_pulls; /* its context's hm_stats_t.bulk_eager_pulls */
+    uint64_t returned_pushes; /* and bulk_returned_pushes */
 };
 
 /*

@@ -816,9 +816,10 @@ static void test_bulk_create(void **state)
     assert_int_equal(hm_bulk_create(fx.cls, 1, bufs, zero, HM_BULK_READ_WRITE, &b), HM_INVALID_ARG);
     assert_int_equal(hm_bulk_create(fx.cls, 2, bufs, sizes, (hm_bulk_perm_t)0, &b), HM_INVALID_ARG);
     assert_int_equal(hm_bulk_create(fx.cls, 2, bufs, sizes, (hm_bulk_perm_t)4, &b), HM_INVALID_ARG);
-    /* HM_BULK_EAGER goes with HM_BULK_READ_ONLY alone; no other flag exists. */
+    /* HM_BULK_EAGER goes with HM_BULK_READ_ONLY or HM_BULK_WRITE_ONLY alone;
+     * no other flag exists. */
     assert_int_equal(hm_bulk_create(fx.cls, 2, bufs, sizes, HM_BULK_EAGER, &b), HM_INVALID_ARG);
-    assert_int_equal(hm_bulk_create(fx.cls, 2, bufs, sizes, HM_BULK_WRITE_ONLY | HM_BULK_EAGER,
+    assert_int_equal(hm_bulk_create(fx.cls, 2, bufs, sizes, HM_BULK_READ_WRITE | HM_BULK_EAGER,
                                     &b), HM_INVALID_ARG);
     assert_int_equal(hm_bulk_create(fx.cls, 2, bufs, sizes,
                                     (hm_bulk_perm_t)(HM_BULK_READ_ONLY | 0x200), &b),
