@@ -376,6 +376,8 @@ struct hm_context {
     /* Default mode's idle spin (progress.c): when it may yield the core
      * next, and whether the last yield gave the core to another thread. */
     uint64_t c_spin_next_yield_ns;
+    uint64_t c_clock_last_ns;        /* the last clock a progress pass read (progress.c) */
+    uint32_t c_clock_skips;          /* passes with events since it read one */
     bool c_spin_core_shared;
 
     /* The one completion queue (trigger.c): records (util/comp.h) of handles,

@@ -221,12 +221,18 @@ static uint64_t client_overflows_sent(void)
     return st.overflows_sent;
 }
 
-/* The server's pulls served by a copy of carried contents so far. */
-static uint64_t server_eager_pulls(void)
+/* The server's counters so far (its "stats" RPC). */
+static struct srv_stats server_stats(void)
 {
     struct srv_stats st;
     assert_int_equal(call(bulk_cli.ids.stats, NULL, &st), HM_SUCCESS);
-    return st.eager_pulls;
+    return st;
+}
+
+/* The server's pulls served by a copy of carried contents so far. */
+static uint64_t server_eager_pulls(void)
+{
+    return server_stats().eager_pulls;
 }
 
 /*
@@ -285,9 +291,7 @@ static void test_carried_contents(void **state)
 /* The server's pushes kept for their response so far. */
 static uint64_t server_returned_pushes(void)
 {
-    struct srv_stats st;
-    assert_int_equal(call(bulk_cli.ids.stats, NULL, &st), HM_SUCCESS);
-    return st.returned_pushes;
+    return server_stats().returned_pushes;
 }
 
 /*
