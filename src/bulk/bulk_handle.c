@@ -264,7 +264,7 @@ void hm_bulk_free(hm_bulk_t *bulk)
     if (bulk->b_class != NULL)
         bulk_deregister(bulk->b_rcache, bulk->b_mems, bulk->b_count);
     free(bulk->b_owned);
-    free(bulk->b_ret_buf);
+    hmi_bulk_spare_give(bulk->b_ret_buf, bulk->b_ret_cap);
     hmi_bulk_spare_give(bulk, bulk->b_spare_cap);
 }
 

@@ -72,6 +72,7 @@ struct hm_bulk {
     uint8_t b_ret_index;       /* its index among the request's handles */
     size_t b_ret_lo, b_ret_hi; /* the bytes pushed so far: [lo, hi) */
     uint8_t *b_ret_buf;        /* their copy, b_size bytes, made at the first push */
+    size_t b_ret_cap;          /* its spare size class (bulk_spare.h), or 0 */
 };
 
 /* States of a remote handle whose pushes may come back in the response. */

@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "bulk/bulk_internal.h"
+#include "bulk/bulk_spare.h"
 #include "proc/proc_internal.h"
 #include "util/compiler.h"
 #include "util/log.h"
@@ -123,9 +124,12 @@ static bool ret_keep(hm_bulk_t *origin, const hm_bulk_xfer_t *xfer)
     if (!ret_range_joins(origin, xfer->origin_off, xfer->size))
         return false;
     if (origin->b_ret_buf == NULL) {
-        origin->b_ret_buf = malloc(origin->b_size);
+        /* From the spares, as carried contents are: one block per RPC. */
+        size_t cap = hmi_bulk_spare_size(origin->b_size);
+        origin->b_ret_buf = cap ? hmi_bulk_spare_take(cap) : malloc(origin->b_size);
         if (origin->b_ret_buf == NULL)
             return false; /* the transport can still do it */
+        origin->b_ret_cap = cap;
     }
     bulk_copy(xfer->local, xfer->local_off, origin->b_ret_buf + xfer->origin_off, xfer->size,
               false);
