@@ -61,9 +61,3 @@ struct hmi_mpsc_node *hmi_mpsc_pop(struct hmi_mpsc *q)
     }
     return NULL; /* a producer got in before the stub: retry later */
 }
-
-bool hmi_mpsc_empty(struct hmi_mpsc *q)
-{
-    return q->tail == &q->stub &&
-           atomic_load_explicit(&q->head, memory_order_acquire) == &q->stub;
-}

@@ -24,6 +24,13 @@ void hmi_mpsc_init(struct hmi_mpsc *q);
 void hmi_mpsc_push(struct hmi_mpsc *q, struct hmi_mpsc_node *node);
 /* The oldest node, or NULL if empty or a push is in progress. */
 struct hmi_mpsc_node *hmi_mpsc_pop(struct hmi_mpsc *q);
-bool hmi_mpsc_empty(struct hmi_mpsc *q);
+
+/* Inline: the core asks it several times per RPC (every progress pass and
+ * forward), and the call cost more than the two loads. */
+static inline bool hmi_mpsc_empty(struct hmi_mpsc *q)
+{
+    return q->tail == &q->stub &&
+           atomic_load_explicit(&q->head, memory_order_acquire) == &q->stub;
+}
 
 #endif
