@@ -69,6 +69,9 @@ void hmi_bulk_host_register(const struct hmi_bulk_host_ops *ops);
  */
 hm_return_t hmi_bulk_host_create(hmi_na_context_t *na, hm_context_t *owner,
                                  struct hmi_list *queue, struct hmi_bulk_host **host_out);
+/* Count each completion pushed on the queue in `*gen` (relaxed, under the
+ * context's lock): the core's hm_trigger reads it. Default: not counted. */
+void hmi_bulk_host_count_pushes(struct hmi_bulk_host *host, _Atomic uint64_t *gen);
 /* Free the pool. No transfer of the host may be alive (hmi_bulk_host_alive). */
 void hmi_bulk_host_destroy(struct hmi_bulk_host *host);
 /* Transfers started and not released yet (their callback has not returned).

@@ -47,6 +47,11 @@ hm_return_t hmi_bulk_host_create(hmi_na_context_t *na, hm_context_t *owner,
     return HM_SUCCESS;
 }
 
+void hmi_bulk_host_count_pushes(struct hmi_bulk_host *host, _Atomic uint64_t *gen)
+{
+    host->h_queue_gen = gen;
+}
+
 static void xfer_free(hm_bulk_op_id_t *op)
 {
     for (uint32_t i = 0; i < op->t_cap; i++)

@@ -130,6 +130,7 @@ struct hmi_bulk_host {
     hmi_na_context_t *h_na;
     hm_context_t *h_owner;     /* the core's context, or NULL (bulk's own tests) */
     struct hmi_list *h_queue;  /* the context's completion queue */
+    _Atomic uint64_t *h_queue_gen; /* bumped at each push on it, or NULL */
     struct hmi_list h_free;    /* idle transfers (t_comp.cp_link), most recent first */
     uint32_t h_nfree;
     uint32_t h_free_low;       /* fewest idle transfers since the last trim */

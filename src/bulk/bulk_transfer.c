@@ -100,6 +100,8 @@ static void xfer_maybe_finish(hm_bulk_op_id_t *op)
         return;
     op->t_finished = true;
     hmi_list_push_back(op->t_host->h_queue, &op->t_comp.cp_link);
+    if (op->t_host->h_queue_gen != NULL)
+        atomic_fetch_add_explicit(op->t_host->h_queue_gen, 1, memory_order_relaxed);
 }
 
 /* Post `count` walk pieces as one NA rma op. */

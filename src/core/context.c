@@ -265,6 +265,7 @@ void hmi_comp_enqueue(hm_handle_t *handle, enum hmi_comp_kind kind)
 {
     handle->h_comp = kind;
     hmi_list_push_back(&handle->h_ctx->c_comp, &handle->h_done.cp_link);
+    atomic_fetch_add_explicit(&handle->h_ctx->c_comp_gen, 1, memory_order_relaxed);
 }
 
 /* ---- create / destroy ---------------------------------------------------------------- */
@@ -464,6 +465,8 @@ static hm_return_t ctx_open(hm_context_t *ctx, const hm_context_opts_t *opts,
     if (ret != HM_SUCCESS)
         return ret;
     ret = hmi_bulk_host_create(ctx->c_na, ctx, &ctx->c_comp, &ctx->c_bulk);
+    if (ret == HM_SUCCESS)
+        hmi_bulk_host_count_pushes(ctx->c_bulk, &ctx->c_comp_gen);
     if (ret == HM_SUCCESS)
         ret = ctx_prefill(ctx, pool_size);
     if (ret == HM_SUCCESS)

@@ -384,6 +384,9 @@ struct hm_context {
      * bulk transfers and user timers whose callback is due, in the order
      * they became due. */
     struct hmi_list c_comp;
+    /* Pushes onto c_comp so far (relaxed; every pusher holds c_lock): lets
+       hm_trigger skip a lock round that would find the queue empty. */
+    _Atomic uint64_t c_comp_gen;
     struct hmi_bulk_host *c_bulk;     /* bulk's state for this context (bulk/bulk.h) */
     struct hmi_list c_free_handles;
     hm_handle_t **c_table;            /* slot -> handle, for cookies; NULL: trimmed */

@@ -125,6 +125,7 @@ void hmi_utimer_expire(hm_context_t *ctx, uint64_t now_ns)
         hm_timer_t *timer = hmi_container_of(t, hm_timer_t, ut_heap);
         hmi_timer_remove(&ctx->c_utimers, t);
         hmi_list_push_back(&ctx->c_comp, &timer->ut_comp.cp_link);
+        atomic_fetch_add_explicit(&ctx->c_comp_gen, 1, memory_order_relaxed);
     }
 }
 
