@@ -36,7 +36,8 @@
  * The payload that follows starts 8-byte aligned when the buffer is.
  *
  * Version 5 added HMI_WIRE_F_RETURNS (responses) and a bulk handle's ask for
- * it (bulk_proc.c, bulk_return.c). Version 4 changed no header field: bulk handles in payloads may carry their
+ * it (bulk_proc.c, bulk_return.c), which a version 4 peer would refuse.
+ * Version 4 changed no header field: bulk handles in payloads may carry their
  * contents (bulk_proc.c), which a version 3 peer would refuse as malformed.
  * Version 3 added the receive limit and the protocol fields (and grew the
  * header from 40 bytes). Version 2 gave the budget field its meaning on

@@ -34,7 +34,7 @@ struct hm_proc {
        the response are handed to p_claim (may be NULL) */
     bool (*p_claim)(void *arg, void *obj);
     void *p_claim_arg;
-    uint32_t p_handles;   /* encode and decode: bulk handles (not NULL) so far */
+    uint32_t p_handles;   /* decode: bulk handles (not NULL) so far (hmi_proc_next_handle) */
 };
 
 /*
