@@ -87,7 +87,7 @@ bool hmi_proc_pins(const hm_proc_t *proc);
  */
 void hmi_proc_set_claim(hm_proc_t *proc, bool (*claim)(void *arg, void *obj), void *arg);
 bool hmi_proc_claim(hm_proc_t *proc, void *obj);
-/* hmi_proc_next_handle: the index of the next bulk handle (not NULL) coded by
+/* hmi_proc_next_handle: the index of the next bulk handle (not NULL) decoded by
  * this proc, counted from 0 (a request's pins are numbered the same way). */
 uint32_t hmi_proc_next_handle(hm_proc_t *proc);
 
