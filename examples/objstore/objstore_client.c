@@ -105,11 +105,16 @@ static void op_finish(struct objc_op *op)
     free(op);
 }
 
-/* A failed RPC marks its rank dead for later reads; store answers do not. */
+/* A failed RPC marks its rank dead for later reads; store answers do not.
+ * Said once per rank on stderr: which failure made this process give up a
+ * rank is what a failed system test needs to show. */
 static void note_failure(objc_t *c, uint32_t idx, hm_return_t ret)
 {
-    if (ret == HM_UNREACHABLE || ret == HM_TIMEOUT || ret == HM_TRANSPORT_ERROR)
-        c->dead[idx] = true;
+    if (ret != HM_UNREACHABLE && ret != HM_TIMEOUT && ret != HM_TRANSPORT_ERROR)
+        return;
+    if (!c->dead[idx])
+        fprintf(stderr, "hm-objstore: rank index %u given up: %s\n", idx, hm_strerror(ret));
+    c->dead[idx] = true;
 }
 
 static hm_return_t rpc_send(struct objc_op *op, uint32_t target);

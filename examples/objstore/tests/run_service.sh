@@ -60,7 +60,8 @@ start_servers() {
     timeout -k 10 240 "$server" -u "$uri" --group-file "$work/group" "$@" >"$work/job" 2>&1 &
   else
     timeout -k 10 240 mpirun --allow-run-as-root --oversubscribe --enable-recovery \
-      -x HM_PROGRESS=wait -x HM_TRUSTED_PEERS="${HM_TRUSTED_PEERS:-0}" -x LSAN_OPTIONS -np "$np" "$server" -u "$uri" --group-file "$work/group" "$@" \
+      -x HM_PROGRESS=wait -x HM_TRUSTED_PEERS="${HM_TRUSTED_PEERS:-0}" -x HM_LOG="${HM_LOG:-}" \
+      -x LSAN_OPTIONS -np "$np" "$server" -u "$uri" --group-file "$work/group" "$@" \
       >"$work/job" 2>&1 &
   fi
   job=$!
@@ -106,6 +107,9 @@ case_load() {
 # kill_mid_bench R: bench with r=R; rank 2 is killed once the bench runs.
 case_kill() {
   local r=$1
+  # Why each process gave a peer up ("peer ... is dead: why") is logged at
+  # info; the output is shown only when the test fails.
+  export HM_LOG=${HM_LOG:-info}
   start_servers 4
   local victim
   victim=$(rank_pid 2)
