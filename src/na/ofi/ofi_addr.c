@@ -249,9 +249,10 @@ hmi_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
  * senders by address (no FI_SOURCE: rxm): it gets its status and ends with
  * the provider's completion, or after the closed connection's completions
  * have been read (hmi_ofi_peers_orphans), because rxm does complete some of
- * them late, with an error (EPIPE once the peer is killed). Finishing them
- * at once let such a late completion end the op's next use, a send to
- * another peer, and declare that live peer dead (objstore kill-r2 over
+ * them late, with an error (EPIPE once the peer is killed), one CQ read at
+ * a time (OFI_ORPHAN_READS). Finishing them at once let such a late
+ * completion end the op's next use, a send to another peer, and declare
+ * that live peer dead (objstore kill-r2 over
  * ofi+tcp, about 1 run in 50 beside a CPU load: "op completed twice", then
  * a live rank "dead: Transport endpoint is not connected"). With FI_SOURCE
  * (shm) sends are injects, done at once.
@@ -320,7 +321,10 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *w
          * (addr_fail_list). The name stays mapped: what the peer sent
          * before it died still arrives from this record. */
         addr_av_remove(x, peer);
-        x->x_orphans = x->x_orphans || peer->a_nposted > 0;
+        if (peer->a_nposted > 0) {
+            x->x_orphans = true;
+            x->x_orphans_after = x->x_cq_reads + OFI_ORPHAN_READS;
+        }
     }
     hmi_na_peer_failed(x->x_na, peer);
 }
@@ -334,7 +338,7 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *w
  * connection to it: the sends rxm still held in the tcp provider complete
  * with FI_ECANCELED right there, and those waiting for the peer's read
  * (rendezvous) are forgotten without a completion, so hmi_ofi_peers_orphans
- * ends them once the CQ has been read empty. A dropped peer's name also
+ * ends them once the CQ has been read empty, OFI_ORPHAN_READS reads later. A dropped peer's name also
  * leaves the maps: it may come back later as a new peer. With FI_SOURCE an
  * AV index must not be reused under completions still to come (see
  * addr_make_room): the entry stays, and the sends end when the provider

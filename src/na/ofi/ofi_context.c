@@ -422,6 +422,7 @@ static int ctx_read_cq(struct ofi_context *x)
     for (int round = 0; round < 8; round++) {
         ssize_t n = x->x_cls->k_source ? fi_cq_readfrom(x->x_cq, ent, batch, src)
                                        : fi_cq_read(x->x_cq, ent, batch);
+        x->x_cq_reads++;
         if (n == -FI_EAGAIN) {
             x->x_cq_empty = true;
             break;
@@ -507,7 +508,7 @@ int hmi_ofi_progress(hmi_na_context_t *ctx)
      * receive posts would spin on it; their turn comes at the next call. */
     bool provider_free = x->x_lock == NULL || !hmi_ofi_shmlock_own_busy(x);
     int events = provider_free ? ctx_read_cq(x) : 0;
-    if (hmi_unlikely(x->x_orphans) && x->x_cq_empty)
+    if (hmi_unlikely(x->x_orphans) && x->x_cq_empty && x->x_cq_reads >= x->x_orphans_after)
         events += hmi_ofi_peers_orphans(x);
     if (hmi_unlikely(!hmi_list_empty(&x->x_repost)) && provider_free)
         events += hmi_ofi_slabs_repost(x);
@@ -551,8 +552,9 @@ static hm_return_t ctx_arm_doorbell(struct ofi_context *x)
 hm_return_t hmi_ofi_poll_arm(hmi_na_context_t *ctx)
 {
     struct ofi_context *x = ofi_ctx(ctx);
-    if (!hmi_list_empty(&x->x_retry) || !hmi_list_empty(&x->x_repost) || x->x_nstash)
-        return HM_AGAIN; /* work to redo */
+    if (!hmi_list_empty(&x->x_retry) || !hmi_list_empty(&x->x_repost) || x->x_nstash ||
+        x->x_orphans)
+        return HM_AGAIN; /* work to redo, or orphans to end (hmi_ofi_peers_orphans) */
     if (x->x_lock != NULL && hmi_ofi_shmlock_own_busy(x))
         return HM_AGAIN; /* a peer is in our queue, or died in it: keep looking */
     if (x->x_bell_fd >= 0)

@@ -127,6 +127,18 @@ size_t hmi_ofi_tunable(enum ofi_tunable_id id);
 #define OFI_HDR_F_PROBE 0x02u /* liveness probe: not for the core */
 #define OFI_HDR_F_FRAG 0x04u  /* one fragment of a message (ofi_frag.c) */
 #define OFI_FRAG_HDR_SIZE 8u  /* after the name: u32 total, u32 offset (LE) */
+/*
+ * CQ reads after a connection's close before the sends rxm never completed
+ * are ended (hmi_ofi_peers_orphans). One empty read proves little: each
+ * fi_cq_read moves at most FI_OFI_RXM_COMP_PER_PROGRESS (default 1) of the
+ * tcp provider's completions into our CQ, so a closed connection's error
+ * completions (EPIPE) may still be on their way. Ending an op before its
+ * late completion let that completion end the op's next use, a send to a
+ * live peer, and declare that peer dead (objstore kill-r2 over ofi+tcp, CI,
+ * 2026-11-27). Meanwhile the context does not sleep (poll_arm): these reads
+ * take a few milliseconds.
+ */
+#define OFI_ORPHAN_READS 1024u
 #define OFI_FRAG_WIRE_MAX 4096u /* largest fragment on the wire (shm's inject size) */
 #define OFI_REASM_MAX 64u     /* messages in reassembly per context; one more evicts
                                  the one whose last fragment is the oldest */
@@ -316,6 +328,8 @@ struct ofi_context {
     bool x_orphans;            /* a peer failed or was dropped: sends rxm will never
                                   complete may be left on x_posted (hmi_ofi_peers_orphans) */
     bool x_cq_empty;           /* the last ctx_read_cq read the CQ empty */
+    uint64_t x_cq_reads;       /* fi_cq_read calls so far */
+    uint64_t x_orphans_after;  /* x_cq_reads before which orphans are not ended */
     size_t x_nstash;           /* completions poll_arm read, for the next progress */
     struct fi_cq_data_entry x_stash[16];
     fi_addr_t x_stash_src[16];
