@@ -135,8 +135,9 @@ size_t hmi_ofi_tunable(enum ofi_tunable_id id);
  * completions (EPIPE) may still be on their way. Ending an op before its
  * late completion let that completion end the op's next use, a send to a
  * live peer, and declare that peer dead (objstore kill-r2 over ofi+tcp, CI,
- * 2026-11-27). Meanwhile the context does not sleep (poll_arm): these reads
- * take a few milliseconds.
+ * 2026-11-27). Meanwhile the context does not sleep (poll_arm): measured
+ * 0.4 ms after the close in na_fault's busy loop, 6 and 31 ms in a loaded
+ * objstore kill-r2 run.
  */
 #define OFI_ORPHAN_READS 1024u
 #define OFI_FRAG_WIRE_MAX 4096u /* largest fragment on the wire (shm's inject size) */
