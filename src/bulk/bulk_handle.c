@@ -22,8 +22,8 @@ hm_bulk_t *hmi_bulk_alloc_raw(uint32_t count, size_t key_bytes, size_t raw_bytes
                                      sizeof(uint8_t *) + sizeof(uint32_t));
     size_t total = head + arrays + key_bytes + raw_bytes;
     /* Only handles with contents use the spares: they are the per-RPC ones. */
-    size_t spare_cap = raw_bytes > 0 ? hmi_bulk_spare_size(total) : 0;
-    hm_bulk_t *bulk = spare_cap ? hmi_bulk_spare_take(spare_cap) : malloc(total);
+    size_t spare_cap = 0;
+    hm_bulk_t *bulk = raw_bytes > 0 ? hmi_bulk_spare_alloc(total, &spare_cap) : malloc(total);
     if (bulk == NULL)
         return NULL;
     memset(bulk, 0, head + arrays + key_bytes); /* the raw bytes are the caller's to fill */

@@ -49,7 +49,6 @@
  * -> OPEN, and OPEN -> CLOSED once (the response); a push and the response
  * on two threads at once are serialized by that state.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "bulk/bulk_internal.h"
@@ -125,11 +124,9 @@ static bool ret_keep(hm_bulk_t *origin, const hm_bulk_xfer_t *xfer)
         return false;
     if (origin->b_ret_buf == NULL) {
         /* From the spares, as carried contents are: one block per RPC. */
-        size_t cap = hmi_bulk_spare_size(origin->b_size);
-        origin->b_ret_buf = cap ? hmi_bulk_spare_take(cap) : malloc(origin->b_size);
+        origin->b_ret_buf = hmi_bulk_spare_alloc(origin->b_size, &origin->b_ret_cap);
         if (origin->b_ret_buf == NULL)
             return false; /* the transport can still do it */
-        origin->b_ret_cap = cap;
     }
     bulk_copy(xfer->local, xfer->local_off, origin->b_ret_buf + xfer->origin_off, xfer->size,
               false);

@@ -31,7 +31,8 @@ static unsigned int spare_class_of(size_t cap)
     return SPARE_CLASSES;
 }
 
-size_t hmi_bulk_spare_size(size_t need)
+/* The size class to allocate for `need` bytes, or 0 when none holds it. */
+static size_t spare_size(size_t need)
 {
 #if defined(__SANITIZE_ADDRESS__)
     /* Under ASan every handle is freed for real, so that a use after free
@@ -47,7 +48,8 @@ size_t hmi_bulk_spare_size(size_t need)
     return 0;
 }
 
-void *hmi_bulk_spare_take(size_t cap)
+/* A block of exactly `cap` bytes (a class size): a spare, or a new one. */
+static void *spare_take(size_t cap)
 {
     unsigned int c = spare_class_of(cap);
     for (unsigned int i = 0; c < SPARE_CLASSES && i < SPARE_SLOTS; i++) {
@@ -56,6 +58,13 @@ void *hmi_bulk_spare_take(size_t cap)
             return block;
     }
     return malloc(cap);
+}
+
+void *hmi_bulk_spare_alloc(size_t need, size_t *cap_out)
+{
+    size_t cap = spare_size(need);
+    *cap_out = cap;
+    return cap ? spare_take(cap) : malloc(need);
 }
 
 void hmi_bulk_spare_give(void *block, size_t cap)

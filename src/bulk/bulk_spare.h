@@ -7,12 +7,9 @@
 
 #include <stddef.h>
 
-/* The size class to allocate for `need` bytes, or 0 when none holds it
- * (then allocate exactly, and give the block back with cap 0). */
-size_t hmi_bulk_spare_size(size_t need);
-/* A block of exactly `cap` bytes (a class size): a spare, or a new one; NULL
- * when out of memory. */
-void *hmi_bulk_spare_take(size_t cap);
+/* A block of at least `need` bytes: from the spares when a class holds it,
+ * else malloc'd; `*cap_out` gets the cap to give it back with (0: none). */
+void *hmi_bulk_spare_alloc(size_t need, size_t *cap_out);
 /* Keep `block` (of class size `cap`) as a spare, or free it (cap 0, or the
  * class full). NULL is ignored. */
 void hmi_bulk_spare_give(void *block, size_t cap);
