@@ -252,10 +252,10 @@ hmi_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
  * them late, with an error (EPIPE once the peer is killed), one CQ read at
  * a time (OFI_ORPHAN_READS). Finishing them at once let such a late
  * completion end the op's next use, a send to another peer, and declare
- * that live peer dead (objstore kill-r2 over
- * ofi+tcp, about 1 run in 50 beside a CPU load: "op completed twice", then
- * a live rank "dead: Transport endpoint is not connected"). With FI_SOURCE
- * (shm) sends are injects, done at once.
+ * that live peer dead (objstore kill-r2 over ofi+tcp, about 1 run in 50
+ * beside a CPU load: "op completed twice", then a live rank "dead:
+ * Transport endpoint is not connected"). With FI_SOURCE (shm) sends are
+ * injects, done at once.
  *
  * An RMA still in the provider is the exception where the provider returns
  * the parts of a broken connection as error completions naming their op
@@ -338,11 +338,12 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *w
  * connection to it: the sends rxm still held in the tcp provider complete
  * with FI_ECANCELED right there, and those waiting for the peer's read
  * (rendezvous) are forgotten without a completion, so hmi_ofi_peers_orphans
- * ends them once the CQ has been read empty, OFI_ORPHAN_READS reads later. A dropped peer's name also
- * leaves the maps: it may come back later as a new peer. With FI_SOURCE an
- * AV index must not be reused under completions still to come (see
- * addr_make_room): the entry stays, and the sends end when the provider
- * completes them (shm's are injects, done at once).
+ * ends them once the CQ reads empty, OFI_ORPHAN_READS reads after the close.
+ * A dropped peer's name also leaves the maps: it may come back later as a
+ * new peer. With FI_SOURCE an AV index must not be reused under
+ * completions still to come (see addr_make_room): the entry stays, and the
+ * sends end when the provider completes them (shm's are injects, done at
+ * once).
  */
 bool hmi_ofi_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *why)
 {
