@@ -430,6 +430,8 @@ uint64_t hmi_na_wake_ns(hmi_na_context_t *ctx)
 static void na_op_queue(hmi_na_op_t *op, hm_return_t status, struct hmi_list *list)
 {
     if (hmi_unlikely(op->o_state != HM_NA_OP_POSTED)) {
+        if (op->o_ctx != NULL)
+            op->o_ctx->x_ops_twice++;
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "op %p completed twice (state %u), ignored",
                 (void *)op, op->o_state);
         return;

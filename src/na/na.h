@@ -521,6 +521,10 @@ struct hmi_na_context {
     unsigned int x_recv_pinned;
     struct hmi_na_listen_stats x_listen; /* the plugin's listener, if it has one */
     struct hmi_na_peer_stats x_peer_stats; /* the plugin's peer records, if bounded */
+    /* Completions of an op that was not posted: a plugin bug (a late
+     * transport completion ending an op's next use), logged and ignored by
+     * hmi_na_op_complete; tests check it stays 0. */
+    unsigned long x_ops_twice;
     /* Set by hmi_na_context_close before the plugin closes: the callbacks of
      * the ops it cancels may post again (the core's admission flush answers
      * waiting refusals), but the plugin's peers are gone, so every post from
