@@ -92,15 +92,17 @@ static size_t addr_hard_max(const struct ofi_context *x)
 }
 
 /* Out of the AV and x_by_fi (once): with rxm (FI_AV_REMOVE_CLEANUP) its connection closes. */
-static void addr_av_remove(struct ofi_context *x, hmi_na_addr_t *peer)
+/* Out of the AV (once); false if the provider refused, which rxm never does. */
+static bool addr_av_remove(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     if (peer->a_av_removed)
-        return;
+        return true;
     peer->a_av_removed = true;
     hmi_hmap_remove(&x->x_by_fi, peer->a_fi);
     int rc = fi_av_remove(x->x_av, &peer->a_fi, 1, 0);
     if (rc != 0) /* the entry stays in the AV; the record goes all the same */
         (void)hmi_ofi_error("fi_av_remove", x->x_cls->k_quirk->q_provider, rc);
+    return rc == 0;
 }
 
 /* Take `peer` out of the maps and the AV (once): its name may come back as a new peer. */
@@ -246,16 +248,12 @@ hmi_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
 /*
  * Complete every op to `peer`: those waiting for a retry would never leave.
  * A send the provider holds is the exception where the provider names
- * senders by address (no FI_SOURCE: rxm): it gets its status and ends with
- * the provider's completion, or after the closed connection's completions
- * have been read (hmi_ofi_peers_orphans), because rxm does complete some of
- * them late, with an error (EPIPE once the peer is killed), one CQ read at
- * a time (OFI_ORPHAN_READS). Finishing them at once let such a late
- * completion end the op's next use, a send to another peer, and declare
- * that live peer dead (objstore kill-r2 over ofi+tcp, about 1 run in 50
- * beside a CPU load: "op completed twice", then a live rank "dead:
- * Transport endpoint is not connected"). With FI_SOURCE (shm) sends are
- * injects, done at once.
+ * senders by address (no FI_SOURCE: rxm): it gets its status here and ends
+ * once the connection is closed (addr_end_sends), which stops the provider
+ * reading its buffer. Its context stays behind as a tomb (ofi_sendctx.c),
+ * because rxm does complete some of those sends late, with an error (EPIPE
+ * once the peer is killed), and forgets others. With FI_SOURCE (shm) sends
+ * are injects, done at once.
  *
  * An RMA still in the provider is the exception where the provider returns
  * the parts of a broken connection as error completions naming their op
@@ -303,6 +301,24 @@ static void addr_fail_queued(struct ofi_context *x, hmi_na_addr_t *peer)
     addr_fail_list(&x->x_posted, peer);
 }
 
+/*
+ * rxm, once `peer`'s connection is closed: end the sends to it the provider
+ * still holds (addr_fail_list), with the status they were given. The
+ * completions rxm made while closing wait in our CQ; they, and any that
+ * come later, find the sends' tombs.
+ */
+static void addr_end_sends(struct ofi_context *x, hmi_na_addr_t *peer)
+{
+    struct hmi_list *l = x->x_posted.next;
+    while (l != &x->x_posted && peer->a_nposted > 0) {
+        struct hmi_list *next = l->next;
+        struct ofi_op *p = hmi_container_of(l, struct ofi_op, p_link);
+        if (p->p_peer == peer && p->p_kind == OFI_OP_SEND)
+            hmi_ofi_op_finish(p, p->p_status);
+        l = next;
+    }
+}
+
 void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *why)
 {
     if (peer->a_dead || peer->a_self)
@@ -320,26 +336,20 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *w
         /* rxm: closing the connection ends what it holds for the peer
          * (addr_fail_list). The name stays mapped: what the peer sent
          * before it died still arrives from this record. */
-        addr_av_remove(x, peer);
-        if (peer->a_nposted > 0) {
-            x->x_orphans = true;
-            x->x_orphans_after = x->x_cq_reads + OFI_ORPHAN_READS;
-        }
+        if (addr_av_remove(x, peer))
+            addr_end_sends(x, peer);
     }
     hmi_na_peer_failed(x->x_na, peer);
 }
 
 /*
  * Give up a live peer (na.h, peer_drop): it is failed as a dead one is
- * (hmi_ofi_peer_fail), its sends in the provider not ended at once: a late
- * completion could then complete the op's next use. Where the provider
- * names senders by the peer's address (no FI_SOURCE: rxm), the address
- * leaves the AV, which (FI_AV_REMOVE_CLEANUP, ofi_quirks.c) closes rxm's
- * connection to it: the sends rxm still held in the tcp provider complete
- * with FI_ECANCELED right there, and those waiting for the peer's read
- * (rendezvous) are forgotten without a completion, so hmi_ofi_peers_orphans
- * ends them once the CQ reads empty, OFI_ORPHAN_READS reads after the close.
- * A dropped peer's name also leaves the maps: it may come back later as a
+ * (hmi_ofi_peer_fail). Where the provider names senders by the peer's
+ * address (no FI_SOURCE: rxm), the address leaves the AV, which
+ * (FI_AV_REMOVE_CLEANUP, ofi_quirks.c) closes rxm's connection to it: the
+ * sends rxm still held then end at once, their contexts left as tombs for
+ * the FI_ECANCELED completions rxm makes while closing, and for any it
+ * brings later (ofi_sendctx.c). A dropped peer's name also leaves the maps: it may come back later as a
  * new peer. With FI_SOURCE an AV index must not be reused under
  * completions still to come (see addr_make_room): the entry stays, and the
  * sends end when the provider completes them (shm's are injects, done at
@@ -350,28 +360,10 @@ bool hmi_ofi_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *w
     struct ofi_context *x = ofi_ctx(ctx);
     if (peer->a_dead || peer->a_self)
         return false;
-    peer->a_dropped = true;
     hmi_ofi_peer_fail(x, peer, why);
     if (!x->x_cls->k_source)
         addr_unmap(x, peer); /* its name may come back as a new peer */
     return true;
-}
-
-int hmi_ofi_peers_orphans(struct ofi_context *x)
-{
-    x->x_orphans = false;
-    int ended = 0;
-    struct hmi_list *l = x->x_posted.next;
-    while (l != &x->x_posted) {
-        struct hmi_list *next = l->next;
-        struct ofi_op *p = hmi_container_of(l, struct ofi_op, p_link);
-        if (p->p_kind == OFI_OP_SEND && p->p_peer->a_dead && p->p_peer->a_av_removed) {
-            hmi_ofi_op_finish(p, p->p_status);
-            ended++;
-        }
-        l = next;
-    }
-    return ended;
 }
 
 /* ---- Sweeps: pidfds and probes --------------------------------------------- */

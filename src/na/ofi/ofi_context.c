@@ -105,6 +105,8 @@ hm_return_t hmi_ofi_op_error_status(const struct ofi_op *p, int err)
 void hmi_ofi_op_finish(struct ofi_op *p, hm_return_t status)
 {
     hmi_ofi_op_unlink(p);
+    if (hmi_unlikely(p->p_sctx != NULL)) /* the provider still holds its send */
+        hmi_ofi_sendctx_bury(ofi_ctx(p->p_na->o_ctx), p);
     if (p->p_canceled)
         status = HM_CANCELED;
     hmi_na_op_complete(p->p_na, status);
@@ -233,6 +235,7 @@ static void ctx_release(struct ofi_context *x)
     if (x->x_ep)
         fi_close(&x->x_ep->fid);
     x->x_ep = NULL;
+    hmi_ofi_sendctx_close(x); /* the endpoint holds none of them now */
     hmi_ofi_reasm_close(x); /* before the peers its partial messages point at */
     hmi_ofi_slabs_close(x);
     hmi_ofi_peers_clear(x);
@@ -291,6 +294,7 @@ hm_return_t hmi_ofi_context_open(hmi_na_context_t *ctx)
     hmi_list_init(&x->x_reasm_held);
     hmi_list_init(&x->x_peers);
     hmi_list_init(&x->x_peer_grave);
+    hmi_ofi_sendctx_open(x);
     hmi_hmap_init(&x->x_by_fi, 16);
     hmi_na_addrtab_init(&x->x_by_name, NULL);
     ctx_check_device(ctx, x->x_cls);
@@ -347,7 +351,9 @@ static void ctx_handle_error(struct ofi_context *x)
     if (n != 1)
         return;
     struct ofi_req *req = err.op_context;
-    bool quiet = err.err == FI_ECANCELED;
+    /* Canceled, or a tomb's (ofi_sendctx.c): its peer has failed already. */
+    bool quiet = err.err == FI_ECANCELED ||
+                 (req && req->r_kind == OFI_REQ_SEND && ((struct ofi_sendctx *)req)->s_op == NULL);
     if (!quiet) {
         char detail[256];
         const char *text = fi_cq_strerror(x->x_cq, err.prov_errno, err.err_data, detail,
@@ -364,17 +370,20 @@ static void ctx_handle_error(struct ofi_context *x)
     case OFI_REQ_PROBE:
         hmi_ofi_probe_done(x, hmi_container_of(req, hmi_na_addr_t, a_probe), err.err);
         break;
-    case OFI_REQ_OP: {
-        struct ofi_op *p = (struct ofi_op *)req;
-        if (p->p_kind != OFI_OP_SEND) {
-            hmi_ofi_rma_part_done(x, p, err.err);
-            break;
-        }
+    case OFI_REQ_OP:
+        hmi_ofi_rma_part_done(x, (struct ofi_op *)req, err.err);
+        break;
+    case OFI_REQ_SEND: {
+        struct ofi_op *p = hmi_ofi_sendctx_done(x, (struct ofi_sendctx *)req);
+        if (p == NULL)
+            break; /* a tomb */
         hm_return_t status = p->p_status != HM_SUCCESS ? p->p_status /* peer dropped */
                                                        : hmi_ofi_op_error_status(p, err.err);
-        if (status == HM_UNREACHABLE && p->p_peer && err.err != FI_ECANCELED)
-            hmi_ofi_peer_fail(x, p->p_peer, fi_strerror(err.err));
+        /* Finished first: failing the peer ends the sends to it still posted. */
+        hmi_na_addr_t *peer = p->p_peer;
         hmi_ofi_op_finish(p, status);
+        if (status == HM_UNREACHABLE && peer && err.err != FI_ECANCELED)
+            hmi_ofi_peer_fail(x, peer, fi_strerror(err.err));
         break;
     }
     }
@@ -393,10 +402,15 @@ static void ctx_handle_entry(struct ofi_context *x, const struct fi_cq_data_entr
     case OFI_REQ_OP: {
         struct ofi_op *p = (struct ofi_op *)req;
         hmi_ofi_peer_pushback(p->p_peer, false); /* it moves: not stuck */
-        if (p->p_kind == OFI_OP_SEND)
-            hmi_ofi_op_finish(p, p->p_status); /* HM_SUCCESS, or its peer was dropped */
-        else
-            hmi_ofi_rma_part_done(x, p, 0);
+        hmi_ofi_rma_part_done(x, p, 0);
+        break;
+    }
+    case OFI_REQ_SEND: {
+        struct ofi_op *p = hmi_ofi_sendctx_done(x, (struct ofi_sendctx *)req);
+        if (p == NULL)
+            break; /* a tomb */
+        hmi_ofi_peer_pushback(p->p_peer, false);
+        hmi_ofi_op_finish(p, p->p_status); /* HM_SUCCESS, or its peer was dropped */
         break;
     }
     case OFI_REQ_PROBE:
@@ -418,15 +432,11 @@ static int ctx_read_cq(struct ofi_context *x)
         for (size_t i = 0; i < n; i++)
             ctx_handle_entry(x, &x->x_stash[i], x->x_stash_src[i]);
     }
-    x->x_cq_empty = false;
     for (int round = 0; round < 8; round++) {
         ssize_t n = x->x_cls->k_source ? fi_cq_readfrom(x->x_cq, ent, batch, src)
                                        : fi_cq_read(x->x_cq, ent, batch);
-        x->x_cq_reads++;
-        if (n == -FI_EAGAIN) {
-            x->x_cq_empty = true;
+        if (n == -FI_EAGAIN)
             break;
-        }
         if (n == -FI_EAVAIL) {
             ctx_handle_error(x);
             events++;
@@ -443,10 +453,8 @@ static int ctx_read_cq(struct ofi_context *x)
          * its whole command queue in each): those it let go of go back now. */
         if (x->x_cls->k_frag && !hmi_list_empty(&x->x_repost))
             hmi_ofi_slabs_repost(x);
-        if ((size_t)n < batch) {
-            x->x_cq_empty = true; /* all there was */
-            break;
-        }
+        if ((size_t)n < batch)
+            break; /* all there was */
     }
     return events;
 }
@@ -508,8 +516,6 @@ int hmi_ofi_progress(hmi_na_context_t *ctx)
      * receive posts would spin on it; their turn comes at the next call. */
     bool provider_free = x->x_lock == NULL || !hmi_ofi_shmlock_own_busy(x);
     int events = provider_free ? ctx_read_cq(x) : 0;
-    if (hmi_unlikely(x->x_orphans) && x->x_cq_empty && x->x_cq_reads >= x->x_orphans_after)
-        events += hmi_ofi_peers_orphans(x);
     if (hmi_unlikely(!hmi_list_empty(&x->x_repost)) && provider_free)
         events += hmi_ofi_slabs_repost(x);
     if (hmi_unlikely(!hmi_list_empty(&x->x_retry)))
@@ -552,9 +558,8 @@ static hm_return_t ctx_arm_doorbell(struct ofi_context *x)
 hm_return_t hmi_ofi_poll_arm(hmi_na_context_t *ctx)
 {
     struct ofi_context *x = ofi_ctx(ctx);
-    if (!hmi_list_empty(&x->x_retry) || !hmi_list_empty(&x->x_repost) || x->x_nstash ||
-        x->x_orphans)
-        return HM_AGAIN; /* work to redo, or orphans to end (hmi_ofi_peers_orphans) */
+    if (!hmi_list_empty(&x->x_retry) || !hmi_list_empty(&x->x_repost) || x->x_nstash)
+        return HM_AGAIN; /* work to redo */
     if (x->x_lock != NULL && hmi_ofi_shmlock_own_busy(x))
         return HM_AGAIN; /* a peer is in our queue, or died in it: keep looking */
     if (x->x_bell_fd >= 0)
@@ -578,7 +583,8 @@ hm_return_t hmi_ofi_cancel(hmi_na_context_t *ctx, hmi_na_op_t *op)
     bool queued = p->p_queued;
     if (queued) /* an RMA with parts in the provider: post no more of it */
         hmi_ofi_op_posted(x, p);
-    int rc = fi_cancel(&x->x_ep->fid, &p->p_req);
+    void *context = p->p_sctx ? (void *)&p->p_sctx->s_req : (void *)&p->p_req;
+    int rc = fi_cancel(&x->x_ep->fid, context);
     if (rc != 0 && rc != -FI_ENOENT)
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG, "ofi: fi_cancel: %s", fi_strerror(-rc));
     return HM_SUCCESS; /* completes with HM_CANCELED when the provider lets go */

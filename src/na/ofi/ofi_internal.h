@@ -127,19 +127,6 @@ size_t hmi_ofi_tunable(enum ofi_tunable_id id);
 #define OFI_HDR_F_PROBE 0x02u /* liveness probe: not for the core */
 #define OFI_HDR_F_FRAG 0x04u  /* one fragment of a message (ofi_frag.c) */
 #define OFI_FRAG_HDR_SIZE 8u  /* after the name: u32 total, u32 offset (LE) */
-/*
- * CQ reads after a connection's close before the sends rxm never completed
- * are ended (hmi_ofi_peers_orphans). One empty read proves little: each
- * fi_cq_read moves at most FI_OFI_RXM_COMP_PER_PROGRESS (default 1) of the
- * tcp provider's completions into our CQ, so a closed connection's error
- * completions (EPIPE) may still be on their way. Ending an op before its
- * late completion let that completion end the op's next use, a send to a
- * live peer, and declare that peer dead (objstore kill-r2 over ofi+tcp, CI,
- * 2026-11-27). Meanwhile the context does not sleep (poll_arm): measured
- * 0.4 ms after the close in na_fault's busy loop, 6 and 31 ms in a loaded
- * objstore kill-r2 run.
- */
-#define OFI_ORPHAN_READS 1024u
 #define OFI_FRAG_WIRE_MAX 4096u /* largest fragment on the wire (shm's inject size) */
 #define OFI_REASM_MAX 64u     /* messages in reassembly per context; one more evicts
                                  the one whose last fragment is the oldest */
@@ -213,11 +200,27 @@ enum ofi_req_kind {
     OFI_REQ_SLAB = 2,  /* a receive slab */
     OFI_REQ_PROBE = 3, /* a peer's liveness probe */
     OFI_REQ_REASM = 4, /* a reassembled message (a release token, never posted) */
+    OFI_REQ_SEND = 5,  /* a send's own context (struct ofi_sendctx) */
 };
 
 struct ofi_req {
     struct fi_context2 r_fctx; /* first */
     uint8_t r_kind;
+};
+
+/*
+ * The context one fi_send is posted with (ofi_sendctx.c): from a pool of
+ * the endpoint's, not the op's own, so that a completion the provider
+ * delivers after the op has ended can never end the op's next use. An op
+ * ended while the provider still holds its send (its peer failed or was
+ * dropped, the endpoint closed) leaves the context behind as a tomb
+ * (s_op NULL): a completion that still comes for it is dropped, and a tomb
+ * never completed is freed with the endpoint.
+ */
+struct ofi_sendctx {
+    struct ofi_req s_req;   /* first; r_kind OFI_REQ_SEND */
+    struct ofi_op *s_op;    /* the op it was posted for; NULL once a tomb */
+    struct hmi_list s_link; /* x_sendctx_free or x_tombs; neither while posted */
 };
 
 /*
@@ -326,11 +329,9 @@ struct ofi_context {
     unsigned int x_nreasm;     /* on x_reasm: at most OFI_REASM_MAX */
     struct hmi_list x_reasm_held; /* reassembled, delivered, not released yet */
     struct ofi_frag_stats x_frag;
-    bool x_orphans;            /* a peer failed or was dropped: sends rxm will never
-                                  complete may be left on x_posted (hmi_ofi_peers_orphans) */
-    bool x_cq_empty;           /* the last ctx_read_cq read the CQ empty */
-    uint64_t x_cq_reads;       /* fi_cq_read calls so far */
-    uint64_t x_orphans_after;  /* x_cq_reads before which orphans are not ended */
+    struct hmi_list x_sendctx_free; /* send contexts to take (ofi_sendctx.c) */
+    struct hmi_list x_tombs;   /* send contexts of ended ops the provider may still hold */
+    size_t x_ntombs;           /* on x_tombs */
     size_t x_nstash;           /* completions poll_arm read, for the next progress */
     struct fi_cq_data_entry x_stash[16];
     fi_addr_t x_stash_src[16];
@@ -349,8 +350,6 @@ struct hmi_na_addr {
     bool a_heard;              /* it sent us something: it has us in its AV */
     bool a_await;              /* we sent to it and have not heard from it since */
     bool a_probing;            /* a probe is in the provider */
-    bool a_dropped;            /* given up alive (hmi_ofi_peer_drop): its sends in the
-                                  provider end with the provider's completion */
     bool a_unmapped;           /* out of the maps and the AV already (dropped, or evicted) */
     bool a_av_removed;         /* out of the AV and x_by_fi (dead on rxm, dropped, evicted) */
     unsigned int a_probes;     /* probes since the last send */
@@ -385,6 +384,8 @@ struct ofi_op {
     size_t p_wire_len;
     void *p_desc;
     size_t p_frag_off;      /* fragmented send: payload bytes injected so far */
+    struct ofi_sendctx *p_sctx; /* the context of its fi_send while the provider holds
+                                   it, else NULL */
     /*
      * rma: the pieces as libfabric takes them, kept until the op completes
      * (retries after -FI_EAGAIN post them again; libfabric does not promise
@@ -489,6 +490,24 @@ void hmi_ofi_op_finish(struct ofi_op *p, hm_return_t status);
 /* The status an op ends with after a completion error `err` (positive FI_*). */
 hm_return_t hmi_ofi_op_error_status(const struct ofi_op *p, int err);
 
+/* ---- Send contexts (ofi_sendctx.c) ---------------------------------------- */
+
+void hmi_ofi_sendctx_open(struct ofi_context *x);
+/* Free them all, tombs too: only once the endpoint is closed. */
+void hmi_ofi_sendctx_close(struct ofi_context *x);
+/* A context for `p`'s next fi_send (p->p_sctx); NULL when out of memory. */
+struct ofi_sendctx *hmi_ofi_sendctx_take(struct ofi_context *x, struct ofi_op *p);
+/* `p`'s send did not go to the provider after all: its context goes back. */
+void hmi_ofi_sendctx_untake(struct ofi_context *x, struct ofi_op *p);
+/*
+ * The provider completed the send posted with `s`: the op it ends, with
+ * p->p_sctx cleared, or NULL for a tomb (the op ended already). Either way
+ * `s` goes back to the pool.
+ */
+struct ofi_op *hmi_ofi_sendctx_done(struct ofi_context *x, struct ofi_sendctx *s);
+/* `p` ends while the provider holds its send: its context becomes a tomb. */
+void hmi_ofi_sendctx_bury(struct ofi_context *x, struct ofi_op *p);
+
 /* ofi_addr.c */
 hm_return_t hmi_ofi_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **out);
 hm_return_t hmi_ofi_addr_self(hmi_na_context_t *ctx, hmi_na_addr_t **out);
@@ -507,12 +526,6 @@ hmi_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
 void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *why);
 /* na.h's peer_drop: fail `peer`, and make the provider give back what it holds for it. */
 bool hmi_ofi_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *why);
-/*
- * After a drop, once the CQ has been read empty (the completions rxm made
- * when it closed the connection are handled): end the sends to dropped
- * peers still posted, which rxm forgot with the connection. The number ended.
- */
-int hmi_ofi_peers_orphans(struct ofi_context *x);
 /* Pidfd events and liveness probes; returns events handled. */
 int hmi_ofi_peers_check(struct ofi_context *x, uint64_t now);
 void hmi_ofi_peer_expect(hmi_na_context_t *ctx, hmi_na_addr_t *peer);

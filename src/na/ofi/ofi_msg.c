@@ -72,14 +72,17 @@ ssize_t hmi_ofi_send_post(struct ofi_context *x, struct ofi_op *p)
             hmi_ofi_op_finish(p, HM_SUCCESS); /* the buffer is free again already */
             return 0;
         }
+    } else if (hmi_unlikely(hmi_ofi_sendctx_take(x, p) == NULL)) {
+        rc = -FI_ENOMEM;
     } else {
-        rc = fi_send(x->x_ep, p->p_wire, p->p_wire_len, p->p_desc, dest, &p->p_req);
+        rc = fi_send(x->x_ep, p->p_wire, p->p_wire_len, p->p_desc, dest, &p->p_sctx->s_req);
         if (rc == 0) {
             hmi_ofi_peer_pushback(p->p_peer, false);
             ofi_bell_ring(x, p->p_peer);
             hmi_ofi_op_posted(x, p);
             return 0;
         }
+        hmi_ofi_sendctx_untake(x, p);
     }
     if (rc == -FI_ENOMEM)
         rc = -FI_EAGAIN; /* a provider pool ran dry for now: same as a full queue */
@@ -121,6 +124,7 @@ hm_return_t hmi_ofi_msg_send(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const v
                                   &p->p_wire_len);
     p->p_desc = b->b_desc;
     p->p_frag_off = 0;
+    p->p_sctx = NULL;
     dest->a_await = true;
     dest->a_quiet_since_ns = 0;
     dest->a_probes = 0;

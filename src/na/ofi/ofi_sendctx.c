@@ -1,0 +1,97 @@
+/*
+ * Send contexts: what each fi_send is posted with (struct ofi_sendctx).
+ *
+ * Why not the op itself. The core reuses an op as soon as it has
+ * completed. When a peer fails, the plugin ends the sends to it that the
+ * provider still holds, without waiting for completions that rxm may bring
+ * late (an EPIPE after the connection broke) or never (what it forgot with
+ * the connection). Had the send been posted with the op as its context, a
+ * late completion would end the op's next use, a send to another peer, and
+ * could declare that live peer dead (objstore kill-r2 over ofi+tcp, CI,
+ * 2026-11-27: "op completed twice", then a live rank "dead: Transport
+ * endpoint is not connected"), or touch an op the core has freed. With a
+ * context of its own per post, the ended send's context stays behind as a
+ * tomb and its late completion finds only that.
+ *
+ * Cost: one list pop at post and one push at completion. The pool only
+ * grows to the most sends posted at once, plus the tombs; a tomb whose
+ * completion never comes is freed with the endpoint (bounded by the sends
+ * that were in flight to failed peers).
+ */
+#include <stdlib.h>
+
+#include "na/ofi/ofi_internal.h"
+#include "util/compiler.h"
+#include "util/log.h"
+
+void hmi_ofi_sendctx_open(struct ofi_context *x)
+{
+    hmi_list_init(&x->x_sendctx_free);
+    hmi_list_init(&x->x_tombs);
+    x->x_ntombs = 0;
+}
+
+static void sendctx_free_list(struct hmi_list *list)
+{
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(list)) != NULL)
+        free(hmi_container_of(link, struct ofi_sendctx, s_link));
+}
+
+void hmi_ofi_sendctx_close(struct ofi_context *x)
+{
+    sendctx_free_list(&x->x_sendctx_free);
+    sendctx_free_list(&x->x_tombs);
+    x->x_ntombs = 0;
+}
+
+struct ofi_sendctx *hmi_ofi_sendctx_take(struct ofi_context *x, struct ofi_op *p)
+{
+    struct ofi_sendctx *s;
+    struct hmi_list *link = hmi_list_pop_front(&x->x_sendctx_free);
+    if (hmi_likely(link != NULL)) {
+        s = hmi_container_of(link, struct ofi_sendctx, s_link);
+    } else {
+        s = calloc(1, sizeof(*s));
+        if (s == NULL)
+            return NULL;
+        s->s_req.r_kind = OFI_REQ_SEND;
+        hmi_list_init(&s->s_link);
+    }
+    s->s_op = p;
+    p->p_sctx = s;
+    return s;
+}
+
+void hmi_ofi_sendctx_untake(struct ofi_context *x, struct ofi_op *p)
+{
+    struct ofi_sendctx *s = p->p_sctx;
+    p->p_sctx = NULL;
+    s->s_op = NULL;
+    hmi_list_push_front(&x->x_sendctx_free, &s->s_link);
+}
+
+struct ofi_op *hmi_ofi_sendctx_done(struct ofi_context *x, struct ofi_sendctx *s)
+{
+    struct ofi_op *p = s->s_op;
+    if (hmi_unlikely(p == NULL)) {
+        hmi_list_remove(&s->s_link); /* off x_tombs */
+        x->x_ntombs--;
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG,
+                "ofi: a completion for a send already ended (a failed peer's)");
+    } else {
+        p->p_sctx = NULL;
+        s->s_op = NULL;
+    }
+    hmi_list_push_front(&x->x_sendctx_free, &s->s_link);
+    return p;
+}
+
+void hmi_ofi_sendctx_bury(struct ofi_context *x, struct ofi_op *p)
+{
+    struct ofi_sendctx *s = p->p_sctx;
+    p->p_sctx = NULL;
+    s->s_op = NULL;
+    hmi_list_push_back(&x->x_tombs, &s->s_link);
+    x->x_ntombs++;
+}
