@@ -215,12 +215,13 @@ struct ofi_req {
  * ended while the provider still holds its send (its peer failed or was
  * dropped, the endpoint closed) leaves the context behind as a tomb
  * (s_op NULL): a completion that still comes for it is dropped, and a tomb
- * never completed is freed with the endpoint.
+ * never completed is freed after a minute, or with the endpoint.
  */
 struct ofi_sendctx {
     struct ofi_req s_req;   /* first; r_kind OFI_REQ_SEND */
     struct ofi_op *s_op;    /* the op it was posted for; NULL once a tomb */
     struct hmi_list s_link; /* x_sendctx_free or x_tombs; neither while posted */
+    uint64_t s_buried_ns;   /* when it became a tomb (ofi_sendctx.c frees old ones) */
 };
 
 /*

@@ -14,15 +14,22 @@
  * tomb and its late completion finds only that.
  *
  * Cost: one list pop at post and one push at completion. The pool only
- * grows to the most sends posted at once, plus the tombs; a tomb whose
- * completion never comes is freed with the endpoint (bounded by the sends
- * that were in flight to failed peers).
+ * grows to the most sends posted at once, plus the tombs. A tomb whose
+ * completion never comes (rxm forgets the unfinished segments of a large
+ * send on a closed connection) would stay until the endpoint closes, and
+ * a server whose clients keep dying with responses in flight would grow
+ * without bound. So a tomb older than OFI_TOMB_NS is freed when the next
+ * one is made: rxm makes a closed connection's completions while closing
+ * it, and the latest seen came 31 ms after the close (ARCHITECTURE).
  */
 #include <stdlib.h>
 
 #include "na/ofi/ofi_internal.h"
 #include "util/compiler.h"
 #include "util/log.h"
+#include "util/time.h"
+
+#define OFI_TOMB_NS (60ull * 1000000000ull) /* a tomb's life when never completed */
 
 void hmi_ofi_sendctx_open(struct ofi_context *x)
 {
@@ -87,11 +94,27 @@ struct ofi_op *hmi_ofi_sendctx_done(struct ofi_context *x, struct ofi_sendctx *s
     return p;
 }
 
+/* Free the tombs (oldest first on x_tombs) made before `now` - OFI_TOMB_NS. */
+static void sendctx_expire(struct ofi_context *x, uint64_t now)
+{
+    while (!hmi_list_empty(&x->x_tombs)) {
+        struct ofi_sendctx *s = hmi_container_of(x->x_tombs.next, struct ofi_sendctx, s_link);
+        if (now - s->s_buried_ns < OFI_TOMB_NS)
+            break;
+        hmi_list_remove(&s->s_link);
+        x->x_ntombs--;
+        free(s);
+    }
+}
+
 void hmi_ofi_sendctx_bury(struct ofi_context *x, struct ofi_op *p)
 {
     struct ofi_sendctx *s = p->p_sctx;
+    uint64_t now = hmi_time_ns();
+    sendctx_expire(x, now);
     p->p_sctx = NULL;
     s->s_op = NULL;
+    s->s_buried_ns = now;
     hmi_list_push_back(&x->x_tombs, &s->s_link);
     x->x_ntombs++;
 }
