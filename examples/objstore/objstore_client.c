@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "objstore_client.h"
 
@@ -25,7 +26,8 @@ struct objc {
     unsigned int replicas;
     unsigned int timeout_ms;
     unsigned int inflight;   /* operations not yet completed */
-    bool *dead;              /* per rank index: an RPC to it failed */
+    uint64_t *down_until;    /* per rank index: until when (ns, CLOCK_MONOTONIC) gets
+                                try it last; 0: up, RANK_DEAD: never again */
     hm_addr_t **addrs;       /* per rank index and data context, looked up lazily */
     struct objc_op *done;    /* operations that failed before any RPC left: their
                                 callbacks run from the next objc_progress */
@@ -42,7 +44,8 @@ struct objc_op {
     uint64_t size;    /* put: value size; get: buf capacity */
     hm_bulk_t *bulk;  /* over data (put) or buf (get), NULL when inline */
     uint32_t targets[OBJC_MAX_REPLICAS]; /* rank indexes, primary first */
-    unsigned int ntargets, next, pending;
+    unsigned int ntargets, pending;
+    uint32_t tried;   /* reads: bit i set once targets[i] was tried */
     struct objc_result res;
     bool have_res;
     struct objc_op *next_done;
@@ -105,16 +108,49 @@ static void op_finish(struct objc_op *op)
     free(op);
 }
 
-/* A failed RPC marks its rank dead for later reads; store answers do not.
- * Said once per rank on stderr: which failure made this process give up a
- * rank is what a failed system test needs to show. */
+#define RANK_DEAD UINT64_MAX
+#define RANK_SUSPECT_NS (10ull * 1000000000ull) /* a rank that timed out is tried last */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * A failed RPC changes how later reads pick the rank; store answers do not.
+ * HM_UNREACHABLE is the transport's word that the peer is gone: the rank is
+ * never read again. A timeout or a transport error may be a slow or
+ * restarted rank: for RANK_SUSPECT_NS it is read only when no other replica
+ * is left, then it is back in line (a rank given up for good after one
+ * slow RPC would, after two, leave keys unreadable whose replicas are up).
+ * Each change is said once on stderr: a failed system test must show which
+ * failure made this process give up a rank.
+ */
 static void note_failure(objc_t *c, uint32_t idx, hm_return_t ret)
 {
     if (ret != HM_UNREACHABLE && ret != HM_TIMEOUT && ret != HM_TRANSPORT_ERROR)
         return;
-    if (!c->dead[idx])
+    uint64_t *until = &c->down_until[idx];
+    if (*until == RANK_DEAD)
+        return;
+    if (ret == HM_UNREACHABLE) {
         fprintf(stderr, "hm-objstore: rank index %u given up: %s\n", idx, hm_strerror(ret));
-    c->dead[idx] = true;
+        *until = RANK_DEAD;
+        return;
+    }
+    uint64_t now = now_ns();
+    if (*until <= now)
+        fprintf(stderr, "hm-objstore: rank index %u read last for %llu s: %s\n", idx,
+                RANK_SUSPECT_NS / 1000000000ull, hm_strerror(ret));
+    *until = now + RANK_SUSPECT_NS;
+}
+
+/* Not tried by reads before the others (timed out lately, or dead). */
+static bool rank_down(const objc_t *c, uint32_t idx, uint64_t now)
+{
+    return c->down_until[idx] > now;
 }
 
 static hm_return_t rpc_send(struct objc_op *op, uint32_t target);
@@ -132,16 +168,23 @@ static void op_record(struct objc_op *op, uint32_t target, hm_return_t ret, uint
     }
 }
 
-/* Reads: after an RPC failure try the next live replica; true if one was sent. */
+/* Reads: the next replica not tried yet, in placement order, those not down
+ * first, then those that only timed out; never a dead one. True if an RPC
+ * left. */
 static bool read_retry(struct objc_op *op)
 {
-    while (op->next < op->ntargets) {
-        uint32_t t = op->targets[op->next++];
-        if (op->c->dead[t])
-            continue;
-        op->have_res = false;
-        if (rpc_send(op, t) == HM_SUCCESS)
-            return true;
+    uint64_t now = now_ns();
+    for (int pass = 0; pass < 2; pass++) {
+        for (unsigned int i = 0; i < op->ntargets; i++) {
+            uint32_t t = op->targets[i];
+            if ((op->tried & (1u << i)) || op->c->down_until[t] == RANK_DEAD ||
+                (pass == 0 && rank_down(op->c, t, now)))
+                continue;
+            op->tried |= 1u << i;
+            op->have_res = false;
+            if (rpc_send(op, t) == HM_SUCCESS)
+                return true;
+        }
     }
     return false;
 }
@@ -243,7 +286,7 @@ static void op_start(objc_t *c, struct objc_op *op)
      * which runs other callbacks of the context, possibly this op's own. */
     op->pending++;
     if (op->kind == OBJC_GET || op->kind == OBJC_STAT) {
-        if (!read_retry(op) && !op->have_res) /* every replica known dead */
+        if (!read_retry(op) && !op->have_res) /* every replica dead */
             op_record(op, op->targets[0], HM_UNREACHABLE, OBJ_OK, 0);
     } else {
         for (unsigned int i = 0; i < op->ntargets; i++)
@@ -437,10 +480,12 @@ static hm_return_t coll_run(objc_t *c, const char *name, const void *in, void *o
     struct coll_wait w = {.out = out, .out_size = out_size};
     hm_rank_t excluded[64];
     uint32_t nexcl = 0;
-    for (uint32_t i = 0; c->dead != NULL && i < c->nranks && nexcl < 64; i++)
-        if (c->dead[i] && nexcl + 1 < c->nranks)
+    uint64_t now = now_ns();
+    for (uint32_t i = 0; c->down_until != NULL && i < c->nranks && nexcl < 64; i++)
+        if (rank_down(c, i, now) && nexcl + 1 < c->nranks)
             hm_group_rank_at(c->group, i, &excluded[nexcl++]);
-    /* Ranks seen dead are left out rather than waited for (and counted failed). */
+    /* Ranks seen dead, or timed out lately, are left out rather than waited
+     * for (and counted failed). */
     hm_coll_opts_t copts = {.field_mask = HM_COLL_OPT_TIMEOUT | HM_COLL_OPT_EXCLUDE,
                             .timeout_ms = c->timeout_ms, .excluded = excluded,
                             .excluded_count = nexcl};
@@ -585,8 +630,8 @@ hm_return_t objc_open(const struct objc_opts *o, objc_t **client_out)
             ret = HM_INVALID_ARG;
     }
     if (ret == HM_SUCCESS) {
-        c->dead = calloc(c->nranks, sizeof(*c->dead));
-        if (c->dead == NULL)
+        c->down_until = calloc(c->nranks, sizeof(*c->down_until));
+        if (c->down_until == NULL)
             ret = HM_NOMEM;
     }
     if (ret == HM_SUCCESS)
@@ -618,7 +663,7 @@ void objc_close(objc_t *c)
         fprintf(stderr, "objstore client: the context did not close cleanly\n");
     if (c->cls != NULL)
         hm_class_destroy(c->cls);
-    free(c->dead);
+    free(c->down_until);
     free(c->addrs);
     free(c);
 }

@@ -6,9 +6,11 @@
  * data context of that rank by the hash's high half, and with replication
  * factor r writes to that rank and the r-1 ranks after it: a put succeeds
  * when all r acknowledge it. A get reads the primary, then the next replica
- * when the primary's RPC fails (dead, unreachable, timed out); a rank seen
- * failing is skipped by later gets. count and list-prefix are collectives
- * over the group, aggregated up its tree.
+ * when the primary's RPC fails (dead, unreachable, timed out). Later gets
+ * skip a rank the transport reported dead (HM_UNREACHABLE), and try a rank
+ * that timed out in the last 10 s only after the other replicas; count and
+ * list-prefix leave both out. count and list-prefix are collectives over
+ * the group, aggregated up its tree.
  *
  * Threading: a client is used by one thread. Nothing runs behind the
  * caller's back: callbacks of the asynchronous calls run from

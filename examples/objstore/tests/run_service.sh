@@ -17,6 +17,9 @@
 #               key, sizes that disagree with the inline bytes or the bulk
 #               handle, too large, wrong handle permission, handle too small)
 #               each get their defined status (objstore_validate)
+#   suspect     3 ranks, r=2: ranks 1 and 2 stopped in turn; every get of a
+#               key on both succeeds, from the rank that is up, also from one
+#               that timed out a moment ago (objstore_suspect)
 # Exit 77 (skipped) when the protocol does not open here.
 set -u
 bindir=$1 uri=$2 case=$3
@@ -215,6 +218,18 @@ case_validate() {
   objs put after ok >/dev/null && [ "$(objs get after)" = ok ] || fail "not serving afterwards"
 }
 
+# Ranks 1 and 2 stopped in turn (SIGSTOP) under one client with r=2: a
+# rank that timed out must be read again once it is back (suspect.c).
+case_suspect() {
+  start_servers 3
+  local p1 p2 rc=0
+  p1=$(rank_pid 1) p2=$(rank_pid 2)
+  [ -n "$p1" ] && [ -n "$p2" ] || fail "no pids for ranks 1 and 2"
+  timeout 60 "$bindir/tests/objstore_suspect" "$work/group" "$uri" "$p1" "$p2" || rc=$?
+  kill -CONT "$p1" "$p2" 2>/dev/null
+  [ $rc = 0 ] || fail "a get failed while one replica was up ($rc)"
+}
+
 case $case in
   load) case_load ;;
   kill-r1) case_kill 1 ;;
@@ -222,6 +237,7 @@ case $case in
   client-kill) case_client_kill ;;
   mem-cap) case_mem_cap ;;
   validate) case_validate ;;
+  suspect) case_suspect ;;
   *) echo "unknown case $case" >&2; exit 2 ;;
 esac
 stop_servers

@@ -91,8 +91,8 @@ static size_t addr_hard_max(const struct ofi_context *x)
     return x->x_cls->k_peers_max + x->x_cls->k_peers_max / 2;
 }
 
-/* Out of the AV and x_by_fi (once): with rxm (FI_AV_REMOVE_CLEANUP) its connection closes. */
-/* Out of the AV (once); false if the provider refused, which rxm never does. */
+/* Out of the AV and x_by_fi (once): with rxm (FI_AV_REMOVE_CLEANUP) its
+ * connection closes. False if the provider refused (rxm never does). */
 static bool addr_av_remove(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     if (peer->a_av_removed)
