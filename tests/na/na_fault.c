@@ -39,6 +39,7 @@ struct nf_done {
     int calls;
     hm_return_t status;
     int failed_over; /* nf_cb_failover sent it again, to the live peer */
+    int posts;       /* nf_cb_stream: times it was posted */
 };
 
 static void nf_cb(hmi_na_op_t *op, hm_return_t status)
@@ -113,6 +114,34 @@ static int reuse_for_live(struct nt_peer *p, hmi_na_addr_t *live, hmi_na_op_t **
     }
     NT_CHECK(echoes == n);
     return 0;
+}
+
+/* Where nf_cb_stream sends an op again. */
+struct nf_stream {
+    hmi_na_context_t *ctx;
+    hmi_na_addr_t *dest;
+    void *buf;
+    size_t len;
+    void *desc;
+};
+static struct nf_stream g_stream;
+
+/* An op that completed with success is sent again at once, to the same
+ * peer: a stream that is in the transport whenever the peer dies. */
+static void nf_cb_stream(hmi_na_op_t *op, hm_return_t status)
+{
+    struct nf_done *d = op->o_arg;
+    d->calls++;
+    d->status = status;
+    if (status == HM_SUCCESS) {
+        d->status = hmi_na_msg_send(g_stream.ctx, g_stream.dest, g_stream.buf, g_stream.len,
+                                    g_stream.desc, op);
+        if (d->status == HM_SUCCESS) {
+            d->posts++;
+            return;
+        }
+    }
+    d->done = 1; /* with the error of its completion, or of the post that failed */
 }
 
 /* Send eager-sized messages to `srv`, which has stopped reading, until 4
@@ -272,6 +301,79 @@ static int client_peer_dropped(void *arg)
     return client_loses_peer(arg, true);
 }
 
+#define NF_STREAM 16
+
+/*
+ * The server reads and echoes while 16 sends of 4 KiB are always posted to
+ * it, and is killed meanwhile. The transport then fails the sends it holds
+ * (rxm: FI_ECANCELED as its connection manager closes the connection, or
+ * EPIPE), and every post must complete exactly once, the last with an
+ * error. Whether the peer is declared dead by then depends on the
+ * transport (rxm's cancels do not say so; a later post or probe would):
+ * if it is, it is the killed one. The ops then serve a live peer.
+ */
+static int client_peer_dies_streaming(void *arg)
+{
+    const struct nf_servers *servers = arg;
+    struct nt_peer p;
+    hmi_na_addr_t *srv, *live;
+    NT_CHECK(nt_peer_open(&p, g_uri) == 0);
+    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->doomed, &srv) == HM_SUCCESS);
+    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->live, &live) == HM_SUCCESS);
+    size_t len = p.cls->c_eager_limit > 4096 ? 4096 : p.cls->c_eager_limit;
+    void *desc;
+    unsigned char *buf = p.cls->c_ops.msg_buf_alloc(p.cls, len, &desc);
+    memset(buf, 0x6b, len);
+    g_stream = (struct nf_stream){p.ctx, srv, buf, len, desc};
+    hmi_na_op_t *ops[NF_STREAM];
+    struct nf_done done[NF_STREAM] = {{0}};
+    for (int i = 0; i < NF_STREAM; i++) {
+        ops[i] = hmi_na_op_create(p.cls);
+        ops[i]->o_cb = nf_cb_stream;
+        ops[i]->o_arg = &done[i];
+        NT_CHECK(hmi_na_msg_send(p.ctx, srv, buf, len, desc, ops[i]) == HM_SUCCESS);
+        done[i].posts = 1;
+    }
+    /* Echoes are coming back: the stream flows. */
+    struct nt_msg *m = nt_wait_msg(&p, 20000);
+    NT_CHECK(m != NULL);
+    nt_msg_free(&p, m);
+    hm_test_signal("streaming"); /* the parent kills the server now */
+    int pending = NF_STREAM;
+    uint64_t deadline = nt_now_ms() + 30000;
+    while (nt_now_ms() < deadline && pending > 0) {
+        if ((m = nt_wait_msg(&p, 1)) != NULL)
+            nt_msg_free(&p, m);
+        pending = 0;
+        for (int i = 0; i < NF_STREAM; i++)
+            pending += !done[i].done;
+    }
+    for (int i = 0; i < NF_STREAM; i++) {
+        NT_CHECK(done[i].done);
+        NT_CHECK(done[i].calls == done[i].posts);
+        NT_CHECK(done[i].status != HM_SUCCESS);
+    }
+    NT_CHECK(p.failed <= 1);
+    NT_CHECK(p.failed == 0 || p.failed_addr == srv);
+    unsigned int failed = p.failed;
+    struct nf_done reuse[NF_STREAM];
+    for (int i = 0; i < NF_STREAM; i++) {
+        ops[i]->o_cb = nf_cb;
+        ops[i]->o_arg = &reuse[i];
+    }
+    NT_CHECK(reuse_for_live(&p, live, ops, reuse, NF_STREAM, buf, len, desc) == 0);
+    NT_CHECK(p.failed == failed); /* the live peer was not declared dead */
+    NT_CHECK(nt_send_sync(&p, live, NT_CMD_QUIT, NT_CMD_LEN) == HM_SUCCESS);
+    NT_CHECK(p.ctx->x_ops_twice == 0);
+    for (int i = 0; i < NF_STREAM; i++)
+        hmi_na_op_destroy(ops[i]);
+    p.cls->c_ops.msg_buf_free(p.cls, buf, desc);
+    p.cls->c_ops.addr_unref(srv);
+    p.cls->c_ops.addr_unref(live);
+    nt_peer_close(&p);
+    return 0;
+}
+
 static void run_case(int (*client)(void *), bool kill_first, const char *name)
 {
     struct hm_test_server srv, live;
@@ -302,6 +404,12 @@ static void test_peer_dies(void **state)
     run_case(client_peer_dies, true, "peer_dies");
 }
 
+static void test_peer_dies_streaming(void **state)
+{
+    (void)state;
+    run_case(client_peer_dies_streaming, true, "peer_dies_streaming");
+}
+
 static void test_peer_dropped(void **state)
 {
     (void)state;
@@ -317,6 +425,7 @@ int main(int argc, char **argv)
     g_uri = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peer_dies),
+        cmocka_unit_test(test_peer_dies_streaming),
         cmocka_unit_test(test_peer_dropped),
     };
     return cmocka_run_group_tests_name(g_uri, tests, NULL, NULL);
