@@ -333,8 +333,8 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *w
     hmi_ofi_reasm_cut(x, peer);
     addr_fail_queued(x, peer);
     if (!x->x_cls->k_source) {
-        /* rxm: closing the connection ends what it holds for the peer
-         * (addr_fail_list). The name stays mapped: what the peer sent
+        /* rxm: closing the connection lets its sends end now
+         * (addr_end_sends). The name stays mapped: what the peer sent
          * before it died still arrives from this record. */
         if (addr_av_remove(x, peer))
             addr_end_sends(x, peer);
@@ -349,11 +349,11 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *w
  * (FI_AV_REMOVE_CLEANUP, ofi_quirks.c) closes rxm's connection to it: the
  * sends rxm still held then end at once, their contexts left as tombs for
  * the FI_ECANCELED completions rxm makes while closing, and for any it
- * brings later (ofi_sendctx.c). A dropped peer's name also leaves the maps: it may come back later as a
- * new peer. With FI_SOURCE an AV index must not be reused under
- * completions still to come (see addr_make_room): the entry stays, and the
- * sends end when the provider completes them (shm's are injects, done at
- * once).
+ * brings later (ofi_sendctx.c). A dropped peer's name also leaves the
+ * maps: it may come back later as a new peer. With FI_SOURCE an AV index
+ * must not be reused under completions still to come (see
+ * addr_make_room): the entry stays, and the sends end when the provider
+ * completes them (shm's are injects, done at once).
  */
 bool hmi_ofi_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *why)
 {
