@@ -102,7 +102,7 @@ static int reuse_for_live(struct nt_peer *p, hmi_na_addr_t *live, hmi_na_op_t **
     while (nt_now_ms() < deadline && (settle == 0 || nt_now_ms() < settle)) {
         struct nt_msg *m = nt_wait_msg(p, 10);
         if (m != NULL) {
-            echoes++;
+            echoes += m->src == live; /* the lost peer's last echoes may come too */
             nt_msg_free(p, m);
         }
         int pending = 0;
@@ -201,7 +201,7 @@ static int await_failover(struct nt_peer *p, struct nf_done *done, int n)
     while (nt_now_ms() < deadline && (pending > 0 || echoes < moved)) {
         struct nt_msg *m = nt_wait_msg(p, 10);
         if (m != NULL) {
-            echoes++;
+            echoes += m->src == g_failover.live;
             nt_msg_free(p, m);
         }
         pending = moved = 0;
@@ -343,7 +343,8 @@ static int client_peer_dies_streaming(void *arg)
     nt_msg_free(&p, m);
     hm_test_signal("streaming"); /* the parent kills the server now */
     int pending = NF_STREAM;
-    uint64_t deadline = nt_now_ms() + 30000;
+    uint64_t deadline = nt_now_ms() + 20000; /* with reuse_for_live's 30 s, inside the
+                                               parent's 60 s: a failed check is shown */
     while (nt_now_ms() < deadline && pending > 0) {
         if ((m = nt_wait_msg(&p, 1)) != NULL)
             nt_msg_free(&p, m);
@@ -356,16 +357,15 @@ static int client_peer_dies_streaming(void *arg)
         NT_CHECK(done[i].calls == done[i].posts);
         NT_CHECK(done[i].status != HM_SUCCESS);
     }
-    NT_CHECK(p.failed <= 1);
-    NT_CHECK(p.failed == 0 || p.failed_addr == srv);
-    unsigned int failed = p.failed;
     struct nf_done reuse[NF_STREAM];
     for (int i = 0; i < NF_STREAM; i++) {
         ops[i]->o_cb = nf_cb;
         ops[i]->o_arg = &reuse[i];
     }
     NT_CHECK(reuse_for_live(&p, live, ops, reuse, NF_STREAM, buf, len, desc) == 0);
-    NT_CHECK(p.failed == failed); /* the live peer was not declared dead */
+    /* The killed peer may be reported at any time; the live one never. */
+    NT_CHECK(p.failed <= 1);
+    NT_CHECK(p.failed == 0 || p.failed_addr == srv);
     NT_CHECK(nt_send_sync(&p, live, NT_CMD_QUIT, NT_CMD_LEN) == HM_SUCCESS);
     NT_CHECK(p.ctx->x_ops_twice == 0);
     for (int i = 0; i < NF_STREAM; i++)
