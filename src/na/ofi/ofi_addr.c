@@ -53,8 +53,11 @@ static void addr_free(hmi_na_addr_t *peer)
     hmi_list_remove(&peer->a_link);
     hmi_ofi_bell_peer_close(peer);
     hmi_ofi_shmlock_peer_close(peer);
-    if (peer->a_pidfd >= 0)
+    if (peer->a_pidfd >= 0) {
+        hmi_ofi_shmdog_hold(peer->a_ctx); /* the watchdog may be polling it */
         close(peer->a_pidfd);
+        hmi_ofi_shmdog_release(peer->a_ctx);
+    }
     free(peer);
 }
 
@@ -72,7 +75,9 @@ static void addr_unwatch_pid(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     if (peer->a_pidfd < 0)
         return;
+    hmi_ofi_shmdog_hold(x); /* the watchdog may be polling it */
     hmi_na_pid_unwatch(x->x_epfd, peer->a_pidfd);
+    hmi_ofi_shmdog_release(x);
     peer->a_pidfd = -1;
     x->x_npeers_watched--;
 }

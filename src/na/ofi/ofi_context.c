@@ -232,6 +232,7 @@ static hm_return_t ctx_open_epoll(struct ofi_context *x)
 /* Undo whatever ctx_open_* did; safe on a half-open context. */
 static void ctx_release(struct ofi_context *x)
 {
+    hmi_ofi_shmdog_stop(x); /* before the peers' locks and pidfds go */
     if (x->x_ep)
         fi_close(&x->x_ep->fid);
     x->x_ep = NULL;
@@ -295,6 +296,7 @@ hm_return_t hmi_ofi_context_open(hmi_na_context_t *ctx)
     hmi_list_init(&x->x_peers);
     hmi_list_init(&x->x_peer_grave);
     hmi_ofi_sendctx_open(x);
+    x->x_dog.d_running = false;
     hmi_hmap_init(&x->x_by_fi, 16);
     hmi_na_addrtab_init(&x->x_by_name, NULL);
     ctx_check_device(ctx, x->x_cls);
@@ -304,6 +306,7 @@ hm_return_t hmi_ofi_context_open(hmi_na_context_t *ctx)
     if (ret == HM_SUCCESS && x->x_cls->k_quirk->q_doorbell) {
         ret = hmi_ofi_bell_open(x);
         hmi_ofi_shmlock_open(x);
+        hmi_ofi_shmdog_start(x);
     }
     if (ret == HM_SUCCESS)
         ret = hmi_ofi_slabs_open(x);

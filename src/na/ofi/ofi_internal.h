@@ -30,6 +30,7 @@
 #ifndef HM_NA_OFI_INTERNAL_H
 #define HM_NA_OFI_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -290,6 +291,19 @@ struct ofi_frag_stats {
     uint64_t fs_bytes;      /* bytes of partial messages held now */
 };
 
+/* The shm lock watchdog's state (ofi_shmdog.c), one per guarded context. */
+struct ofi_shmdog {
+    pthread_t d_thread;
+    pthread_mutex_t d_mutex;   /* held by the watchdog while it looks, by the owner
+                                  thread while it unmaps a peer's lock or closes its pidfd */
+    pthread_cond_t d_cond;
+    bool d_running;
+    bool d_stop;               /* under d_mutex */
+    _Atomic(_Atomic int *) d_word; /* the peer lock an inject is under (NULL: none) */
+    _Atomic int d_pidfd;       /* that peer's pidfd (-1: none) */
+    _Atomic uint64_t d_gen;    /* injects so far */
+};
+
 struct ofi_context {
     hmi_na_context_t *x_na;
     struct ofi_class *x_cls;
@@ -325,6 +339,7 @@ struct ofi_context {
     atomic_uint *x_armed;      /* our shared "armed" word */
     _Atomic int *x_lock;       /* shm: our region's lock word, mapped (NULL: no guard) */
     uint64_t x_lock_since_ns;  /* first look that found it held, of a run (0: free) */
+    struct ofi_shmdog x_dog;   /* shm: breaks a dead peer's lock an inject spins on */
     bool x_sleeping;           /* poll_arm armed the doorbell */
     struct hmi_list x_reasm;   /* messages in reassembly, least recently moved first */
     unsigned int x_nreasm;     /* on x_reasm: at most OFI_REASM_MAX */
@@ -461,14 +476,37 @@ void hmi_ofi_shmlock_peer_close(hmi_na_addr_t *peer);
 bool hmi_ofi_shmlock_held(_Atomic int *word);
 /* Our own lock is held now (skip the provider); breaks it once held past k_lock_ns. */
 bool hmi_ofi_shmlock_own_busy(struct ofi_context *x);
+/* Release a lock held by a dead process; false if it was free. */
+bool hmi_ofi_shmlock_break(_Atomic int *word);
 
-/* fi_inject to `peer`, or -FI_EAGAIN while its shm region's lock is held. */
+/* The shm lock watchdog (ofi_shmdog.c): started once the context's guard is
+ * on, stopped first at close. hold/release: the owner thread around the
+ * unmapping of a peer's lock and the closing of its pidfd. */
+void hmi_ofi_shmdog_start(struct ofi_context *x);
+void hmi_ofi_shmdog_stop(struct ofi_context *x);
+void hmi_ofi_shmdog_hold(struct ofi_context *x);
+void hmi_ofi_shmdog_release(struct ofi_context *x);
+
+/*
+ * fi_inject to `peer`, or -FI_EAGAIN while its shm region's lock is held.
+ * Under a guarded peer's lock the inject says so to the watchdog
+ * (ofi_shmdog.c), which frees it if the peer dies holding that lock.
+ */
 static inline ssize_t hmi_ofi_inject(struct ofi_context *x, hmi_na_addr_t *peer,
                                      const void *buf, size_t len)
 {
-    if (peer->a_lock != NULL && hmi_ofi_shmlock_held(peer->a_lock))
+    if (peer->a_lock == NULL)
+        return fi_inject(x->x_ep, buf, len, peer->a_fi);
+    if (hmi_ofi_shmlock_held(peer->a_lock))
         return -FI_EAGAIN;
-    return fi_inject(x->x_ep, buf, len, peer->a_fi);
+    struct ofi_shmdog *d = &x->x_dog;
+    uint64_t gen = atomic_load_explicit(&d->d_gen, memory_order_relaxed);
+    atomic_store_explicit(&d->d_gen, gen + 1, memory_order_relaxed);
+    atomic_store_explicit(&d->d_pidfd, peer->a_pidfd, memory_order_relaxed);
+    atomic_store_explicit(&d->d_word, peer->a_lock, memory_order_release);
+    ssize_t rc = fi_inject(x->x_ep, buf, len, peer->a_fi);
+    atomic_store_explicit(&d->d_word, NULL, memory_order_release);
+    return rc;
 }
 
 /* ofi_context.c */

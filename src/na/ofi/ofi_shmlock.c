@@ -23,15 +23,14 @@
  *     Held at every look for HM_OFI_SHM_LOCK_MS, it is taken for a dead
  *     holder's (the provider's critical sections are a few hundred ns) and
  *     released, with a warning and a counter (shm_locks_broken).
- * What is left: a holder killed between our look and the provider's lock
- * (a window of a few instructions, yet na_fault's peer_dies_streaming, a
- * server killed while it and its client stream at each other, hit it in 4
- * of about 200 runs: the client then spins in fi_inject for good), and a
- * live holder stopped (SIGSTOP, a debugger) for longer than
- * HM_OFI_SHM_LOCK_MS inside the section, whose lock we then break under
- * it. Closing the first needs someone outside the spinning thread: a
- * watchdog that breaks the lock of a region whose owner's pidfd says it
- * has exited, while an inject to it has lasted too long. Not built.
+ * A peer killed holding its lock right after our look (a window of a few
+ * instructions, yet na_fault's peer_dies_streaming, a server killed while
+ * it and its client stream at each other, hit it in 4 of about 200 runs)
+ * leaves our fi_inject spinning where nothing on our thread can stop it:
+ * the watchdog thread of ofi_shmdog.c releases that lock once its owner's
+ * pidfd says it has exited. What is left: a live holder stopped (SIGSTOP,
+ * a debugger) for longer than HM_OFI_SHM_LOCK_MS inside our own section,
+ * whose lock we then break under it.
  *
  * The lock's place comes from the region header of libfabric 1.17
  * (include/ofi_shm.h, SMR_VERSION 4), mirrored in ofi_smr.h; the guard is on only
@@ -154,16 +153,28 @@ void hmi_ofi_shmlock_peer_open(struct ofi_context *x, hmi_na_addr_t *peer)
         peer->a_lock = x->x_lock;
         return;
     }
-    struct hmi_smr_region_head *head = shmlock_map(&peer->a_name, false);
+    /* Writable: the watchdog releases it if the peer dies holding it. */
+    struct hmi_smr_region_head *head = shmlock_map(&peer->a_name, true);
     if (head != NULL)
         peer->a_lock = shmlock_word(head);
 }
 
 void hmi_ofi_shmlock_peer_close(hmi_na_addr_t *peer)
 {
-    if (!peer->a_self)
+    if (!peer->a_self && peer->a_lock != NULL) {
+        hmi_ofi_shmdog_hold(peer->a_ctx);
         shmlock_unmap((const void *)peer->a_lock);
+        hmi_ofi_shmdog_release(peer->a_ctx);
+    }
     peer->a_lock = NULL;
+}
+
+bool hmi_ofi_shmlock_break(_Atomic int *word)
+{
+    if (atomic_load_explicit(word, memory_order_relaxed) == shmlock_unlocked_value)
+        return false;
+    pthread_spin_unlock((pthread_spinlock_t *)(void *)word);
+    return true;
 }
 
 bool hmi_ofi_shmlock_held(_Atomic int *word)
