@@ -53,15 +53,21 @@ static void nf_cb(hmi_na_op_t *op, hm_return_t status)
     d->status = status;
 }
 
-/* Where nf_cb_failover sends a failed op again. */
-struct nf_failover {
+/* Where a callback sends its op again. */
+struct nf_resend {
     hmi_na_context_t *ctx;
-    hmi_na_addr_t *live;
+    hmi_na_addr_t *dest;
     void *buf;
     size_t len;
     void *desc;
 };
-static struct nf_failover g_failover;
+static struct nf_resend g_failover; /* nf_cb_failover: to the live peer */
+static struct nf_resend g_stream;   /* nf_cb_stream: to the same peer */
+
+static hm_return_t nf_resend(const struct nf_resend *r, hmi_na_op_t *op)
+{
+    return hmi_na_msg_send(r->ctx, r->dest, r->buf, r->len, r->desc, op);
+}
 
 /*
  * An op that failed is sent again at once, from its callback, to the live
@@ -77,8 +83,7 @@ static void nf_cb_failover(hmi_na_op_t *op, hm_return_t status)
         return;
     }
     d->failed_over = 1;
-    hm_return_t ret = hmi_na_msg_send(g_failover.ctx, g_failover.live, g_failover.buf,
-                                      g_failover.len, g_failover.desc, op);
+    hm_return_t ret = nf_resend(&g_failover, op);
     if (ret != HM_SUCCESS)
         nf_cb(op, ret);
 }
@@ -119,16 +124,6 @@ static int reuse_for_live(struct nt_peer *p, hmi_na_addr_t *live, hmi_na_op_t **
     return 0;
 }
 
-/* Where nf_cb_stream sends an op again. */
-struct nf_stream {
-    hmi_na_context_t *ctx;
-    hmi_na_addr_t *dest;
-    void *buf;
-    size_t len;
-    void *desc;
-};
-static struct nf_stream g_stream;
-
 /* An op that completed with success is sent again at once, to the same
  * peer: a stream that is in the transport whenever the peer dies. */
 static void nf_cb_stream(hmi_na_op_t *op, hm_return_t status)
@@ -137,8 +132,7 @@ static void nf_cb_stream(hmi_na_op_t *op, hm_return_t status)
     d->calls++;
     d->status = status;
     if (status == HM_SUCCESS) {
-        d->status = hmi_na_msg_send(g_stream.ctx, g_stream.dest, g_stream.buf, g_stream.len,
-                                    g_stream.desc, op);
+        d->status = nf_resend(&g_stream, op);
         if (d->status == HM_SUCCESS) {
             d->posts++;
             return;
@@ -201,7 +195,7 @@ static int await_failover(struct nt_peer *p, struct nf_done *done, int n)
     while (nt_now_ms() < deadline && (pending > 0 || echoes < moved)) {
         struct nt_msg *m = nt_wait_msg(p, 10);
         if (m != NULL) {
-            echoes += m->src == g_failover.live;
+            echoes += m->src == g_failover.dest;
             nt_msg_free(p, m);
         }
         pending = moved = 0;
@@ -261,7 +255,7 @@ static int client_loses_peer(const struct nf_servers *servers, bool drop)
     int n = post_until_pending(&p, srv, ops, done, buf, len, desc);
     NT_CHECK(n > 0);
     if (drop) {
-        g_failover = (struct nf_failover){p.ctx, live, buf, len, desc};
+        g_failover = (struct nf_resend){p.ctx, live, buf, len, desc};
         for (int i = 0; i < n; i++)
             ops[i]->o_cb = nf_cb_failover;
         NT_CHECK(hmi_na_peer_drop(p.ctx, srv, "na_fault: dropped"));
@@ -331,7 +325,7 @@ static int client_peer_dies_streaming(void *arg)
     void *desc;
     unsigned char *buf = p.cls->c_ops.msg_buf_alloc(p.cls, len, &desc);
     memset(buf, 0x6b, len);
-    g_stream = (struct nf_stream){p.ctx, srv, buf, len, desc};
+    g_stream = (struct nf_resend){p.ctx, srv, buf, len, desc};
     hmi_na_op_t *ops[NF_STREAM];
     struct nf_done done[NF_STREAM] = {{0}};
     for (int i = 0; i < NF_STREAM; i++) {
