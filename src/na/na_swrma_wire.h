@@ -85,10 +85,10 @@ bool hmi_swrma_decode(const void *buf, size_t len, struct swrma_msg *out);
 /* GET_REQ, or PUT_DATA's header: SWRMA_REQ_SIZE bytes at `out`. */
 void hmi_swrma_encode_req(unsigned char *out, enum swrma_type type, uint64_t id, uint32_t slot,
                           const struct hmi_keytab_key *key, uint64_t off, uint64_t len);
-/* GET_DATA's header: SWRMA_DATA_SIZE bytes. */
 /* GET_REQ encoded by hmi_swrma_encode_req: state the requester's largest
  * message (`max_msg` below SWRMA_MIN_MSG states none). */
 void hmi_swrma_encode_get_max(unsigned char *out, size_t max_msg);
+/* GET_DATA's header: SWRMA_DATA_SIZE bytes. */
 void hmi_swrma_encode_data(unsigned char *out, uint64_t id, uint64_t off, uint64_t len);
 /* PUT_ACK (`value` = bytes placed) or ERR (`value` = status): SWRMA_ACK_SIZE bytes. */
 void hmi_swrma_encode_reply(unsigned char *out, enum swrma_type type, uint64_t id,

@@ -24,6 +24,8 @@ static size_t fz_reencode(const struct swrma_msg *m, unsigned char *out)
     case SWRMA_PUT_DATA:
         hmi_swrma_encode_req(out, m->m_type, m->m_id, m->m_slot, &m->m_key, m->m_off,
                              m->m_len);
+        if (m->m_type == SWRMA_GET_REQ) /* version 2: the requester's largest message */
+            hmi_swrma_encode_get_max(out, m->m_max_msg);
         return SWRMA_REQ_SIZE;
     case SWRMA_GET_DATA:
         hmi_swrma_encode_data(out, m->m_id, m->m_off, m->m_len);
@@ -33,6 +35,9 @@ static size_t fz_reencode(const struct swrma_msg *m, unsigned char *out)
         hmi_swrma_encode_reply(out, m->m_type, m->m_id,
                                m->m_type == SWRMA_PUT_ACK ? m->m_len : m->m_status);
         return SWRMA_ACK_SIZE;
+    case SWRMA_CANCEL:
+        hmi_swrma_encode_cancel(out, m->m_id);
+        return SWRMA_HDR_SIZE;
     default:
         return 0;
     }
