@@ -216,13 +216,14 @@ struct ofi_req {
  * ended while the provider still holds its send (its peer failed or was
  * dropped, the endpoint closed) leaves the context behind as a tomb
  * (s_op NULL): a completion that still comes for it is dropped, and a tomb
- * never completed is freed after a minute, or with the endpoint.
+ * never completed goes back to the pool after a minute.
  */
 struct ofi_sendctx {
     struct ofi_req s_req;   /* first; r_kind OFI_REQ_SEND */
     struct ofi_op *s_op;    /* the op it was posted for; NULL once a tomb */
     struct hmi_list s_link; /* x_sendctx_free or x_tombs; neither while posted */
-    uint64_t s_buried_ns;   /* when it became a tomb (ofi_sendctx.c frees old ones) */
+    uint64_t s_buried_ns;   /* when it became a tomb (old ones go back to the pool) */
+    bool s_tomb;            /* on x_tombs */
 };
 
 /*
@@ -346,6 +347,7 @@ struct ofi_context {
     struct hmi_list x_reasm_held; /* reassembled, delivered, not released yet */
     struct ofi_frag_stats x_frag;
     struct hmi_list x_sendctx_free; /* send contexts to take (ofi_sendctx.c) */
+    struct hmi_list x_sendctx_chunks; /* their allocations */
     struct hmi_list x_tombs;   /* send contexts of ended ops the provider may still hold */
     size_t x_ntombs;           /* on x_tombs */
     size_t x_nstash;           /* completions poll_arm read, for the next progress */
