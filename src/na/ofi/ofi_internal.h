@@ -349,7 +349,6 @@ struct ofi_context {
     struct hmi_list x_sendctx_free; /* send contexts to take (ofi_sendctx.c) */
     struct hmi_list x_sendctx_chunks; /* their allocations */
     struct hmi_list x_tombs;   /* send contexts of ended ops the provider may still hold */
-    size_t x_ntombs;           /* on x_tombs */
     size_t x_nstash;           /* completions poll_arm read, for the next progress */
     struct fi_cq_data_entry x_stash[16];
     fi_addr_t x_stash_src[16];

@@ -63,7 +63,6 @@ void hmi_ofi_sendctx_open(struct ofi_context *x)
     hmi_list_init(&x->x_sendctx_free);
     hmi_list_init(&x->x_sendctx_chunks);
     hmi_list_init(&x->x_tombs);
-    x->x_ntombs = 0;
     (void)sendctx_grow(x); /* else the first send tries again */
 }
 
@@ -74,7 +73,6 @@ void hmi_ofi_sendctx_close(struct ofi_context *x)
         free(hmi_container_of(link, struct sendctx_chunk, c_link));
     hmi_list_init(&x->x_sendctx_free);
     hmi_list_init(&x->x_tombs);
-    x->x_ntombs = 0;
 }
 
 struct ofi_sendctx *hmi_ofi_sendctx_take(struct ofi_context *x, struct ofi_op *p)
@@ -107,7 +105,6 @@ struct ofi_op *hmi_ofi_sendctx_done(struct ofi_context *x, struct ofi_sendctx *s
         }
         hmi_list_remove(&s->s_link); /* off x_tombs */
         s->s_tomb = false;
-        x->x_ntombs--;
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG,
                 "ofi: a completion for a send already ended (a failed peer's)");
     } else {
@@ -128,7 +125,6 @@ static void sendctx_expire(struct ofi_context *x, uint64_t now)
             break;
         hmi_list_remove(&s->s_link);
         s->s_tomb = false;
-        x->x_ntombs--;
         hmi_list_push_back(&x->x_sendctx_free, &s->s_link);
     }
 }
@@ -143,5 +139,4 @@ void hmi_ofi_sendctx_bury(struct ofi_context *x, struct ofi_op *p)
     s->s_tomb = true;
     s->s_buried_ns = now;
     hmi_list_push_back(&x->x_tombs, &s->s_link);
-    x->x_ntombs++;
 }
