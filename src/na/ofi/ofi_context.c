@@ -106,7 +106,7 @@ void hmi_ofi_op_finish(struct ofi_op *p, hm_return_t status)
 {
     hmi_ofi_op_unlink(p);
     if (hmi_unlikely(p->p_sctx != NULL)) /* the provider still holds its send */
-        hmi_ofi_sendctx_bury(ofi_ctx(p->p_na->o_ctx), p);
+        hmi_ofi_sendctx_bury(ofi_ctx(p->p_na->o_ctx), p, hmi_time_ns());
     if (p->p_canceled)
         status = HM_CANCELED;
     hmi_na_op_complete(p->p_na, status);

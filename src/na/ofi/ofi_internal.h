@@ -532,6 +532,8 @@ hm_return_t hmi_ofi_op_error_status(const struct ofi_op *p, int err);
 
 /* ---- Send contexts (ofi_sendctx.c) ---------------------------------------- */
 
+#define OFI_TOMB_NS (60ull * 1000000000ull) /* a tomb's life when never completed */
+
 void hmi_ofi_sendctx_open(struct ofi_context *x);
 /* Free them all, tombs too: only once the endpoint is closed. */
 void hmi_ofi_sendctx_close(struct ofi_context *x);
@@ -545,8 +547,12 @@ void hmi_ofi_sendctx_untake(struct ofi_context *x, struct ofi_op *p);
  * `s` goes back to the pool.
  */
 struct ofi_op *hmi_ofi_sendctx_done(struct ofi_context *x, struct ofi_sendctx *s);
-/* `p` ends while the provider holds its send: its context becomes a tomb. */
-void hmi_ofi_sendctx_bury(struct ofi_context *x, struct ofi_op *p);
+/*
+ * `p` ends while the provider holds its send: its context becomes a tomb,
+ * made at `now` (hmi_time_ns()); tombs older than OFI_TOMB_NS go back to
+ * the pool first.
+ */
+void hmi_ofi_sendctx_bury(struct ofi_context *x, struct ofi_op *p, uint64_t now);
 
 /* ofi_addr.c */
 hm_return_t hmi_ofi_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **out);

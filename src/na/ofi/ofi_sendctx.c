@@ -32,9 +32,7 @@
 #include "na/ofi/ofi_internal.h"
 #include "util/compiler.h"
 #include "util/log.h"
-#include "util/time.h"
 
-#define OFI_TOMB_NS (60ull * 1000000000ull) /* a tomb's life when never completed */
 #define SENDCTX_CHUNK 64u
 
 /* One allocation of SENDCTX_CHUNK contexts, on x_sendctx_chunks. */
@@ -129,10 +127,9 @@ static void sendctx_expire(struct ofi_context *x, uint64_t now)
     }
 }
 
-void hmi_ofi_sendctx_bury(struct ofi_context *x, struct ofi_op *p)
+void hmi_ofi_sendctx_bury(struct ofi_context *x, struct ofi_op *p, uint64_t now)
 {
     struct ofi_sendctx *s = p->p_sctx;
-    uint64_t now = hmi_time_ns();
     sendctx_expire(x, now);
     p->p_sctx = NULL;
     s->s_op = NULL;

@@ -383,6 +383,94 @@ static void test_header_frag_flag(void **state)
     assert_int_equal(hmi_ofi_hdr_parse(wire, wire_len, &v), HM_PROTOCOL_ERROR);
 }
 
+/* Length of a list of send contexts. */
+static size_t list_count(const struct hmi_list *head)
+{
+    size_t n = 0;
+    for (const struct hmi_list *l = head->next; l != head; l = l->next)
+        n++;
+    return n;
+}
+
+/* Whether `s` is on the list `head`. */
+static bool list_holds(const struct hmi_list *head, const struct ofi_sendctx *s)
+{
+    for (const struct hmi_list *l = head->next; l != head; l = l->next)
+        if (l == &s->s_link)
+            return true;
+    return false;
+}
+
+/*
+ * Send contexts (ofi_sendctx.c): a completion ends the op it was posted for,
+ * a buried context's late completion ends nothing, and a tomb never completed
+ * goes back to the pool once older than OFI_TOMB_NS, not before, while a
+ * younger one stays.
+ */
+static void test_sendctx_tombs(void **state)
+{
+    (void)state;
+    struct ofi_context *x = calloc(1, sizeof(*x));
+    struct ofi_op *op = calloc(3, sizeof(*op));
+    assert_non_null(x);
+    assert_non_null(op);
+    hmi_ofi_sendctx_open(x);
+    size_t pool = list_count(&x->x_sendctx_free);
+    assert_true(pool > 0);
+
+    struct ofi_sendctx *s0 = hmi_ofi_sendctx_take(x, &op[0]);
+    assert_ptr_equal(op[0].p_sctx, s0);
+    assert_int_equal(s0->s_req.r_kind, OFI_REQ_SEND);
+    assert_ptr_equal(hmi_ofi_sendctx_done(x, s0), &op[0]);
+    assert_null(op[0].p_sctx);
+    assert_int_equal(list_count(&x->x_sendctx_free), pool);
+
+    /* Buried, then completed late: nothing ends, the context is back. */
+    const uint64_t t0 = 1000;
+    s0 = hmi_ofi_sendctx_take(x, &op[0]);
+    hmi_ofi_sendctx_bury(x, &op[0], t0);
+    assert_null(op[0].p_sctx);
+    assert_true(list_holds(&x->x_tombs, s0));
+    assert_null(hmi_ofi_sendctx_done(x, s0));
+    assert_true(hmi_list_empty(&x->x_tombs));
+    assert_int_equal(list_count(&x->x_sendctx_free), pool);
+
+    /* Two tombs never completed: the older expires, the younger stays. */
+    struct ofi_sendctx *old = hmi_ofi_sendctx_take(x, &op[0]);
+    hmi_ofi_sendctx_bury(x, &op[0], t0);
+    struct ofi_sendctx *young = hmi_ofi_sendctx_take(x, &op[1]);
+    hmi_ofi_sendctx_bury(x, &op[1], t0 + OFI_TOMB_NS - 1);
+    assert_true(list_holds(&x->x_tombs, old)); /* not yet a minute old */
+    struct ofi_sendctx *third = hmi_ofi_sendctx_take(x, &op[2]);
+    hmi_ofi_sendctx_bury(x, &op[2], t0 + OFI_TOMB_NS);
+    assert_false(list_holds(&x->x_tombs, old));
+    assert_true(list_holds(&x->x_sendctx_free, old));
+    assert_true(list_holds(&x->x_tombs, young));
+    assert_true(list_holds(&x->x_tombs, third));
+    assert_int_equal(list_count(&x->x_sendctx_free), pool - 2);
+    /* The expired tomb's completion, later still (not reused meanwhile):
+     * ignored, and the context is not put on the pool twice. */
+    assert_null(hmi_ofi_sendctx_done(x, old));
+    assert_int_equal(list_count(&x->x_sendctx_free), pool - 2);
+    assert_null(hmi_ofi_sendctx_done(x, young));
+    assert_null(hmi_ofi_sendctx_done(x, third));
+    assert_int_equal(list_count(&x->x_sendctx_free), pool);
+
+    /* The pool grows past a chunk when more sends are posted at once. */
+    struct ofi_op *many = calloc(pool + 1, sizeof(*many));
+    assert_non_null(many);
+    for (size_t i = 0; i <= pool; i++)
+        assert_non_null(hmi_ofi_sendctx_take(x, &many[i]));
+    assert_int_equal(list_count(&x->x_sendctx_chunks), 2);
+    for (size_t i = 0; i <= pool; i++)
+        assert_ptr_equal(hmi_ofi_sendctx_done(x, many[i].p_sctx), &many[i]);
+    assert_int_equal(list_count(&x->x_sendctx_free), 2 * pool);
+    hmi_ofi_sendctx_close(x);
+    free(many);
+    free(op);
+    free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -392,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_header_malformed),   cmocka_unit_test(test_slab_bookkeeping),
         cmocka_unit_test(test_reasm_interleaved),  cmocka_unit_test(test_reasm_hostile),
         cmocka_unit_test(test_reasm_bounded),      cmocka_unit_test(test_header_frag_flag),
+        cmocka_unit_test(test_sendctx_tombs),
     };
     return cmocka_run_group_tests_name("ofi_logic", tests, NULL, NULL);
 }
