@@ -9,17 +9,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
-
-uint64_t bench_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* A key's state in one child. */
 struct bkey {
@@ -144,7 +136,7 @@ static void op_done(const struct objc_result *res)
             k->version = s->version;
         }
     }
-    r->recs[r->me->nrec++] = (struct bench_rec){.lat_ns = bench_now_ns() - s->t0, .op = s->op,
+    r->recs[r->me->nrec++] = (struct bench_rec){.lat_ns = obj_now_ns() - s->t0, .op = s->op,
                                                 .size = s->size_idx, .ok = ok};
     k->busy = false;
     free(s->buf);
@@ -205,7 +197,7 @@ static hm_return_t issue(struct bchild_run *r, struct bslot *s)
         s->sum = value_sum(s->buf, s->size);
     }
     key->busy = true;
-    s->t0 = bench_now_ns();
+    s->t0 = obj_now_ns();
     hm_return_t ret = want_get ? objc_get_async(r->client, name, s->buf, s->size, op_done, s)
                                : objc_put_async(r->client, name, s->buf, s->size, op_done, s);
     if (ret != HM_SUCCESS) {
@@ -219,9 +211,9 @@ static hm_return_t issue(struct bchild_run *r, struct bslot *s)
 static void child_loop(struct bchild_run *r)
 {
     unsigned int m = r->o->inflight;
-    uint64_t stop = r->o->seconds > 0 ? bench_now_ns() + r->o->seconds * 1000000000ull : 0;
+    uint64_t stop = r->o->seconds > 0 ? obj_now_ns() + r->o->seconds * 1000000000ull : 0;
     while (r->issued < r->o->ops || objc_inflight(r->client) > 0) {
-        if (stop != 0 && r->issued < r->o->ops && bench_now_ns() > stop)
+        if (stop != 0 && r->issued < r->o->ops && obj_now_ns() > stop)
             r->issued = r->o->ops; /* time is up: finish what is in flight */
         for (unsigned int i = 0; i < m && r->issued < r->o->ops; i++) {
             if (r->slots[i].used)
@@ -256,9 +248,9 @@ static int child_main(const struct bench_opts *o, unsigned int index, struct ben
     if (r.keys == NULL || r.slots == NULL) {
         snprintf(me->first_error, sizeof(me->first_error), "out of memory");
     } else {
-        me->start_ns = bench_now_ns();
+        me->start_ns = obj_now_ns();
         child_loop(&r);
-        me->end_ns = bench_now_ns();
+        me->end_ns = obj_now_ns();
         for (unsigned int k = 0; k < o->keys; k++)
             me->written += r.keys[k].written;
     }
@@ -272,13 +264,13 @@ static int child_main(const struct bench_opts *o, unsigned int index, struct ben
 /* Wait for every child until the deadline; an overrunning child is killed by its PID. */
 static int reap_children(const struct bench_opts *o, pid_t *pids, struct bench_child *children)
 {
-    uint64_t limit = bench_now_ns() + (uint64_t)o->deadline_s * 1000000000ull;
+    uint64_t limit = obj_now_ns() + (uint64_t)o->deadline_s * 1000000000ull;
     unsigned int left = o->procs;
     int rc = 0;
     while (left > 0) {
         int status;
         pid_t pid = waitpid(-1, &status, WNOHANG);
-        if (pid == 0 && bench_now_ns() < limit) {
+        if (pid == 0 && obj_now_ns() < limit) {
             usleep(20000);
             continue;
         }

@@ -67,6 +67,4 @@ int bench_run(const struct bench_opts *o);
 void bench_report(const struct bench_opts *o, const struct bench_child *children,
                   const struct bench_rec *recs, uint64_t recs_per_child);
 
-uint64_t bench_now_ns(void);
-
 #endif /* OBJSTORE_BENCH_H */

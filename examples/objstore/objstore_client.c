@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "objstore_client.h"
 
@@ -111,13 +110,6 @@ static void op_finish(struct objc_op *op)
 #define RANK_DEAD UINT64_MAX
 #define RANK_SUSPECT_NS (10ull * 1000000000ull) /* a rank that timed out is tried last */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * A failed RPC changes how later reads pick the rank; store answers do not.
  * HM_UNREACHABLE is the transport's word that the peer is gone: the rank is
@@ -140,7 +132,7 @@ static void note_failure(objc_t *c, uint32_t idx, hm_return_t ret)
         *until = RANK_DEAD;
         return;
     }
-    uint64_t now = now_ns();
+    uint64_t now = obj_now_ns();
     if (*until <= now)
         fprintf(stderr, "hm-objstore: rank index %u read last for %llu s: %s\n", idx,
                 RANK_SUSPECT_NS / 1000000000ull, hm_strerror(ret));
@@ -173,7 +165,7 @@ static void op_record(struct objc_op *op, uint32_t target, hm_return_t ret, uint
  * left. */
 static bool read_retry(struct objc_op *op)
 {
-    uint64_t now = now_ns();
+    uint64_t now = obj_now_ns();
     for (int pass = 0; pass < 2; pass++) {
         for (unsigned int i = 0; i < op->ntargets; i++) {
             uint32_t t = op->targets[i];
@@ -480,7 +472,7 @@ static hm_return_t coll_run(objc_t *c, const char *name, const void *in, void *o
     struct coll_wait w = {.out = out, .out_size = out_size};
     hm_rank_t excluded[64];
     uint32_t nexcl = 0;
-    uint64_t now = now_ns();
+    uint64_t now = obj_now_ns();
     for (uint32_t i = 0; c->down_until != NULL && i < c->nranks && nexcl < 64; i++)
         if (rank_down(c, i, now) && nexcl + 1 < c->nranks)
             hm_group_rank_at(c->group, i, &excluded[nexcl++]);

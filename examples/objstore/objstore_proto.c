@@ -4,6 +4,7 @@
  */
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 #include "objstore_proto.h"
 
@@ -149,4 +150,11 @@ void obj_list_append(struct obj_list_out *out, const char *key)
     }
     memcpy(out->keys + out->used, key, len);
     out->used += (uint32_t)len;
+}
+
+uint64_t obj_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }

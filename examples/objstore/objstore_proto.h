@@ -107,4 +107,7 @@ uint64_t obj_key_hash(const char *key);
 /* Append `key` and its NUL to out->keys if it fits, else set truncated. */
 void obj_list_append(struct obj_list_out *out, const char *key);
 
+/* CLOCK_MONOTONIC in nanoseconds (the client's rank states, the bench). */
+uint64_t obj_now_ns(void);
+
 #endif /* OBJSTORE_PROTO_H */
