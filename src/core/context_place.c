@@ -28,6 +28,8 @@
 
 /* Append to `buf` (holding `*len` bytes) what `fmt` says, truncated at `size`. */
 static void place_append(char *buf, size_t size, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void place_append(char *buf, size_t size, size_t *len, const char *fmt, ...)
 {
     va_list ap;
     int w;

@@ -25,10 +25,9 @@ const struct hmi_na_tunable hmi_na_tunables[HMI_NA_TUNE_COUNT] = {
     [HMI_NA_TUNE_CMA] = {"HM_CMA", HMI_NA_TUNABLE_BOOL, "1", 0, 1,
                          "0: no process_vm_readv/writev for bulk RMA between processes of one "
                          "host (shm protocols): RMA over messages instead"},
-    [HMI_NA_TUNE_JOB_KEY] = {"HM_JOB_KEY", HMI_NA_TUNABLE_STRING, NULL, 0, 0,
+    [HMI_NA_TUNE_JOB_KEY] = {"HM_JOB_KEY", HMI_NA_TUNABLE_SECRET, NULL, 0, 0,
                              "the job's key: listeners answer only hellos carrying its "
-                             "digest (ucx+tcp)",
-                             .t_secret = true},
+                             "digest (ucx+tcp)"},
     /* The bulk layer's (bulk_proc.c): NA is the lowest table every layer
      * above can read. The upper bound keeps a handle's bytes within one
      * message of any class (64 KiB eager limits). */
@@ -124,7 +123,7 @@ static const char *tunable_accepts(const struct hmi_na_tunable *t, char *buf, si
 {
     if (t->t_kind == HMI_NA_TUNABLE_BOOL)
         return "0 or 1";
-    if (t->t_kind == HMI_NA_TUNABLE_STRING)
+    if (hmi_na_tunable_is_text(t))
         return "text";
     if (t->t_max == SIZE_MAX)
         snprintf(buf, size, "a number, %zu or more", t->t_min);
@@ -143,9 +142,9 @@ static void tunable_print(FILE *out, const struct hmi_na_tunable *t)
 
     if (env == NULL || env[0] == '\0')
         fprintf(out, "    %-20s default %s", t->t_name, def);
-    else if (t->t_secret)
+    else if (t->t_kind == HMI_NA_TUNABLE_SECRET)
         fprintf(out, "    %-20s set (not shown); default %s", t->t_name, def);
-    else if (t->t_kind != HMI_NA_TUNABLE_STRING && !hmi_na_tunable_parse(t, env, &parsed))
+    else if (!hmi_na_tunable_is_text(t) && !hmi_na_tunable_parse(t, env, &parsed))
         fprintf(out, "    %-20s set to \"%s\", not valid: default %s used", t->t_name, env, def);
     else
         fprintf(out, "    %-20s set to \"%s\"; default %s", t->t_name, env, def);

@@ -24,6 +24,7 @@ enum hmi_na_tunable_kind {
     HMI_NA_TUNABLE_SIZE = 1, /* unsigned number (decimal, or 0x hex) in [t_min, t_max] */
     HMI_NA_TUNABLE_BOOL,     /* "0" or "1" */
     HMI_NA_TUNABLE_STRING,   /* any text */
+    HMI_NA_TUNABLE_SECRET,   /* any text; hm_info says whether it is set, never its value */
 };
 
 struct hmi_na_tunable {
@@ -32,7 +33,6 @@ struct hmi_na_tunable {
     const char *t_default; /* as a user would write it; NULL: unset (strings only) */
     size_t t_min, t_max;   /* SIZE only: accepted range, both included */
     const char *t_help;    /* one line for hm_info */
-    bool t_secret;         /* hm_info says whether it is set, never its value */
 };
 
 /* The NA layer's own tunables, shared by every plugin (na_tunable.c). */
@@ -60,6 +60,12 @@ size_t hmi_na_tunable_size(const struct hmi_na_tunable *t);
 bool hmi_na_tunable_bool(const struct hmi_na_tunable *t);
 /* The environment's text when set and non-empty, else t_default (may be NULL). */
 const char *hmi_na_tunable_string(const struct hmi_na_tunable *t);
+
+/* Whether `t` holds text (STRING or SECRET): read with hmi_na_tunable_string. */
+static inline bool hmi_na_tunable_is_text(const struct hmi_na_tunable *t)
+{
+    return t->t_kind == HMI_NA_TUNABLE_STRING || t->t_kind == HMI_NA_TUNABLE_SECRET;
+}
 
 /*
  * Every table: the NA layer's, then each compiled-in plugin's (by its

@@ -156,6 +156,8 @@ static void log_write_line(hmi_log_subsys_t subsys, hmi_log_level_t level, const
  * `limit` (may be NULL) rate-limits the write only.
  */
 static void log_vline(struct hmi_log_limit *limit, hmi_log_subsys_t subsys, hmi_log_level_t level,
+                      const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
+static void log_vline(struct hmi_log_limit *limit, hmi_log_subsys_t subsys, hmi_log_level_t level,
                       const char *fmt, va_list ap)
 {
     if ((unsigned)subsys >= HMI_SUBSYS_COUNT || level <= HMI_LOG_NONE || level > HMI_LOG_DEBUG)

@@ -84,7 +84,7 @@ static void test_defaults_parse(void **state)
         for (size_t j = 0; j < i; j++)
             assert_string_not_equal(all.a_entry[j]->t_name, t->t_name);
         unsetenv(t->t_name);
-        if (t->t_kind == HMI_NA_TUNABLE_STRING) {
+        if (hmi_na_tunable_is_text(t)) {
             assert_ptr_equal(hmi_na_tunable_string(t), t->t_default);
             continue;
         }
@@ -129,7 +129,7 @@ static void test_bad_values_fall_back(void **state)
     all_collect(&all);
     for (size_t i = 0; i < all.a_count; i++) {
         const struct hmi_na_tunable *t = all.a_entry[i];
-        if (t->t_kind == HMI_NA_TUNABLE_STRING)
+        if (hmi_na_tunable_is_text(t))
             continue;
         for (size_t b = 0; bad[b][0] != '\0'; b++)
             check_falls_back(t, bad[b]);
