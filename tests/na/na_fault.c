@@ -375,6 +375,68 @@ static int client_peer_dies_streaming(void *arg)
     return 0;
 }
 
+/*
+ * The server answers once, so the client holds a connection to it, and is
+ * killed while nothing is in flight. The client then sends to it again: the
+ * post or its completion must fail, and the peer be declared dead, by the
+ * transport's own news of the death, not by the bound on posts that meet
+ * -FI_EAGAIN (HM_OFI_STUCK_MS is an hour here). Over ofi+tcp rxm closes the
+ * dead peer's connection without a word, and every later post only tries
+ * to connect again (-FI_EAGAIN): before the plugin probed the peer's port
+ * itself, such a send ended after HM_OFI_STUCK_MS (5 s by default).
+ */
+static int client_peer_dies_idle(void *arg)
+{
+    const struct nf_servers *servers = arg;
+    NT_CHECK(setenv("HM_OFI_STUCK_MS", "3600000", 1) == 0);
+    struct nt_peer p;
+    hmi_na_addr_t *srv;
+    NT_CHECK(nt_peer_open(&p, g_uri) == 0);
+    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->doomed, &srv) == HM_SUCCESS);
+    NT_CHECK(nt_send_sync(&p, srv, "HELLO!", 6) == HM_SUCCESS); /* data: echoed */
+    struct nt_msg *m = nt_wait_msg(&p, 20000);
+    NT_CHECK(m != NULL && m->src == srv);
+    nt_msg_free(&p, m);
+    hm_test_signal("idle"); /* the parent kills the server now */
+    char line[16];
+    NT_CHECK(hm_test_await(line, sizeof(line), 20000) == 0);
+    /* Idle a while: the transport may learn of the death meanwhile. */
+    uint64_t until = nt_now_ms() + 200;
+    while (nt_now_ms() < until)
+        hmi_na_progress(p.ctx);
+    void *desc;
+    unsigned char *buf = p.cls->c_ops.msg_buf_alloc(p.cls, 16, &desc);
+    memset(buf, 0x3c, 16);
+    hmi_na_op_t *op = hmi_na_op_create(p.cls);
+    struct nf_done done = {0};
+    op->o_cb = nf_cb;
+    op->o_arg = &done;
+    hm_return_t ret = hmi_na_msg_send(p.ctx, srv, buf, 16, desc, op);
+    if (ret != HM_SUCCESS) {
+        NT_CHECK(ret == HM_UNREACHABLE);
+        done.done = 1;
+        done.calls = 1;
+        done.status = ret;
+    }
+    uint64_t deadline = nt_now_ms() + 30000; /* inside the parent's 60 s */
+    while (nt_now_ms() < deadline && (!done.done || p.failed == 0))
+        hmi_na_progress(p.ctx);
+    NT_CHECK(done.done && done.calls == 1);
+    NT_CHECK(done.status == HM_UNREACHABLE);
+    NT_CHECK(p.failed == 1 && p.failed_addr == srv);
+    NT_CHECK(check_refused(&p, srv, buf, desc) == 0);
+    NT_CHECK(p.ctx->x_ops_twice == 0);
+    hmi_na_addr_t *live;
+    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->live, &live) == HM_SUCCESS);
+    NT_CHECK(nt_send_sync(&p, live, NT_CMD_QUIT, NT_CMD_LEN) == HM_SUCCESS);
+    hmi_na_op_destroy(op);
+    p.cls->c_ops.msg_buf_free(p.cls, buf, desc);
+    p.cls->c_ops.addr_unref(srv);
+    p.cls->c_ops.addr_unref(live);
+    nt_peer_close(&p);
+    return 0;
+}
+
 static void run_case(int (*client)(void *), bool kill_first, const char *name)
 {
     struct hm_test_server srv, live;
@@ -411,6 +473,12 @@ static void test_peer_dies_streaming(void **state)
     run_case(client_peer_dies_streaming, true, "peer_dies_streaming");
 }
 
+static void test_peer_dies_idle(void **state)
+{
+    (void)state;
+    run_case(client_peer_dies_idle, true, "peer_dies_idle");
+}
+
 static void test_peer_dropped(void **state)
 {
     (void)state;
@@ -427,6 +495,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peer_dies),
         cmocka_unit_test(test_peer_dies_streaming),
+        cmocka_unit_test(test_peer_dies_idle),
         cmocka_unit_test(test_peer_dropped),
     };
     return cmocka_run_group_tests_name(g_uri, tests, NULL, NULL);

@@ -53,6 +53,7 @@ static void addr_free(hmi_na_addr_t *peer)
     hmi_list_remove(&peer->a_link);
     hmi_ofi_bell_peer_close(peer);
     hmi_ofi_shmlock_peer_close(peer);
+    hmi_ofi_portcheck_close(peer);
     if (peer->a_pidfd >= 0) {
         hmi_ofi_shmdog_hold(peer->a_ctx); /* the watchdog may be polling it */
         close(peer->a_pidfd);
@@ -188,6 +189,7 @@ static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *
     peer->a_name = *name;
     peer->a_pid = pid;
     peer->a_pidfd = -1;
+    peer->a_check_fd = -1;
     peer->a_probe.r_kind = OFI_REQ_PROBE;
     peer->a_self = addr_name_eq(name, &x->x_name);
     int rc = fi_av_insert(x->x_av, name->n_bytes, 1, &peer->a_fi, 0, NULL);
@@ -335,6 +337,7 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *w
         strcpy(uri, "?");
     hmi_log(HMI_SUBSYS_NA, HMI_LOG_INFO, "ofi: peer %s is dead: %s", uri, why);
     addr_unwatch_pid(x, peer);
+    hmi_ofi_portcheck_close(peer);
     hmi_ofi_reasm_cut(x, peer);
     addr_fail_queued(x, peer);
     if (!x->x_cls->k_source) {
@@ -380,6 +383,8 @@ struct addr_sweep {
     size_t nprobe;
     hmi_na_addr_t *stuck[ADDR_SWEEP_MAX];
     size_t nstuck;
+    hmi_na_addr_t *check[ADDR_SWEEP_MAX]; /* port checks to start or read */
+    size_t ncheck;
 };
 
 static void addr_sweep_one(uint64_t key, void *value, void *arg)
@@ -392,6 +397,9 @@ static void addr_sweep_one(uint64_t key, void *value, void *arg)
         sw->stuck[sw->nstuck++] = peer;
         return;
     }
+    if (sw->x->x_cls->k_quirk->q_port_check && hmi_ofi_portcheck_due(peer, sw->now) &&
+        sw->ncheck < ADDR_SWEEP_MAX)
+        sw->check[sw->ncheck++] = peer;
     if (!sw->x->x_cls->k_quirk->q_probe || !peer->a_await || peer->a_dead || peer->a_probing || peer->a_self ||
         peer->a_probes >= ADDR_MAX_PROBES)
         return;
@@ -455,6 +463,8 @@ int hmi_ofi_peers_check(struct ofi_context *x, uint64_t now)
             addr_probe(x, sw.probe[i]);
     for (size_t i = 0; i < sw.nstuck; i++)
         hmi_ofi_peer_fail(x, sw.stuck[i], "every post to it meets -FI_EAGAIN");
+    for (size_t i = 0; i < sw.ncheck; i++)
+        hmi_ofi_portcheck_step(x, sw.check[i], now);
     return events;
 }
 

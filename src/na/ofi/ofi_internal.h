@@ -71,6 +71,8 @@ struct ofi_quirk {
     bool q_wait_fd;               /* the CQ's FI_WAIT_FD really wakes on arrivals */
     bool q_watch_pid;             /* peers die silently: watch their pid with a pidfd */
     bool q_probe;                 /* peers die silently: probe quiet peers we wait on */
+    bool q_port_check;            /* names are TCP listeners: a stuck peer's refused
+                                     connect proves it dead (ofi_portcheck.c) */
     bool q_doorbell;              /* no CQ wait fd: block on our own doorbell (ofi_bell.c) */
     bool q_mem_pins;              /* registration pins pages (an RDMA NIC) */
     bool q_rma_native;            /* the NIC enforces RMA keys: the plugin's RMA is
@@ -374,6 +376,8 @@ struct hmi_na_addr {
     atomic_uint *a_armed;      /* its doorbell word, mapped (NULL: none) */
     _Atomic int *a_lock;       /* shm: its region's lock word, mapped (NULL: no guard) */
     uint64_t a_stuck_since_ns; /* first -FI_EAGAIN of a post to it not followed by success */
+    int a_check_fd;            /* a port check's connect in flight, or -1 (ofi_portcheck.c) */
+    uint64_t a_check_next_ns;  /* no new port check before */
     unsigned int a_nqueued;    /* its ops on x_retry: new sends queue behind them */
     unsigned int a_nposted;    /* its ops handed to the provider (p_posted) */
     struct hmi_list a_link;    /* x_peers, or x_peer_grave once evicted */
@@ -574,6 +578,14 @@ void hmi_ofi_peer_fail(struct ofi_context *x, hmi_na_addr_t *peer, const char *w
 bool hmi_ofi_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *why);
 /* Pidfd events and liveness probes; returns events handled. */
 int hmi_ofi_peers_check(struct ofi_context *x, uint64_t now);
+
+/* ofi_portcheck.c: whether a stuck peer's port still takes connections. */
+/* The sweep should call hmi_ofi_portcheck_step for `peer` now. */
+bool hmi_ofi_portcheck_due(const hmi_na_addr_t *peer, uint64_t now);
+/* Start or read the peer's check; a refused connect fails the peer. Not
+ * while walking x_by_fi: failing a peer changes it. */
+void hmi_ofi_portcheck_step(struct ofi_context *x, hmi_na_addr_t *peer, uint64_t now);
+void hmi_ofi_portcheck_close(hmi_na_addr_t *peer);
 void hmi_ofi_peer_expect(hmi_na_context_t *ctx, hmi_na_addr_t *peer);
 void hmi_ofi_probe_done(struct ofi_context *x, hmi_na_addr_t *peer, int err);
 /* Free the peers evicted since the last call (first thing in progress, and at close). */

@@ -31,10 +31,12 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_wait_fd = true,
         .q_watch_pid = false,
         .q_probe = true,
+        .q_port_check = true,
         .q_rma_fails_named = true,
         .q_note = "rxm offers no FI_SOURCE: every message names its sender (16 bytes); "
                   "a dead peer shows only as a failed send, so quiet peers we sent to are "
-                  "probed; reads and writes of a broken connection come back as errors",
+                  "probed, and a peer whose sends cannot connect has its port checked; "
+                  "reads and writes of a broken connection come back as errors",
     },
     {
         .q_protocol = "shm",
