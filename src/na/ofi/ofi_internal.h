@@ -348,6 +348,7 @@ struct ofi_context {
     unsigned int x_nreasm;     /* on x_reasm: at most OFI_REASM_MAX */
     struct hmi_list x_reasm_held; /* reassembled, delivered, not released yet */
     struct ofi_frag_stats x_frag;
+    unsigned int x_nportchecks;     /* port checks' connects in flight (ofi_portcheck.c) */
     struct hmi_list x_sendctx_free; /* send contexts to take (ofi_sendctx.c) */
     struct hmi_list x_sendctx_chunks; /* their allocations */
     struct hmi_list x_tombs;   /* send contexts of ended ops the provider may still hold */
@@ -377,7 +378,8 @@ struct hmi_na_addr {
     _Atomic int *a_lock;       /* shm: its region's lock word, mapped (NULL: no guard) */
     uint64_t a_stuck_since_ns; /* first -FI_EAGAIN of a post to it not followed by success */
     int a_check_fd;            /* a port check's connect in flight, or -1 (ofi_portcheck.c) */
-    uint64_t a_check_next_ns;  /* no new port check before */
+    uint64_t a_check_next_ns;  /* no new port check before; while one is in flight, its
+                                  deadline */
     unsigned int a_nqueued;    /* its ops on x_retry: new sends queue behind them */
     unsigned int a_nposted;    /* its ops handed to the provider (p_posted) */
     struct hmi_list a_link;    /* x_peers, or x_peer_grave once evicted */

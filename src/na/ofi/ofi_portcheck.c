@@ -17,8 +17,10 @@
  * (ECONNREFUSED: the host answered that nothing listens there) fails the
  * peer at once. Anything else proves nothing (the port accepts: the peer
  * lives and is slow; a timeout or an unreachable host: a network fault
- * the stuck bound is for), and the check is made again every
- * PORTCHECK_EVERY_NS while the peer stays stuck. A check that connects is
+ * the stuck bound is for; a connect pending for PORTCHECK_WAIT_NS is
+ * given up), and the check is made again every PORTCHECK_EVERY_NS while
+ * the peer stays stuck. At most PORTCHECK_MAX connects are in flight per
+ * context. A check that connects is
  * closed at once: rxm's listener sees a connection that ends before its
  * handshake, as from any port scanner, and drops it.
  *
@@ -34,14 +36,20 @@
 
 #include "na/ofi/ofi_internal.h"
 
-#define PORTCHECK_AFTER_NS 50000000ull  /* stuck this long before the first check */
-#define PORTCHECK_EVERY_NS 500000000ull /* between checks of a peer that stays stuck */
+#define PORTCHECK_AFTER_NS 50000000ull   /* stuck this long before the first check */
+#define PORTCHECK_EVERY_NS 500000000ull  /* between checks of a peer that stays stuck */
+#define PORTCHECK_WAIT_NS 1000000000ull  /* a connect still pending then proves nothing */
+/* Connects in flight per context, at most: each holds a file descriptor,
+ * and a peer can send under many names whose addresses never answer. */
+#define PORTCHECK_MAX 16u
 
 void hmi_ofi_portcheck_close(hmi_na_addr_t *peer)
 {
-    if (peer->a_check_fd >= 0)
-        close(peer->a_check_fd);
+    if (peer->a_check_fd < 0)
+        return;
+    close(peer->a_check_fd);
     peer->a_check_fd = -1;
+    peer->a_ctx->x_nportchecks--;
 }
 
 bool hmi_ofi_portcheck_due(const hmi_na_addr_t *peer, uint64_t now)
@@ -65,8 +73,8 @@ static void portcheck_result(struct ofi_context *x, hmi_na_addr_t *peer, int err
 static void portcheck_start(struct ofi_context *x, hmi_na_addr_t *peer, uint64_t now)
 {
     struct sockaddr_storage sa;
-    if (peer->a_name.n_len > sizeof(sa)) /* a name our parser made: cannot be */
-        return;
+    if (x->x_nportchecks >= PORTCHECK_MAX || peer->a_name.n_len > sizeof(sa))
+        return; /* the next sweep tries again (a name longer than that cannot be) */
     memset(&sa, 0, sizeof(sa));
     memcpy(&sa, peer->a_name.n_bytes, peer->a_name.n_len);
     int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -75,6 +83,8 @@ static void portcheck_start(struct ofi_context *x, hmi_na_addr_t *peer, uint64_t
         return;
     }
     peer->a_check_fd = fd;
+    x->x_nportchecks++;
+    peer->a_check_next_ns = now + PORTCHECK_WAIT_NS; /* while in flight: its deadline */
     if (connect(fd, (struct sockaddr *)&sa, (socklen_t)peer->a_name.n_len) == 0)
         portcheck_result(x, peer, 0, now);
     else if (errno != EINPROGRESS)
@@ -85,8 +95,11 @@ static void portcheck_start(struct ofi_context *x, hmi_na_addr_t *peer, uint64_t
 static void portcheck_poll(struct ofi_context *x, hmi_na_addr_t *peer, uint64_t now)
 {
     struct pollfd pfd = {.fd = peer->a_check_fd, .events = POLLOUT};
-    if (poll(&pfd, 1, 0) <= 0)
+    if (poll(&pfd, 1, 0) <= 0) {
+        if (now >= peer->a_check_next_ns) /* no answer: a network fault, not a proof */
+            portcheck_result(x, peer, ETIMEDOUT, now);
         return;
+    }
     int err = 0;
     socklen_t len = sizeof(err);
     if (getsockopt(peer->a_check_fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)

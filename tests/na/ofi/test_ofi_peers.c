@@ -10,6 +10,10 @@
  *    peers_evicted) and the same name looked up again is a new record.
  *  - Closing the context frees every record, evicted ones included
  *    (AddressSanitizer's leak check in that build).
+ * And the bound on port checks (ofi_portcheck.c): 20 peers whose listeners
+ * never answer a connect (full accept queues) get stuck together; at most
+ * 16 checks are in flight at once, none of them is taken for a refusal,
+ * and a check left unanswered is given up after a second for another.
  * Usage: test_ofi_peers <ofi+tcp URI>.
  */
 #include <setjmp.h>
@@ -19,8 +23,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "na/ofi/ofi_internal.h"
 
@@ -93,12 +103,100 @@ static void test_peer_bound(void **state)
     hmi_na_class_close(cls);
 }
 
+#define DEAF_PEERS 20u
+#define CHECKS_MAX 16u /* PORTCHECK_MAX */
+
+/* A listener on 127.0.0.1 whose accept queue is full: further SYNs are
+ * dropped, so a connect to it stays pending. Its port in *port; *filler
+ * gets the connection that fills the queue. */
+static int deaf_listener(unsigned int *port, int *filler)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(listen(fd, 0), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+    *port = ntohs(sin.sin_port);
+    *filler = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(*filler, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    return fd;
+}
+
+static uint64_t pe_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void pe_sent(hmi_na_op_t *op, hm_return_t status)
+{
+    (void)op, (void)status;
+}
+
+static void test_port_checks_bounded(void **state)
+{
+    (void)state;
+    hmi_na_class_t *cls;
+    hmi_na_context_t *ctx = NULL;
+    setenv("HM_OFI_PEERS", "64", 1); /* room: no stuck peer is failed for its record */
+    assert_int_equal(hmi_na_class_open(g_uri, &cls), HM_SUCCESS);
+    setenv("HM_OFI_PEERS", "16", 1);
+    assert_int_equal(hmi_na_context_open(cls, 0, pe_recv, &ctx, NULL, NULL, &ctx), HM_SUCCESS);
+    struct ofi_context *x = ofi_ctx(ctx);
+    int lfd[DEAF_PEERS], filler[DEAF_PEERS];
+    hmi_na_addr_t *peer[DEAF_PEERS];
+    hmi_na_op_t *op[DEAF_PEERS];
+    void *desc;
+    void *buf = cls->c_ops.msg_buf_alloc(cls, 16, &desc);
+    memset(buf, 0, 16);
+    for (unsigned int i = 0; i < DEAF_PEERS; i++) {
+        unsigned int port;
+        lfd[i] = deaf_listener(&port, &filler[i]);
+        char uri[64];
+        snprintf(uri, sizeof(uri), "ofi+tcp://127.0.0.1:%u", port);
+        assert_int_equal(cls->c_ops.addr_lookup(ctx, uri, &peer[i]), HM_SUCCESS);
+        op[i] = hmi_na_op_create(cls);
+        op[i]->o_cb = pe_sent;
+        assert_int_equal(hmi_na_msg_send(ctx, peer[i], buf, 16, desc, op[i]), HM_SUCCESS);
+    }
+    unsigned int most = 0;
+    bool checked[DEAF_PEERS] = {false};
+    uint64_t end = pe_now_ms() + 2500; /* past one check's second */
+    while (pe_now_ms() < end) {
+        hmi_na_progress(ctx);
+        assert_true(x->x_nportchecks <= CHECKS_MAX);
+        if (x->x_nportchecks > most)
+            most = x->x_nportchecks;
+        for (unsigned int i = 0; i < DEAF_PEERS; i++)
+            checked[i] |= peer[i]->a_check_fd >= 0;
+    }
+    assert_int_equal(most, CHECKS_MAX);
+    for (unsigned int i = 0; i < DEAF_PEERS; i++)
+        assert_true(checked[i]); /* the last 4 once the first checks gave up */
+    for (unsigned int i = 0; i < DEAF_PEERS; i++)
+        assert_false(peer[i]->a_dead); /* a pending connect proves nothing */
+    for (unsigned int i = 0; i < DEAF_PEERS; i++)
+        cls->c_ops.addr_unref(peer[i]);
+    hmi_na_context_close(ctx);
+    for (unsigned int i = 0; i < DEAF_PEERS; i++) {
+        hmi_na_op_destroy(op[i]);
+        close(filler[i]);
+        close(lfd[i]);
+    }
+    cls->c_ops.msg_buf_free(cls, buf, desc);
+    hmi_na_class_close(cls);
+}
+
 int main(int argc, char **argv)
 {
     g_uri = argc > 1 ? argv[1] : "ofi+tcp://127.0.0.1:0";
     setenv("HM_OFI_PEERS", "16", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peer_bound),
+        cmocka_unit_test(test_port_checks_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
