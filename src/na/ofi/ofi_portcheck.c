@@ -20,15 +20,14 @@
  * the stuck bound is for; a connect pending for PORTCHECK_WAIT_NS is
  * given up), and the check is made again every PORTCHECK_EVERY_NS while
  * the peer stays stuck. At most PORTCHECK_MAX connects are in flight per
- * context. A check that connects is
- * closed at once: rxm's listener sees a connection that ends before its
- * handshake, as from any port scanner, and drops it.
+ * context. A check that connects is closed at once: rxm's listener sees a
+ * connection that ends before its handshake, as from any port scanner,
+ * and drops it.
  *
  * Only where the name is a TCP listener: under verbs;ofi_rxm the name is
  * an RDMA CM port, which a TCP connect would find closed on a live peer.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
