@@ -2,7 +2,8 @@
  * Replay driver for libFuzzer targets, for builds without libFuzzer (gcc).
  *
  * Linked with one target's LLVMFuzzerTestOneInput, it feeds it:
- *  - each file named on the command line (a corpus or a crash to replay);
+ *  - each file named on the command line (a crash to replay), and every
+ *    file in each directory named (a corpus: tests/fuzz/corpus/<target>);
  *  - otherwise a deterministic set: the empty input, pseudo-random buffers,
  *    and, when the target provides hm_fuzz_seed() (a valid input), every
  *    truncation of the seed and random mutations of it.
@@ -10,10 +11,12 @@
  * reproduces exactly. A target reports a bug by crashing or aborting; the
  * driver returns 0 when every input went through.
  */
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Optional: a valid input for the target to mutate; returns its size (0: none). */
@@ -115,6 +118,40 @@ static int fd_replay_file(const char *path)
     return 0;
 }
 
+/* Every regular file in `dir`, in name order; *count gets how many. */
+static int fd_replay_dir(const char *dir, int *count)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, NULL, alphasort);
+    if (n < 0) {
+        perror(dir);
+        return 1;
+    }
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+            bad |= fd_replay_file(path);
+            (*count)++;
+        }
+        free(names[i]);
+    }
+    free(names);
+    return bad;
+}
+
+/* A file, or every file of a directory. */
+static int fd_replay_path(const char *path, int *count)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return fd_replay_dir(path, count);
+    (*count)++;
+    return fd_replay_file(path);
+}
+
 int main(int argc, char **argv)
 {
     static uint8_t seed[FD_MAX_LEN], work[FD_MAX_LEN];
@@ -124,11 +161,11 @@ int main(int argc, char **argv)
     long runs = 0;
 
     if (argc > 1) {
-        int bad = 0;
+        int bad = 0, count = 0;
         for (int i = 1; i < argc; i++)
-            bad |= fd_replay_file(argv[i]);
-        printf("replayed %d file(s)\n", argc - 1);
-        return bad;
+            bad |= fd_replay_path(argv[i], &count);
+        printf("replayed %d file(s)\n", count);
+        return bad || count == 0; /* an empty corpus replays nothing: a failure */
     }
 
     LLVMFuzzerTestOneInput(work, 0);
