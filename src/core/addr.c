@@ -49,7 +49,6 @@ hm_addr_t *hmi_addr_cached(hm_context_t *ctx, hmi_na_addr_t *na, uint16_t ctx_in
         goto err_unref;
     if (hmi_hmap_put(&ctx->c_addr_cache, key, addr) != HM_SUCCESS)
         goto err_free;
-    hmi_ctx_spin_boost(ctx); /* a peer we did not know: its first contact */
     return addr; /* the cache owns this first reference */
 
 err_free:
@@ -154,8 +153,6 @@ static hm_return_t addr_lookup_na(hm_context_t *ctx, const char *na_uri, uint16_
         if (addr == NULL) {
             hmi_na_addr_unref(ctx->c_class->k_na, na);
             ret = HM_NOMEM;
-        } else {
-            hmi_ctx_spin_boost(ctx); /* its first RPC may be our first contact */
         }
     }
     hmi_ctx_leave(ctx, took);

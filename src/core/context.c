@@ -471,6 +471,7 @@ static hm_return_t ctx_open(hm_context_t *ctx, const hm_context_opts_t *opts,
         ret = ctx_prefill(ctx, pool_size);
     if (ret == HM_SUCCESS)
         ret = hmi_locate_self(ctx);
+    ctx->c_na_peers_seen = ctx->c_na->x_peers_made; /* our own records: no first contact */
     if (ret != HM_SUCCESS) {
         hmi_na_context_close(ctx->c_na);
         ctx_free_pools(ctx);

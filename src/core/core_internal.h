@@ -375,6 +375,7 @@ struct hm_context {
     uint32_t c_spin_us;
     uint64_t c_spin_boost_until_ns; /* default mode spins at least until then (a
                                        new peer's first contact: progress.c) */
+    uint64_t c_na_peers_seen;       /* c_na->x_peers_made when progress last looked */
     /* Default mode's idle spin (progress.c): when it may yield the core
      * next, and whether the last yield gave the core to another thread. */
     uint64_t c_spin_next_yield_ns;
@@ -457,8 +458,6 @@ void hmi_ctx_block(hm_context_t *ctx, int ms);
  * own (hmi_na_wake_ns); UINT64_MAX: none (progress.c).
  */
 uint64_t hmi_ctx_next_wake(hm_context_t *ctx);
-/* A new peer: default mode spins through its first contact (progress.c). */
-void hmi_ctx_spin_boost(hm_context_t *ctx);
 hm_return_t hmi_ctx_thread_start(hm_context_t *ctx);
 void hmi_ctx_thread_stop(hm_context_t *ctx);
 hm_return_t hmi_ctx_drive_init(hm_context_t *ctx);

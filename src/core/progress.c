@@ -8,6 +8,7 @@
 #include <sched.h>
 
 #include "core/core_internal.h"
+#include "util/compiler.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -43,14 +44,19 @@ static void progress_idle_spin(hm_context_t *ctx, uint64_t now)
  * often longer than the default spin: each side then slept and was woken
  * on every hop. ucx+shm's first RPC took 0.73-1.21 ms with the 50 us spin
  * and 0.52-0.75 ms with a 5 ms one (8 runs each, 2026-11-28). So a context
- * that meets a new peer (a lookup, or a request from a sender it did not
- * know) spins FIRST_CONTACT_SPIN_NS before it sleeps; the cost is that
- * much CPU per new peer, in default mode only.
+ * whose NA layer made a peer record since the last pass (a lookup of a new
+ * peer, or a first message from an unknown sender: x_peers_made) spins
+ * FIRST_CONTACT_SPIN_NS before it sleeps; the cost is that much CPU per new
+ * peer, in default mode only. A lookup of a peer already known costs none.
  */
 #define FIRST_CONTACT_SPIN_NS 2000000u
 
-void hmi_ctx_spin_boost(hm_context_t *ctx)
+static void progress_first_contact(hm_context_t *ctx)
 {
+    uint64_t made = ctx->c_na->x_peers_made;
+    if (hmi_likely(made == ctx->c_na_peers_seen))
+        return;
+    ctx->c_na_peers_seen = made;
     if (ctx->c_mode == HM_PROGRESS_DEFAULT)
         ctx->c_spin_boost_until_ns = hmi_time_ns() + FIRST_CONTACT_SPIN_NS;
 }
@@ -107,6 +113,7 @@ static int progress_pass(hm_context_t *ctx, uint64_t *now_out)
     if (!hmi_mpsc_empty(&ctx->c_subq))
         hmi_submit_drain(ctx);
     int events = hmi_na_progress(ctx->c_na);
+    progress_first_contact(ctx);
     bool clock = progress_clock_due(ctx, events);
     uint64_t now = clock ? hmi_time_ns() : ctx->c_clock_last_ns;
     if (clock) {
@@ -130,8 +137,6 @@ static hm_return_t progress_locked(hm_context_t *ctx, unsigned int timeout_ms)
     uint64_t start = hmi_time_ns();
     uint64_t deadline = start + (uint64_t)timeout_ms * 1000000u;
     uint64_t spin_until = start + (uint64_t)ctx->c_spin_us * 1000u;
-    if (ctx->c_spin_boost_until_ns > spin_until)
-        spin_until = ctx->c_spin_boost_until_ns;
     for (;;) {
         if (hmi_comp_pending(ctx))
             return HM_SUCCESS;
@@ -144,7 +149,8 @@ static hm_return_t progress_locked(hm_context_t *ctx, unsigned int timeout_ms)
         hmi_ctx_yield(ctx);
         if (events > 0 || ctx->c_mode == HM_PROGRESS_BUSY)
             continue;
-        if (ctx->c_mode == HM_PROGRESS_DEFAULT && now < spin_until) {
+        if (ctx->c_mode == HM_PROGRESS_DEFAULT &&
+            (now < spin_until || now < ctx->c_spin_boost_until_ns)) {
             progress_idle_spin(ctx, now);
             continue;
         }

@@ -525,6 +525,11 @@ struct hmi_na_context {
      * transport completion ending an op's next use), logged and ignored by
      * hmi_na_op_complete; tests check it stays 0. */
     unsigned long x_ops_twice;
+    /* Peer records the plugin has made: a lookup of a peer it did not know,
+     * or a first message from an unknown sender. Plugins count each one;
+     * the core spins through a new peer's first contact when this moves
+     * (progress.c). Written and read under the context's lock. */
+    uint64_t x_peers_made;
     /* Set by hmi_na_context_close before the plugin closes: the callbacks of
      * the ops it cancels may post again (the core's admission flush answers
      * waiting refusals), but the plugin's peers are gone, so every post from

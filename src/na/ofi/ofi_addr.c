@@ -212,6 +212,7 @@ static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *
     }
     hmi_list_push_back(&x->x_peers, &peer->a_link);
     x->x_npeers++;
+    x->x_na->x_peers_made++;
     return peer;
 
 err_av:

@@ -226,6 +226,7 @@ static hm_return_t ucx_addr_new(struct ucx_ctx *c, const char *uri, size_t len,
         return ret;
     }
     hmi_list_push_back(&c->c_addrs, &a->a_link);
+    c->c_na->x_peers_made++;
     *out = a;
     return HM_SUCCESS;
 }
