@@ -76,6 +76,7 @@ struct perf_opts {
     hm_progress_mode_t mode;
     bool json;             /* one JSON record per row instead of the table */
     bool stop;             /* client: stop the server(s) when done */
+    bool copy_in;          /* rpc: the server copies each argument out */
     struct perf_tree trees[PERF_MAX_TREES]; /* coll: one row per shape and size */
     unsigned int ntrees;
 };
@@ -117,6 +118,7 @@ int perf_args_parse(int argc, char **argv, int first, struct perf_opts *o);
 struct perf_ids {
     hm_id_t noop;       /* no argument, no result */
     hm_id_t noop_arg;   /* struct perf_arg in, no result */
+    hm_id_t copy_arg;   /* struct perf_arg in, copied into the server's buffer */
     hm_id_t bulk_setup; /* struct perf_bulk_setup in, struct perf_status out */
     hm_id_t bulk;       /* struct perf_bulk_in in, struct perf_status out */
     hm_id_t stats;      /* struct perf_srv_stats out */
@@ -153,7 +155,7 @@ struct perf_srv_stats {
 
 /* The handlers of a server; all NULL on a client. `data` reaches them all. */
 struct perf_handlers {
-    hm_rpc_handler_t noop, noop_arg, bulk_setup, bulk, stats, stop;
+    hm_rpc_handler_t noop, noop_arg, copy_arg, bulk_setup, bulk, stats, stop;
     void *data;
 };
 
@@ -225,6 +227,8 @@ bool perf_pattern_ok(const uint8_t *buf, size_t size);
 struct perf_server {
     bool stop_sent;          /* the response to "stop" has left: exit */
     unsigned long errors;    /* responses that could not be sent */
+    void *sink;              /* where copy_arg copies arguments (grows to the largest) */
+    size_t sink_size;
     struct perf_bulk_srv bulk;
 };
 

@@ -39,6 +39,11 @@ void perf_usage(FILE *out)
         "  --addr URI       client: the URI hm-perf server printed\n"
         "  --addr-file F    server: also write its URI to F\n"
         "  --size S[,S..]   bytes per RPC, K/M/G suffixes (rpc default 0, bulk 1M)\n"
+        "  --copy-in        rpc: the server copies each argument into a buffer of\n"
+        "                   its own, as a storage write would (test \"rpc+copy\");\n"
+        "                   without it the argument is decoded in place and never\n"
+        "                   read. Compare with bulk --op pull, which lands in the\n"
+        "                   server's buffer\n"
         "  --inflight N[,N..] RPCs kept in flight by each client thread, one row\n"
         "                   each (default 1)\n"
         "  --threads N[,N..] client threads, one row each (default 1, at most 64);\n"
@@ -293,7 +298,7 @@ static int parse_trees(const char *text, struct perf_opts *o)
 
 enum { OPT_SIZE = 256, OPT_INFLIGHT, OPT_ITERS, OPT_DURATION, OPT_WARMUP, OPT_OP, OPT_BUSY,
        OPT_WAIT, OPT_JSON, OPT_STOP, OPT_ADDR_FILE, OPT_CHUNK, OPT_DEPTH, OPT_THREADS,
-       OPT_CONTEXTS, OPT_TREE };
+       OPT_CONTEXTS, OPT_TREE, OPT_COPY_IN };
 
 static const struct option long_opts[] = {
     {"protocol", required_argument, NULL, 'p'},
@@ -314,6 +319,7 @@ static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"stop", no_argument, NULL, OPT_STOP},
     {"tree", required_argument, NULL, OPT_TREE},
+    {"copy-in", no_argument, NULL, OPT_COPY_IN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -334,6 +340,7 @@ static int parse_one(int c, const char *arg, struct perf_opts *o, struct perf_gi
     case OPT_WAIT: o->mode = HM_PROGRESS_WAIT; return 0;
     case OPT_JSON: o->json = true; return 0;
     case OPT_STOP: o->stop = true; return 0;
+    case OPT_COPY_IN: o->copy_in = true; return 0;
     case OPT_SIZE: return parse_size_list(arg, o);
     case OPT_INFLIGHT:
         return parse_count_list("--inflight", arg, PERF_MAX_INFLIGHT, o->inflights,
@@ -391,6 +398,10 @@ static int apply_defaults(struct perf_opts *o, const struct perf_given *g)
         o->iters = o->kind == PERF_KIND_COLL ? 500 : bulk ? 1000 : 10000;
     if (!g->warmup)
         o->warmup = o->kind == PERF_KIND_COLL ? 50 : bulk ? 100 : 1000;
+    if (o->copy_in && o->kind != PERF_KIND_RPC) {
+        fprintf(stderr, "hm-perf: --copy-in is for rpc rows\n");
+        return -1;
+    }
     for (unsigned int i = 0; bulk && i < o->nsizes; i++) {
         if (o->sizes[i] == 0) {
             fprintf(stderr, "hm-perf bulk: sizes must be at least 1 byte\n");

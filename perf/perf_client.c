@@ -90,7 +90,7 @@ static int client_setup(struct perf_client *cli, size_t size, uint32_t slots)
 static const char *client_test_name(const struct perf_opts *opts)
 {
     if (opts->kind == PERF_KIND_RPC)
-        return "rpc";
+        return opts->copy_in ? "rpc+copy" : "rpc";
     return opts->op == HM_BULK_PULL ? "pull" : "push";
 }
 
@@ -156,7 +156,8 @@ static int client_size_rpc(struct perf_client *cli, size_t size)
     }
     memset(buf, 0xa5, size);
     arg.data = (hm_bytes_t){.data = buf, .len = size};
-    struct perf_row row = {.id = size > 0 ? cli->ep.ids.noop_arg : cli->ep.ids.noop,
+    hm_id_t with_arg = cli->opts->copy_in ? cli->ep.ids.copy_arg : cli->ep.ids.noop_arg;
+    struct perf_row row = {.id = size > 0 ? with_arg : cli->ep.ids.noop,
                            .size = size, .rpc_in = size > 0 ? &arg : NULL};
     rc = client_rows(cli, &row);
     free(buf);

@@ -97,6 +97,7 @@ static int ep_register(struct perf_ep *ep, const struct perf_handlers *h)
     const struct rpc_def defs[] = {
         {"hm_perf.noop", NULL, NULL, hs->noop, &ep->ids.noop},
         {"hm_perf.noop_arg", arg_proc, NULL, hs->noop_arg, &ep->ids.noop_arg},
+        {"hm_perf.copy_arg", arg_proc, NULL, hs->copy_arg, &ep->ids.copy_arg},
         {"hm_perf.bulk_setup", setup_proc, status_proc, hs->bulk_setup, &ep->ids.bulk_setup},
         {"hm_perf.bulk", bulk_in_proc, status_proc, hs->bulk, &ep->ids.bulk},
         {"hm_perf.stats", NULL, stats_proc, hs->stats, &ep->ids.stats},

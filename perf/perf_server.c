@@ -5,6 +5,7 @@
  */
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "perf.h"
 
@@ -34,6 +35,39 @@ static hm_return_t srv_noop_arg(hm_handle_t *handle)
 
     if (ret == HM_SUCCESS) {
         ret = perf_server_respond(srv, handle, NULL);
+        hm_free_input(handle, &in);
+    }
+    hm_handle_destroy(handle);
+    return ret;
+}
+
+/*
+ * srv_copy_arg: what a storage service's write does with an argument that
+ * came inline: copies it into memory of its own. `hm-perf rpc --copy-in`
+ * against `hm-perf bulk --op pull` compares like with like, since a pull
+ * lands in the server's buffer (srv_noop_arg never reads its argument).
+ */
+static hm_return_t srv_copy_arg(hm_handle_t *handle)
+{
+    struct perf_server *srv = hm_handle_get_data(handle);
+    struct perf_arg in;
+    hm_return_t ret = hm_get_input(handle, &in);
+
+    if (ret == HM_SUCCESS) {
+        if (in.data.len > srv->sink_size) {
+            void *bigger = realloc(srv->sink, in.data.len);
+            if (bigger != NULL) {
+                srv->sink = bigger;
+                srv->sink_size = in.data.len;
+            }
+        }
+        if (in.data.len <= srv->sink_size) {
+            memcpy(srv->sink, in.data.data, in.data.len);
+            ret = perf_server_respond(srv, handle, NULL);
+        } else {
+            ret = HM_NOMEM; /* no response: the client's RPC fails at its end */
+            srv->errors++;
+        }
         hm_free_input(handle, &in);
     }
     hm_handle_destroy(handle);
@@ -113,7 +147,7 @@ int perf_server_run(const struct perf_opts *opts, perf_publish_cb publish, void 
 {
     struct perf_server srv = {.stop_sent = false};
     struct perf_handlers h = {
-        .noop = srv_noop, .noop_arg = srv_noop_arg,
+        .noop = srv_noop, .noop_arg = srv_noop_arg, .copy_arg = srv_copy_arg,
         .bulk_setup = perf_bulk_srv_setup_handler, .bulk = perf_bulk_srv_handler,
         .stats = srv_stats, .stop = srv_stop, .data = &srv,
     };
@@ -135,6 +169,7 @@ int perf_server_run(const struct perf_opts *opts, perf_publish_cb publish, void 
         rc = srv_serve(ep.ctx, &srv);
     else
         rc = -1;
+    free(srv.sink);
     if (perf_bulk_srv_free(&srv.bulk) != 0)
         rc = -1;
     if (perf_ep_close(&ep) != 0)
