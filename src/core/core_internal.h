@@ -380,7 +380,7 @@ struct hm_context {
      * next, and whether the last yield gave the core to another thread. */
     uint64_t c_spin_next_yield_ns;
     uint64_t c_clock_last_ns;        /* the last clock a progress pass read (progress.c) */
-    uint32_t c_clock_skips;          /* passes with events since it read one */
+    uint32_t c_clock_skips;          /* passes since it read one */
     bool c_spin_core_shared;
 
     /* The one completion queue (trigger.c): records (util/comp.h) of handles,
@@ -448,8 +448,9 @@ void hmi_cb_leave(hm_context_t *ctx, bool took);
 bool hmi_cb_owned(const hm_context_t *ctx);
 /* Wake a progress call blocked in poll, if any. */
 void hmi_ctx_wake(hm_context_t *ctx);
-/* Driver: let threads blocked on the lock in (outermost entry only). */
-void hmi_ctx_yield(hm_context_t *ctx);
+/* Driver: let threads blocked on the lock in (outermost entry only); true
+ * when it let go of the lock (the thread may have waited). */
+bool hmi_ctx_yield(hm_context_t *ctx);
 /* Driver: block on the transport's fd and the wake fd until `ms` pass. */
 void hmi_ctx_block(hm_context_t *ctx, int ms);
 /*

@@ -165,10 +165,10 @@ void hmi_ctx_wake(hm_context_t *ctx)
 /* How long the driver steps aside at most for threads waiting on the lock. */
 #define DRIVE_YIELD_MAX_NS 1000000u
 
-void hmi_ctx_yield(hm_context_t *ctx)
+bool hmi_ctx_yield(hm_context_t *ctx)
 {
     if (ctx->c_depth != 1 || atomic_load_explicit(&ctx->c_waiters, memory_order_relaxed) == 0)
-        return;
+        return false;
     atomic_store_explicit(&ctx->c_owner, NULL, memory_order_relaxed);
     pthread_mutex_unlock(&ctx->c_lock);
     /* pthread mutexes are not fair: give the waiters time to take it. */
@@ -177,6 +177,7 @@ void hmi_ctx_yield(hm_context_t *ctx)
         sched_yield();
     pthread_mutex_lock(&ctx->c_lock);
     drive_take(ctx);
+    return true;
 }
 
 static void drive_drain_wake_fd(hm_context_t *ctx)

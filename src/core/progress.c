@@ -36,6 +36,7 @@ static void progress_idle_spin(hm_context_t *ctx, uint64_t now)
     uint64_t after = hmi_time_ns();
     ctx->c_spin_core_shared = after - now > SPIN_YIELD_SHARED_NS;
     ctx->c_spin_next_yield_ns = after + SPIN_YIELD_GAP_NS;
+    ctx->c_clock_last_ns = after;
 }
 
 /*
@@ -85,20 +86,33 @@ static int progress_block_ms(hm_context_t *ctx, uint64_t now, uint64_t deadline)
 }
 
 /*
- * Passes in a row that found transport events and read no clock, at most.
- * A clock read costs about 50 ns on the 2-core VM (clock_gettime through
- * the vDSO), as much as the rest of an idle busy pass over shared memory,
- * and on the pass that just received a message it delays the handler that
- * message is for. So a pass with events reads it only every
- * PROGRESS_CLOCK_EVERY passes; deadlines and timers then run at most that
- * many passes late (microseconds) under a stream of messages.
+ * Passes in a row that read no clock, at most: with transport events, and
+ * idle. A clock read costs 30-50 ns on the 2-core VM (clock_gettime through
+ * the vDSO), as much as the rest of an idle busy pass over shared memory
+ * (it was 29% of a busy ucx+shm server's cycles, perf record, when every
+ * idle pass read it): on the pass that just received a message it delays
+ * the handler that message is for, and on an idle pass it delays seeing
+ * the next message. So a pass with events reads it every
+ * PROGRESS_CLOCK_EVERY passes and an idle pass every
+ * PROGRESS_IDLE_CLOCK_EVERY; deadlines, timers, the timeout and the
+ * default mode's spin then run at most that many passes late
+ * (microseconds). progress_locked reads the clock when it starts, so a
+ * zero timeout still makes one pass.
  */
 #define PROGRESS_CLOCK_EVERY 16u
+#define PROGRESS_IDLE_CLOCK_EVERY 4u
+
+/* After the thread let go of the core or the lock: the next pass reads the clock. */
+static void progress_clock_stale(hm_context_t *ctx)
+{
+    ctx->c_clock_skips = PROGRESS_CLOCK_EVERY;
+}
 
 /* Whether this pass, which found `events`, reads the clock. */
 static bool progress_clock_due(hm_context_t *ctx, int events)
 {
-    if (events == 0 || ++ctx->c_clock_skips >= PROGRESS_CLOCK_EVERY) {
+    unsigned int every = events == 0 ? PROGRESS_IDLE_CLOCK_EVERY : PROGRESS_CLOCK_EVERY;
+    if (++ctx->c_clock_skips >= every) {
         ctx->c_clock_skips = 0;
         return true;
     }
@@ -135,6 +149,7 @@ static int progress_pass(hm_context_t *ctx, uint64_t *now_out)
 static hm_return_t progress_locked(hm_context_t *ctx, unsigned int timeout_ms)
 {
     uint64_t start = hmi_time_ns();
+    ctx->c_clock_last_ns = start; /* what passes that skip the clock see */
     uint64_t deadline = start + (uint64_t)timeout_ms * 1000000u;
     uint64_t spin_until = start + (uint64_t)ctx->c_spin_us * 1000u;
     for (;;) {
@@ -146,7 +161,8 @@ static hm_return_t progress_locked(hm_context_t *ctx, unsigned int timeout_ms)
             return HM_SUCCESS;
         if (now >= deadline)
             return HM_TIMEOUT;
-        hmi_ctx_yield(ctx);
+        if (hmi_ctx_yield(ctx))
+            progress_clock_stale(ctx);
         if (events > 0 || ctx->c_mode == HM_PROGRESS_BUSY)
             continue;
         if (ctx->c_mode == HM_PROGRESS_DEFAULT &&
@@ -155,6 +171,7 @@ static hm_return_t progress_locked(hm_context_t *ctx, unsigned int timeout_ms)
             continue;
         }
         hmi_ctx_block(ctx, progress_block_ms(ctx, now, deadline));
+        progress_clock_stale(ctx);
     }
 }
 

@@ -5,7 +5,8 @@
  *  - an idle wait-mode server, and a wait-mode client whose RPC is
  *    outstanding for 1 s, use almost no CPU over that second;
  *  - an idle context in the default mode (spin, then sleep) uses almost no
- *    CPU over 1 s.
+ *    CPU over 1 s;
+ *  - an idle wait-mode progress call sleeps once for its timeout.
  *
  * Every process of the test runs on one CPU (the first the test may use; the
  * forked server inherits the mask). A side that spins instead of sleeping
@@ -179,6 +180,35 @@ static void test_default_mode_idle_uses_no_cpu(void **state)
     assert_true(used < MAX_IDLE_CPU_US);
 }
 
+/*
+ * A context of its own in wait mode with nothing to do: each hm_progress
+ * sleeps once for its timeout, not several times. The passes after a sleep
+ * must read the clock (progress.c skips it on most idle passes); reusing
+ * the time read before the sleep would make every call sleep its timeout
+ * again, up to PROGRESS_IDLE_CLOCK_EVERY times (4 voluntary switches per
+ * call, counted on this thread only).
+ */
+static void test_idle_progress_sleeps_once(void **state)
+{
+    (void)state;
+    hm_context_opts_t opts = {.field_mask = HM_CONTEXT_OPT_PROGRESS_MODE,
+                              .progress_mode = HM_PROGRESS_WAIT};
+    hm_context_t *ctx;
+    assert_int_equal(hm_context_create(core_client.cls, &opts, &ctx), HM_SUCCESS);
+    hm_progress(ctx, 0); /* whatever opening left to do */
+    struct rusage before, after;
+    assert_int_equal(getrusage(RUSAGE_THREAD, &before), 0);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(hm_progress(ctx, 20), HM_TIMEOUT);
+    assert_int_equal(getrusage(RUSAGE_THREAD, &after), 0);
+    long sleeps = after.ru_nvcsw - before.ru_nvcsw;
+    printf("# %s: ten idle 20 ms wait-mode progress calls: %ld voluntary switches\n",
+           core_protocol, sleeps);
+    assert_int_equal(hm_context_destroy(ctx), HM_SUCCESS);
+    assert_true(sleeps >= 10); /* it slept (wait mode) */
+    assert_true(sleeps <= 20); /* about once per call */
+}
+
 /* Every process of the test on the first CPU this one may use (see the top). */
 static int pin_to_one_cpu(void)
 {
@@ -211,6 +241,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_idle_server_uses_no_cpu),
         cmocka_unit_test(test_waiting_client_uses_no_cpu),
         cmocka_unit_test(test_default_mode_idle_uses_no_cpu),
+        cmocka_unit_test(test_idle_progress_sleeps_once),
     };
     return cmocka_run_group_tests_name("core_waitmode", tests, core_setup, core_teardown);
 }

@@ -333,6 +333,7 @@ struct ofi_context {
     struct hmi_list x_posted;  /* ops the provider holds */
     unsigned int x_npeers_watched;
     uint64_t x_next_check_ns;  /* next pidfd / probe sweep */
+    unsigned int x_clock_skips; /* idle progress calls since the sweep read the clock */
     uint64_t x_probe_buf[1];   /* a probe's wire bytes: a bare header */
     struct fid_mr *x_probe_mr; /* with FI_MR_LOCAL */
     void *x_probe_desc;

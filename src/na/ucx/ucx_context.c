@@ -23,6 +23,11 @@
 #define UCX_PROGRESS_SPINS 64
 /* How often progress looks at the pidfds of shm peers. */
 #define UCX_PID_SCAN_NS 1000000u
+/* Progress calls between clock reads for that scan: a clock read costs about
+ * 30 ns here (clock_gettime in the vDSO of a VM), as much as a third of an
+ * idle busy pass over shared memory (perf record of a busy server). The
+ * first call after the context slept (poll_arm) reads it. */
+#define UCX_PID_CLOCK_EVERY 16u
 /* Longest a context close waits for UCX to give back requests. */
 #define UCX_CLOSE_WAIT_NS 2000000000u
 
@@ -349,6 +354,20 @@ void hmi_ucx_context_close(hmi_na_context_t *ctx)
 
 /* ---- Progress ------------------------------------------------------------- */
 
+/* The pidfd scan, every UCX_PID_SCAN_NS (at once after c_pid_check_ns = 0);
+ * the clock is read every UCX_PID_CLOCK_EVERY calls. Returns its events. */
+static int ucx_pid_scan_due(struct ucx_ctx *c)
+{
+    if (++c->c_pid_clock_skips < UCX_PID_CLOCK_EVERY && c->c_pid_check_ns != 0)
+        return 0;
+    c->c_pid_clock_skips = 0;
+    uint64_t now = hmi_time_ns();
+    if (now - c->c_pid_check_ns < UCX_PID_SCAN_NS)
+        return 0;
+    c->c_pid_check_ns = now;
+    return hmi_ucx_addr_scan_pids(c);
+}
+
 int hmi_ucx_progress(hmi_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
@@ -363,13 +382,8 @@ int hmi_ucx_progress(hmi_na_context_t *ctx)
     }
     if (n == 0 && c->c_fifo.f_n > 0)
         hmi_ucx_fifo_check(c); /* nothing came: are we stuck behind a dead sender's slot? */
-    if (c->c_npidfds > 0) {
-        uint64_t now = hmi_time_ns();
-        if (now - c->c_pid_check_ns >= UCX_PID_SCAN_NS) {
-            c->c_pid_check_ns = now;
-            n += hmi_ucx_addr_scan_pids(c);
-        }
-    }
+    if (c->c_npidfds > 0)
+        n += ucx_pid_scan_due(c);
     if (hmi_unlikely(!hmi_list_empty(&c->c_gone)))
         n += hmi_ucx_addr_report_gone(c);
     if (hmi_unlikely(!hmi_list_empty(&c->c_failed) || c->c_eps_failed))
@@ -385,6 +399,7 @@ int hmi_ucx_poll_fd(hmi_na_context_t *ctx)
 hm_return_t hmi_ucx_poll_arm(hmi_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
+    c->c_pid_clock_skips = UCX_PID_CLOCK_EVERY; /* the call after a sleep reads the clock */
     if (!hmi_list_empty(&ctx->x_done) || !hmi_list_empty(&c->c_retry) ||
         !hmi_list_empty(&c->c_failed) || !hmi_list_empty(&c->c_gone))
         return HM_AGAIN;

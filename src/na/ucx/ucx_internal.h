@@ -262,7 +262,8 @@ struct ucx_ctx {
     bool c_in_am_cb;               /* inside the AM callback */
     void *c_cb_data;               /* eager data being delivered */
     bool c_cb_released;            /* ...and released during the callback */
-    uint64_t c_pid_check_ns;       /* last pidfd scan */
+    uint64_t c_pid_check_ns;       /* last pidfd scan; 0: scan at the next progress */
+    unsigned int c_pid_clock_skips; /* progress calls since the scan read the clock */
     unsigned int c_npidfds;
     size_t c_eager_held;           /* eager UCX buffers delivered, not released */
     bool c_eps_failed;             /* some unnamed endpoint failed */
