@@ -55,8 +55,13 @@ static hm_return_t srv_copy_arg(hm_handle_t *handle)
 
     if (ret == HM_SUCCESS) {
         if (in.data.len > srv->sink_size) {
-            void *bigger = realloc(srv->sink, in.data.len);
-            if (bigger != NULL) {
+            /* Page-aligned, as a storage service's buffers are: a sink that
+             * malloc put right after the receive buffer (8 bytes past a
+             * multiple of 4 KiB from it, seen on ofi+shm) made every copy
+             * pay the CPU's 4K-aliasing penalty (2.5 us for 4 KiB). */
+            void *bigger = NULL;
+            if (posix_memalign(&bigger, 4096, in.data.len) == 0) {
+                free(srv->sink);
                 srv->sink = bigger;
                 srv->sink_size = in.data.len;
             }
