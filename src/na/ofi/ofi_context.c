@@ -157,29 +157,33 @@ static hm_return_t ctx_name_shm_endpoint(struct ofi_context *x, unsigned int ind
     return rc == 0 ? HM_SUCCESS : hmi_ofi_error("fi_setname", x->x_cls->k_quirk->q_provider, rc);
 }
 
-/* Endpoint, AV and CQ, bound and enabled. */
-static hm_return_t ctx_open_endpoint(hmi_na_context_t *ctx, struct ofi_context *x)
+/* An endpoint with its own AV and CQ, bound, enabled and named (x_ep,
+ * x_av, x_cq, x_name); what it made is left for ctx_release on failure. */
+static hm_return_t ctx_make_endpoint(hmi_na_context_t *ctx, struct ofi_context *x,
+                                     struct fi_info *info)
 {
     struct ofi_class *k = x->x_cls;
     const char *prov = k->k_quirk->q_provider;
-    struct fi_info *info = ctx_info(k, ctx->x_index);
-    if (info == NULL)
-        return HM_NOMEM;
     int rc = fi_endpoint(k->k_domain, info, &x->x_ep, NULL);
-    fi_freeinfo(info);
-    if (rc != 0)
+    if (rc != 0) {
+        x->x_ep = NULL;
         return hmi_ofi_error("fi_endpoint", prov, rc);
+    }
     struct fi_av_attr av_attr = {.type = FI_AV_MAP};
     rc = fi_av_open(k->k_domain, &av_attr, &x->x_av, NULL);
-    if (rc != 0)
+    if (rc != 0) {
+        x->x_av = NULL;
         return hmi_ofi_error("fi_av_open", prov, rc);
+    }
     struct fi_cq_attr cq_attr = {
         .format = FI_CQ_FORMAT_DATA,
         .wait_obj = k->k_quirk->q_wait_fd ? FI_WAIT_FD : FI_WAIT_NONE,
     };
     rc = fi_cq_open(k->k_domain, &cq_attr, &x->x_cq, NULL);
-    if (rc != 0)
+    if (rc != 0) {
+        x->x_cq = NULL;
         return hmi_ofi_error("fi_cq_open", prov, rc);
+    }
     rc = fi_ep_bind(x->x_ep, &x->x_av->fid, 0);
     if (rc == 0)
         rc = fi_ep_bind(x->x_ep, &x->x_cq->fid, FI_TRANSMIT | FI_RECV);
@@ -208,6 +212,65 @@ static hm_return_t ctx_open_endpoint(hmi_na_context_t *ctx, struct ofi_context *
     x->x_name.n_len = (uint8_t)len;
     hmi_ofi_name_concrete(k->k_quirk->q_addr, &x->x_name);
     return HM_SUCCESS;
+}
+
+/* Whether `info` asks for any port (a sockaddr protocol, port 0). */
+static bool ctx_any_port(const struct ofi_class *k, const struct fi_info *info)
+{
+    if (k->k_quirk->q_addr != OFI_ADDR_SOCKADDR_IN || info->src_addr == NULL)
+        return false;
+    struct ofi_name asked = {.n_len = (uint8_t)(info->src_addrlen < OFI_NAME_MAX
+                                                    ? info->src_addrlen : OFI_NAME_MAX)};
+    memcpy(asked.n_bytes, info->src_addr, asked.n_len);
+    return hmi_ofi_name_port(&asked) == 0;
+}
+
+/* Tries at a port this process did not close lately (ofi_portreuse.c). */
+#define CTX_PORT_TRIES 8
+
+/* An endpoint set aside while the next is made: closed whole, endpoint first. */
+struct ctx_held {
+    struct fid_ep *ep;
+    struct fid_av *av;
+    struct fid_cq *cq;
+};
+
+/*
+ * Endpoint, AV and CQ, bound and enabled. An endpoint that got a port this
+ * process closed lately is kept open, with its AV and CQ, while the next is
+ * made, so that the kernel picks another port; then it is closed
+ * (ofi_portreuse.c says why).
+ */
+static hm_return_t ctx_open_endpoint(hmi_na_context_t *ctx, struct ofi_context *x)
+{
+    struct fi_info *info = ctx_info(x->x_cls, ctx->x_index);
+    if (info == NULL)
+        return HM_NOMEM;
+    bool any_port = ctx_any_port(x->x_cls, info);
+    struct ctx_held held[CTX_PORT_TRIES];
+    unsigned int nheld = 0;
+    hm_return_t ret;
+    for (;;) {
+        ret = ctx_make_endpoint(ctx, x, info);
+        if (ret != HM_SUCCESS || !any_port || nheld == CTX_PORT_TRIES - 1 ||
+            !hmi_ofi_port_recent(hmi_ofi_name_port(&x->x_name)))
+            break;
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG,
+                "ofi: port %u was closed lately by this process: taking another",
+                (unsigned int)hmi_ofi_name_port(&x->x_name));
+        held[nheld++] = (struct ctx_held){.ep = x->x_ep, .av = x->x_av, .cq = x->x_cq};
+        x->x_ep = NULL;
+        x->x_av = NULL;
+        x->x_cq = NULL;
+    }
+    while (nheld > 0) {
+        struct ctx_held *h = &held[--nheld];
+        fi_close(&h->ep->fid);
+        fi_close(&h->av->fid);
+        fi_close(&h->cq->fid);
+    }
+    fi_freeinfo(info);
+    return ret;
 }
 
 /* The epoll set poll_fd returns, with the CQ's wait fd if it has a working one. */
@@ -341,6 +404,8 @@ void hmi_ofi_context_close(hmi_na_context_t *ctx)
     struct ofi_context *x = ofi_ctx(ctx);
     hmi_na_context_t *self = ctx;
     atomic_compare_exchange_strong(&x->x_cls->k_mr_ctx, &self, NULL);
+    if (x->x_cls->k_quirk->q_addr == OFI_ADDR_SOCKADDR_IN)
+        hmi_ofi_port_closed(hmi_ofi_name_port(&x->x_name)); /* not ours again soon */
     /* The endpoint goes first: then the provider holds no buffer of ours. */
     fi_close(&x->x_ep->fid);
     x->x_ep = NULL;

@@ -161,6 +161,10 @@ hm_return_t hmi_ofi_listen_parse(enum ofi_addr_kind kind, const char *listen,
  * concrete address peers should use instead (hmi_uri_concrete), port kept.
  */
 void hmi_ofi_name_concrete(enum ofi_addr_kind kind, struct ofi_name *name);
+/* ofi_portreuse.c: ports this process's endpoints closed (see there). */
+uint16_t hmi_ofi_name_port(const struct ofi_name *name);
+void hmi_ofi_port_closed(uint16_t port);
+bool hmi_ofi_port_recent(uint16_t port);
 /* Format `name` as a URI with the "ofi+<protocol>://" prefix; HM_MSGSIZE if too small. */
 hm_return_t hmi_ofi_uri_format(enum ofi_addr_kind kind, const char *protocol,
                                const struct ofi_name *name, pid_t pid, char *buf,
