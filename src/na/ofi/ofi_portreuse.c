@@ -19,6 +19,7 @@
  */
 #include <netinet/in.h>
 #include <pthread.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "na/ofi/ofi_internal.h"
@@ -33,11 +34,15 @@ static unsigned int ports_next;
 /* The port of a sockaddr name, or 0 if it is none. */
 uint16_t hmi_ofi_name_port(const struct ofi_name *name)
 {
-    const struct sockaddr *sa = (const struct sockaddr *)(const void *)name->n_bytes;
-    if (name->n_len >= sizeof(struct sockaddr_in) && sa->sa_family == AF_INET)
-        return ntohs(((const struct sockaddr_in *)(const void *)sa)->sin_port);
-    if (name->n_len >= sizeof(struct sockaddr_in6) && sa->sa_family == AF_INET6)
-        return ntohs(((const struct sockaddr_in6 *)(const void *)sa)->sin6_port);
+    struct sockaddr_storage sa; /* aligned: n_bytes is not (it follows n_len) */
+    if (name->n_len < sizeof(sa_family_t) || name->n_len > sizeof(sa))
+        return 0;
+    memset(&sa, 0, sizeof(sa));
+    memcpy(&sa, name->n_bytes, name->n_len);
+    if (sa.ss_family == AF_INET && name->n_len >= sizeof(struct sockaddr_in))
+        return ntohs(((const struct sockaddr_in *)(const void *)&sa)->sin_port);
+    if (sa.ss_family == AF_INET6 && name->n_len >= sizeof(struct sockaddr_in6))
+        return ntohs(((const struct sockaddr_in6 *)(const void *)&sa)->sin6_port);
     return 0;
 }
 
