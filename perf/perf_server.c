@@ -58,7 +58,8 @@ static hm_return_t srv_copy_arg(hm_handle_t *handle)
             /* Page-aligned, as a storage service's buffers are: a sink that
              * malloc put right after the receive buffer (8 bytes past a
              * multiple of 4 KiB from it, seen on ofi+shm) made every copy
-             * pay the CPU's 4K-aliasing penalty (2.5 us for 4 KiB). */
+             * pay rep movsb's short-distance penalty (2.5 us for 4 KiB;
+             * perf/RESULTS.md section 12). */
             void *bigger = NULL;
             if (posix_memalign(&bigger, 4096, in.data.len) == 0) {
                 free(srv->sink);
@@ -70,7 +71,7 @@ static hm_return_t srv_copy_arg(hm_handle_t *handle)
             memcpy(srv->sink, in.data.data, in.data.len);
             ret = perf_server_respond(srv, handle, NULL);
         } else {
-            ret = HM_NOMEM; /* no response: the client's RPC fails at its end */
+            ret = HM_NOMEM; /* no response: the client's stall check ends the run */
             srv->errors++;
         }
         hm_free_input(handle, &in);

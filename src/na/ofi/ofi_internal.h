@@ -161,8 +161,9 @@ hm_return_t hmi_ofi_listen_parse(enum ofi_addr_kind kind, const char *listen,
  * concrete address peers should use instead (hmi_uri_concrete), port kept.
  */
 void hmi_ofi_name_concrete(enum ofi_addr_kind kind, struct ofi_name *name);
-/* ofi_portreuse.c: ports this process's endpoints closed (see there). */
+/* The port of an inet name (in host order), or 0 if it is none. */
 uint16_t hmi_ofi_name_port(const struct ofi_name *name);
+/* ofi_portreuse.c: ports this process's endpoints closed (see there). */
 void hmi_ofi_port_closed(uint16_t port);
 bool hmi_ofi_port_recent(uint16_t port);
 /* Format `name` as a URI with the "ofi+<protocol>://" prefix; HM_MSGSIZE if too small. */

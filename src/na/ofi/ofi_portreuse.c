@@ -17,10 +17,7 @@
  * OFI_PORTS_KEPT this process closed opens another, keeping the first
  * open meanwhile so that the kernel picks a different one.
  */
-#include <netinet/in.h>
 #include <pthread.h>
-#include <string.h>
-#include <sys/socket.h>
 
 #include "na/ofi/ofi_internal.h"
 
@@ -30,21 +27,6 @@
 static pthread_mutex_t ports_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint16_t ports_closed[OFI_PORTS_KEPT]; /* a ring, 0 = empty */
 static unsigned int ports_next;
-
-/* The port of a sockaddr name, or 0 if it is none. */
-uint16_t hmi_ofi_name_port(const struct ofi_name *name)
-{
-    struct sockaddr_storage sa; /* aligned: n_bytes is not (it follows n_len) */
-    if (name->n_len < sizeof(sa_family_t) || name->n_len > sizeof(sa))
-        return 0;
-    memset(&sa, 0, sizeof(sa));
-    memcpy(&sa, name->n_bytes, name->n_len);
-    if (sa.ss_family == AF_INET && name->n_len >= sizeof(struct sockaddr_in))
-        return ntohs(((const struct sockaddr_in *)(const void *)&sa)->sin_port);
-    if (sa.ss_family == AF_INET6 && name->n_len >= sizeof(struct sockaddr_in6))
-        return ntohs(((const struct sockaddr_in6 *)(const void *)&sa)->sin6_port);
-    return 0;
-}
 
 void hmi_ofi_port_closed(uint16_t port)
 {

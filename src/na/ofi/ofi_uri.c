@@ -108,6 +108,12 @@ hm_return_t hmi_ofi_listen_parse(enum ofi_addr_kind kind, const char *listen,
     return HM_SUCCESS;
 }
 
+uint16_t hmi_ofi_name_port(const struct ofi_name *name)
+{
+    struct hmi_uri_host h;
+    return uri_host_of(name, &h) ? (uint16_t)hmi_uri_port(&h) : 0;
+}
+
 void hmi_ofi_name_concrete(enum ofi_addr_kind kind, struct ofi_name *name)
 {
     struct hmi_uri_host h;
