@@ -38,6 +38,7 @@
 #include "na/ofi/ofi_internal.h"
 #include "util/compiler.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #define ADDR_MAX_PROBES 6u
 #define ADDR_SWEEP_MAX 64u
@@ -440,8 +441,46 @@ void hmi_ofi_peer_expect(hmi_na_context_t *ctx, hmi_na_addr_t *peer)
 void hmi_ofi_probe_done(struct ofi_context *x, hmi_na_addr_t *peer, int err)
 {
     peer->a_probing = false;
-    if (err != 0 && err != FI_ECANCELED && hmi_ofi_status(err) == HM_UNREACHABLE)
+    /* Only the warm-up probes ourselves, and we are not dead if it fails. */
+    if (err != 0 && err != FI_ECANCELED && hmi_ofi_status(err) == HM_UNREACHABLE &&
+        !peer->a_self)
         hmi_ofi_peer_fail(x, peer, fi_strerror(err));
+}
+
+/*
+ * rxm (libfabric 1.17) makes an endpoint's pool of send buffers at its
+ * first send: 1,024 buffers of 16.9 KB, zeroed whole (17 MB, about 4,200
+ * page faults, 13 ms here). A fresh server paid it inside its first
+ * response, a client inside its first request (perf with a libfabric built
+ * with symbols, 2026-11-28). A probe to ourselves, sent and completed here,
+ * makes the pool while the context opens. Best effort, bounded (2 s, or
+ * half of HM_OFI_STUCK_MS): on a failure or past the bound the cost stays
+ * where it was.
+ */
+#define OFI_WARM_NS (2000ull * 1000 * 1000)
+
+void hmi_ofi_warm_sends(struct ofi_context *x)
+{
+    hmi_na_addr_t *self;
+    if (hmi_ofi_addr_self(x->x_na, &self) != HM_SUCCESS)
+        return;
+    /* Within half the stuck bound: the sweep must not take us for a stuck peer. */
+    uint64_t bound = x->x_cls->k_stuck_ns / 2 < OFI_WARM_NS ? x->x_cls->k_stuck_ns / 2 : OFI_WARM_NS;
+    uint64_t deadline = hmi_time_ns() + bound;
+    bool sent = false;
+    while (!self->a_dead && hmi_time_ns() < deadline) {
+        if (!sent) {
+            addr_probe(x, self); /* -FI_EAGAIN while rxm connects us to ourselves */
+            sent = self->a_probing;
+        } else if (!self->a_probing) {
+            break; /* completed: the pool is made */
+        }
+        (void)hmi_ofi_progress(x->x_na);
+    }
+    if (self->a_probing)
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG, "ofi: the warm-up probe to ourselves is still out");
+    self->a_stuck_since_ns = 0; /* the retries above are not a stuck peer */
+    hmi_ofi_addr_unref(self);
 }
 
 int hmi_ofi_peers_check(struct ofi_context *x, uint64_t now)

@@ -383,6 +383,8 @@ hm_return_t hmi_ofi_context_open(hmi_na_context_t *ctx)
         return ret;
     }
     hmi_ofi_slabs_repost(x);
+    if (x->x_cls->k_quirk->q_warm_sends)
+        hmi_ofi_warm_sends(x);
     hmi_na_context_t *none = NULL;
     atomic_compare_exchange_strong(&x->x_cls->k_mr_ctx, &none, ctx);
     return HM_SUCCESS;

@@ -79,6 +79,8 @@ struct ofi_quirk {
                                      used (HM_NA_RMA_NATIVE); else the NA's */
     bool q_inject_only;           /* every send is an fi_inject: a message past the
                                      inject size goes as fragments (ofi_frag.c) */
+    bool q_warm_sends;            /* rxm makes its send buffers at the first send:
+                                     make them at open (hmi_ofi_warm_sends) */
     bool q_rma_fails_named;       /* RMA parts a broken peer leaves in the provider come
                                      back as error completions naming their op (so an op
                                      to a dead peer waits for them; see ofi_addr.c) */
@@ -575,6 +577,9 @@ hm_return_t hmi_ofi_addr_to_string(hmi_na_context_t *ctx, hmi_na_addr_t *addr, c
 uint32_t hmi_ofi_addr_pid(hmi_na_addr_t *addr);
 void hmi_ofi_addr_ref(hmi_na_addr_t *addr);
 void hmi_ofi_addr_unref(hmi_na_addr_t *addr);
+/* rxm: send a probe to ourselves, bounded, so the first real send finds
+ * rxm's send buffers made (ofi_addr.c says why). */
+void hmi_ofi_warm_sends(struct ofi_context *x);
 /* The canonical peer for `name`, inserted in the AV if new; NULL on failure. */
 hmi_na_addr_t *hmi_ofi_peer_get(struct ofi_context *x, const struct ofi_name *name, pid_t pid);
 /* The source of a received message; NULL if it cannot be told (message dropped). */

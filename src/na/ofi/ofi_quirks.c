@@ -32,6 +32,7 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_watch_pid = false,
         .q_probe = true,
         .q_port_check = true,
+        .q_warm_sends = true,
         .q_rma_fails_named = true,
         .q_note = "rxm offers no FI_SOURCE: every message names its sender (16 bytes); "
                   "a dead peer shows only as a failed send, so quiet peers we sent to are "
@@ -112,6 +113,15 @@ static const struct {
 } ofi_provider_env[] = {
     {"FI_OFI_RXM_USE_SRX", "1"},
     {"FI_OFI_RXM_MSG_RX_SIZE", "256"},
+    /* rxm reads its connection events every 10 ms by default while it has
+     * no connect of its own in progress, so a server noticed a new client's
+     * connection request, and each later step of the handshake, up to 10 ms
+     * late. Every 100 us took the first RPC to a fresh ofi+tcp server from
+     * 16 ms to 0.5 ms once the send buffers were made at open
+     * (hmi_ofi_warm_sends; hm-perf rpc --busy, 2026-11-28; 1 ms: 2 ms), for
+     * one epoll_wait(0) per 100 us of idle busy progress: no change seen in
+     * the busy round trip or its p99. */
+    {"FI_OFI_RXM_CM_PROGRESS_INTERVAL", "100"},
     /* shm's command queue per receiver (ofi_plugin.c, plugin_frag_slabs): one
      * progress call drains it all into our slabs, and we read at most
      * CTX_CQ_BATCH_FRAG completions per fi_cq_read: a drain must fit a batch. */
