@@ -421,6 +421,8 @@ static hm_return_t ucx_addr_connect(struct ucx_ctx *c, hmi_na_addr_t *a, struct 
     }
     ucp_ep_h ep;
     ucs_status_t status = ucp_ep_create(c->c_worker, &params, &ep);
+    if (status == UCS_OK && u.u_proto == UCX_PROTO_TCP)
+        hmi_ucx_expect_peer(c);
     if (status != UCS_OK) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ucx: cannot connect to %s: %s", a->a_uri,
                 ucs_status_string(status));

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -407,6 +408,38 @@ static int ucx_pid_scan_due(struct ucx_ctx *c)
     return hmi_ucx_addr_scan_pids(c);
 }
 
+/*
+ * tcp: UCX accepts a peer's connection, and completes its handshake, on
+ * UCX's async thread. When our thread spins on the core that thread would
+ * run on, a new peer's first message waited for it to get a scheduler slice
+ * (up to 2 ms here, uprobes on the wire-up, 2026-11-28). A connection is
+ * coming when our listener has answered a hello (we serve) or a lookup has
+ * just connected (we call): for UCX_YIELD_NS after either, a progress call
+ * that found nothing gives the core away once (sched_yield, which returns at
+ * once when nothing else wants the core).
+ */
+#define UCX_YIELD_NS (5ull * 1000 * 1000)
+
+void hmi_ucx_expect_peer(struct ucx_ctx *c)
+{
+    c->c_yield_until_ns = hmi_time_ns() + UCX_YIELD_NS;
+}
+
+static void ucx_yield_for_peer(struct ucx_ctx *c)
+{
+    uint64_t hellos = atomic_load_explicit(&c->c_na->x_listen.ls_accepted, memory_order_relaxed);
+    if (hmi_unlikely(hellos != c->c_hellos_seen)) {
+        c->c_hellos_seen = hellos;
+        hmi_ucx_expect_peer(c);
+    }
+    if (hmi_likely(c->c_yield_until_ns == 0))
+        return;
+    if (hmi_time_ns() >= c->c_yield_until_ns)
+        c->c_yield_until_ns = 0;
+    else
+        sched_yield();
+}
+
 int hmi_ucx_progress(hmi_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
@@ -421,6 +454,8 @@ int hmi_ucx_progress(hmi_na_context_t *ctx)
     }
     if (n == 0 && c->c_fifo.f_n > 0)
         hmi_ucx_fifo_check(c); /* nothing came: are we stuck behind a dead sender's slot? */
+    if (n == 0 && c->c_cls->k_proto == UCX_PROTO_TCP)
+        ucx_yield_for_peer(c);
     if (c->c_npidfds > 0)
         n += ucx_pid_scan_due(c);
     if (hmi_unlikely(!hmi_list_empty(&c->c_gone)))

@@ -264,6 +264,8 @@ struct ucx_ctx {
     bool c_cb_released;            /* ...and released during the callback */
     uint64_t c_pid_check_ns;       /* last pidfd scan; 0: scan at the next progress */
     unsigned int c_pid_clock_skips; /* progress calls since the scan read the clock */
+    uint64_t c_yield_until_ns;      /* tcp: idle progress yields the core until then */
+    uint64_t c_hellos_seen;         /* tcp: hellos our listener had answered at the last look */
     unsigned int c_npidfds;
     size_t c_eager_held;           /* eager UCX buffers delivered, not released */
     bool c_eps_failed;             /* some unnamed endpoint failed */
@@ -312,6 +314,8 @@ void hmi_ucx_fifo_check(struct ucx_ctx *c);
 hm_return_t hmi_ucx_context_open(hmi_na_context_t *ctx);
 void hmi_ucx_context_close(hmi_na_context_t *ctx);
 int hmi_ucx_progress(hmi_na_context_t *ctx);
+/* tcp: a connection with a new peer is coming (ucx_context.c, ucx_yield_for_peer). */
+void hmi_ucx_expect_peer(struct ucx_ctx *c);
 int hmi_ucx_poll_fd(hmi_na_context_t *ctx);
 hm_return_t hmi_ucx_poll_arm(hmi_na_context_t *ctx);
 hm_return_t hmi_ucx_cancel(hmi_na_context_t *ctx, hmi_na_op_t *op);
