@@ -412,7 +412,7 @@ static int ucx_pid_scan_due(struct ucx_ctx *c)
  * tcp: UCX accepts a peer's connection, and completes its handshake, on
  * UCX's async thread. When our thread spins on the core that thread would
  * run on, a new peer's first message waited for it to get a scheduler slice
- * (up to 2 ms here, uprobes on the wire-up, 2026-11-28). A connection is
+ * (1-5 ms in a third of the runs here; uprobes on the wire-up, 2026-11-28). A connection is
  * coming when our listener has answered a hello (we serve) or a lookup has
  * just connected (we call): for UCX_YIELD_NS after either, a progress call
  * that found nothing gives the core away once (sched_yield, which returns at
