@@ -414,7 +414,8 @@ static void addr_sweep_one(uint64_t key, void *value, void *arg)
         sw->probe[sw->nprobe++] = peer;
 }
 
-static void addr_probe(struct ofi_context *x, hmi_na_addr_t *peer)
+/* Send `peer` a probe; fi_send's result (-FI_EAGAIN: try again later). */
+static ssize_t addr_probe(struct ofi_context *x, hmi_na_addr_t *peer)
 {
     size_t len;
     struct ofi_name none = {0};
@@ -425,9 +426,10 @@ static void addr_probe(struct ofi_context *x, hmi_na_addr_t *peer)
     if (rc == 0) {
         peer->a_probing = true;
         peer->a_probes++;
-    } else if (rc != -FI_EAGAIN && hmi_ofi_status((int)-rc) == HM_UNREACHABLE) {
+    } else if (rc != -FI_EAGAIN && hmi_ofi_status((int)-rc) == HM_UNREACHABLE && !peer->a_self) {
         hmi_ofi_peer_fail(x, peer, fi_strerror((int)-rc));
     }
+    return rc;
 }
 
 /* A receive cleared a_await; the layers above still wait on the peer. */
@@ -441,7 +443,8 @@ void hmi_ofi_peer_expect(hmi_na_context_t *ctx, hmi_na_addr_t *peer)
 void hmi_ofi_probe_done(struct ofi_context *x, hmi_na_addr_t *peer, int err)
 {
     peer->a_probing = false;
-    /* Only the warm-up probes ourselves, and we are not dead if it fails. */
+    /* Only the warm-up probes ourselves, and we are not dead if it fails
+     * (nor in addr_probe). */
     if (err != 0 && err != FI_ECANCELED && hmi_ofi_status(err) == HM_UNREACHABLE &&
         !peer->a_self)
         hmi_ofi_peer_fail(x, peer, fi_strerror(err));
@@ -470,8 +473,13 @@ void hmi_ofi_warm_sends(struct ofi_context *x)
     bool sent = false;
     while (!self->a_dead && hmi_time_ns() < deadline) {
         if (!sent) {
-            addr_probe(x, self); /* -FI_EAGAIN while rxm connects us to ourselves */
-            sent = self->a_probing;
+            ssize_t rc = addr_probe(x, self); /* -FI_EAGAIN while rxm connects us to ourselves */
+            if (rc != 0 && rc != -FI_EAGAIN) {
+                hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG, "ofi: no warm-up probe to ourselves: %s",
+                        fi_strerror((int)-rc));
+                break;
+            }
+            sent = rc == 0;
         } else if (!self->a_probing) {
             break; /* completed: the pool is made */
         }
@@ -500,7 +508,7 @@ int hmi_ofi_peers_check(struct ofi_context *x, uint64_t now)
     hmi_hmap_foreach(&x->x_by_fi, addr_sweep_one, &sw);
     if (x->x_cls->k_quirk->q_probe)
         for (size_t i = 0; i < sw.nprobe; i++)
-            addr_probe(x, sw.probe[i]);
+            (void)addr_probe(x, sw.probe[i]); /* its failure is handled inside */
     for (size_t i = 0; i < sw.nstuck; i++)
         hmi_ofi_peer_fail(x, sw.stuck[i], "every post to it meets -FI_EAGAIN");
     for (size_t i = 0; i < sw.ncheck; i++)
