@@ -2,7 +2,8 @@
  * NA fault tests, per protocol, with sends pending to a server that has
  * stopped reading:
  * - peer_dies: the server is killed (SIGKILL);
- * - peer_dropped: the client gives the live server up (hmi_na_peer_drop).
+ * - peer_dropped: the client gives the live server up (hmi_na_peer_drop);
+ * - peer_dies_asleep (below): the server dies armed for a blocking wait.
  * Every pending op must complete exactly once with an error,
  * hmi_na_peer_failed must fire once for that address, new posts must fail
  * with HM_UNREACHABLE, and nothing may hang. The same ops are then reused
@@ -437,6 +438,60 @@ static int client_peer_dies_idle(void *arg)
     return 0;
 }
 
+/*
+ * peer_dies_asleep: the server dies armed for a blocking wait (NT_CMD_DOZE),
+ * and the client sends to it before its progress can learn of the death.
+ * Over ofi+shm the post lands in the dead peer's region and rings its
+ * doorbell FIFO, which has no reader left: a plain write there raises
+ * SIGPIPE and would end the client (ofi_bell.c opens it read-write for
+ * that reason). The send must complete once, the peer be declared dead,
+ * and the client go on to a live peer.
+ */
+static int client_peer_dies_asleep(void *arg)
+{
+    const struct nf_servers *servers = arg;
+    /* As an application that never touched SIGPIPE (the harness ignores it). */
+    signal(SIGPIPE, SIG_DFL);
+    struct nt_peer p;
+    hmi_na_addr_t *srv;
+    NT_CHECK(nt_peer_open(&p, g_uri) == 0);
+    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->doomed, &srv) == HM_SUCCESS);
+    NT_CHECK(nt_send_sync(&p, srv, NT_CMD_DOZE, NT_CMD_LEN) == HM_SUCCESS);
+    struct nt_msg *m = nt_wait_msg(&p, 20000);
+    NT_CHECK(m != NULL && m->src == srv && m->len == NT_CMD_LEN &&
+             memcmp(m->data, "DOZED", NT_CMD_LEN) == 0);
+    nt_msg_free(&p, m);
+    usleep(200000); /* no progress meanwhile: the server arms and dies */
+    void *desc;
+    unsigned char *buf = p.cls->c_ops.msg_buf_alloc(p.cls, 16, &desc);
+    memset(buf, 0x5a, 16);
+    hmi_na_op_t *op = hmi_na_op_create(p.cls);
+    struct nf_done done = {0};
+    op->o_cb = nf_cb;
+    op->o_arg = &done;
+    hm_return_t ret = hmi_na_msg_send(p.ctx, srv, buf, 16, desc, op);
+    if (ret != HM_SUCCESS) {
+        NT_CHECK(ret == HM_UNREACHABLE);
+        done.done = 1;
+        done.calls = 1;
+    }
+    uint64_t deadline = nt_now_ms() + 30000; /* inside the parent's 60 s */
+    while (nt_now_ms() < deadline && (!done.done || p.failed == 0))
+        hmi_na_progress(p.ctx);
+    NT_CHECK(done.done && done.calls == 1);
+    NT_CHECK(p.failed == 1 && p.failed_addr == srv);
+    NT_CHECK(p.ctx->x_ops_twice == 0);
+    hmi_na_addr_t *live;
+    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->live, &live) == HM_SUCCESS);
+    NT_CHECK(nt_send_sync(&p, live, NT_CMD_QUIT, NT_CMD_LEN) == HM_SUCCESS);
+    hmi_na_op_destroy(op);
+    p.cls->c_ops.msg_buf_free(p.cls, buf, desc);
+    p.cls->c_ops.addr_unref(srv);
+    p.cls->c_ops.addr_unref(live);
+    nt_peer_close(&p);
+    return 0;
+}
+
 static void run_case(int (*client)(void *), bool kill_first, const char *name)
 {
     struct hm_test_server srv, live;
@@ -479,6 +534,12 @@ static void test_peer_dies_idle(void **state)
     run_case(client_peer_dies_idle, true, "peer_dies_idle");
 }
 
+static void test_peer_dies_asleep(void **state)
+{
+    (void)state;
+    run_case(client_peer_dies_asleep, false, "peer_dies_asleep");
+}
+
 static void test_peer_dropped(void **state)
 {
     (void)state;
@@ -496,6 +557,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_peer_dies),
         cmocka_unit_test(test_peer_dies_streaming),
         cmocka_unit_test(test_peer_dies_idle),
+        cmocka_unit_test(test_peer_dies_asleep),
         cmocka_unit_test(test_peer_dropped),
     };
     return cmocka_run_group_tests_name(g_uri, tests, NULL, NULL);

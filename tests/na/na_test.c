@@ -2,6 +2,7 @@
 #include "na_test.h"
 
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,13 @@ static int nt_server_cmd(struct nt_peer *p, struct nt_msg *m, hmi_na_mem_t **mem
             poll(&pfd, 1, 100);
         }
         return 0;
+    }
+    if (memcmp(m->data, NT_CMD_DOZE, NT_CMD_LEN) == 0) {
+        /* Die as a process asleep in its wait would: armed (an ofi+shm
+         * doorbell's armed word stays set, so a sender rings a dead peer). */
+        nt_send_sync(p, m->src, "DOZED", NT_CMD_LEN);
+        (void)p->cls->c_ops.poll_arm(p->ctx);
+        raise(SIGKILL);
     }
     if (memcmp(m->data, NT_CMD_HANG, NT_CMD_LEN) == 0) {
         nt_send_sync(p, m->src, "ACKED", NT_CMD_LEN);

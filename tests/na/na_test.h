@@ -21,6 +21,7 @@
 #define NT_CMD_SLEEP "SLEEP" /* server sleeps 200 ms, then sends 16 bytes */
 #define NT_CMD_HANG "HANG!" /* server replies "ACKED" then stops progressing */
 #define NT_CMD_HOLD "HOLD!" /* server replies "HELD!", stops progressing until "go" */
+#define NT_CMD_DOZE "DOZE!" /* server replies "DOZED", arms its wait, then SIGKILLs itself */
 #define NT_RMA_SIZE (16u << 20)
 
 #define NT_CHECK(cond)                                                            \

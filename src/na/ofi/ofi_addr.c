@@ -191,6 +191,7 @@ static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *
     peer->a_pid = pid;
     peer->a_pidfd = -1;
     peer->a_check_fd = -1;
+    peer->a_bell_fd = -1;
     peer->a_probe.r_kind = OFI_REQ_PROBE;
     peer->a_self = addr_name_eq(name, &x->x_name);
     int rc = fi_av_insert(x->x_av, name->n_bytes, 1, &peer->a_fi, 0, NULL);

@@ -353,6 +353,7 @@ hm_return_t hmi_ofi_context_open(hmi_na_context_t *ctx)
     x->x_epfd = -1;
     x->x_cq_fd = -1;
     x->x_bell_fd = -1;
+    x->x_bell_sock = -1;
     x->x_hold_region = -1;
     x->x_hold_bell = -1;
     x->x_pid = getpid();

@@ -344,9 +344,11 @@ struct ofi_context {
     uint64_t x_probe_buf[1];   /* a probe's wire bytes: a bare header */
     struct fid_mr *x_probe_mr; /* with FI_MR_LOCAL */
     void *x_probe_desc;
-    int x_bell_fd;             /* doorbell socket, -1 without one */
+    int x_bell_fd;             /* doorbell FIFO, read-write, in x_epfd; -1 without one */
+    int x_bell_sock;           /* doorbell socket: bound, never read (our files' owner lives) */
     int x_hold_region;         /* shm: shared flock on our region file (ofi_sweep.c), or -1 */
-    int x_hold_bell;           /* shm: the same on our doorbell page, or -1 */
+    int x_hold_bell;           /* shm: the same on our doorbell page, or -1 (the FIFO's is
+                                  on x_bell_fd) */
     atomic_uint *x_armed;      /* our shared "armed" word */
     _Atomic int *x_lock;       /* shm: our region's lock word, mapped (NULL: no guard) */
     uint64_t x_lock_since_ns;  /* first look that found it held, of a run (0: free) */
@@ -383,6 +385,7 @@ struct hmi_na_addr {
     unsigned int a_probes;     /* probes since the last send */
     uint64_t a_quiet_since_ns; /* first sweep that saw it quiet (0: not yet) */
     atomic_uint *a_armed;      /* its doorbell word, mapped (NULL: none) */
+    int a_bell_fd;             /* its doorbell FIFO's write end (ours for a_self), or -1 */
     _Atomic int *a_lock;       /* shm: its region's lock word, mapped (NULL: no guard) */
     uint64_t a_stuck_since_ns; /* first -FI_EAGAIN of a post to it not followed by success */
     int a_check_fd;            /* a port check's connect in flight, or -1 (ofi_portcheck.c) */
@@ -607,7 +610,7 @@ void hmi_ofi_peers_bury(struct ofi_context *x);
 void hmi_ofi_peers_clear(struct ofi_context *x);
 
 /* ofi_bell.c */
-/* The doorbell's hash of an endpoint name (its page and socket are hm-ofi-<hash>). */
+/* The doorbell's hash of an endpoint name (its page, FIFO and socket are hm-ofi-<hash>). */
 uint64_t hmi_ofi_bell_hash(const uint8_t *name, size_t len);
 /* Some live context holds the doorbell socket of this hash (its endpoint is open). */
 bool hmi_ofi_bell_held(uint64_t hash);

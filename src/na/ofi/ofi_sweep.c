@@ -3,8 +3,9 @@
  *
  * libfabric's shm provider keeps each endpoint's region in a file named
  * after the endpoint (ours: hm-<pid>-<context>-<nonce>, ofi_context.c), 16
- * MiB here, and each of our contexts has a doorbell page,
- * hm-ofi-<hash> (ofi_bell.c). Both are unlinked when the context closes.
+ * MiB here, and each of our contexts has a doorbell page, hm-ofi-<hash>,
+ * and a doorbell FIFO, hm-ofi-<hash>.fifo (ofi_bell.c). All are unlinked
+ * when the context closes.
  * A process that never closes them (SIGKILL, a crash, the OOM killer)
  * leaves them behind, and /dev/shm is memory: a node whose ranks are killed
  * and restarted loses 16 MiB of RAM each time, for good. (A day of this
@@ -13,14 +14,16 @@
  *
  * So every ofi+shm class sweeps /dev/shm when it opens. A file is removed
  * only when all of these hold:
- *  - a regular file of our uid, with one of the two names exactly;
+ *  - a regular file (a FIFO for the doorbell's) of our uid, with one of
+ *    the three names exactly;
  *  - it was created more than SWEEP_MIN_AGE_S ago (a context takes its
  *    marks below right after it makes the files);
  *  - for a region, its pid does not exist;
  *  - no live context holds its doorbell socket ("\0hm-ofi-<hash>", bound
  *    for a context's whole life);
  *  - nobody holds a flock on it: a context holds a shared one on each of
- *    its two files until both are unlinked (hmi_ofi_shm_hold). The sweep
+ *    its files until all are unlinked (hmi_ofi_shm_hold; the FIFO's on the
+ *    context's own descriptor of it). The sweep
  *    takes an exclusive one and unlinks under it. This is the test that
  *    holds across namespaces: another container sharing /dev/shm but not
  *    our pids or our abstract sockets would fail the two before, and a
@@ -81,6 +84,17 @@ static bool sweep_is_bell(const char *name, uint64_t *hash)
     return strncmp(name, "hm-ofi-", 7) == 0 && sweep_hex16(name + 7, hash);
 }
 
+/* "hm-ofi-<16 hex>.fifo": a doorbell FIFO; its hash in *hash. */
+static bool sweep_is_bell_fifo(const char *name, uint64_t *hash)
+{
+    char page[7 + 16 + 1];
+    if (strlen(name) != 7 + 16 + 5 || strcmp(name + 7 + 16, ".fifo") != 0)
+        return false;
+    memcpy(page, name, 7 + 16);
+    page[7 + 16] = '\0';
+    return sweep_is_bell(page, hash);
+}
+
 /* "hm-<pid>-<context>-<16 hex>": a region; its pid in *pid. */
 static bool sweep_is_region(const char *name, pid_t *pid)
 {
@@ -95,11 +109,11 @@ static bool sweep_is_region(const char *name, pid_t *pid)
     return true;
 }
 
-/* Ours, a regular file, and created more than SWEEP_MIN_AGE_S ago; its size. */
-static bool sweep_old_and_ours(int dir, const char *name, off_t *size)
+/* Ours, of `type` (S_IFREG, S_IFIFO), and created more than SWEEP_MIN_AGE_S ago; its size. */
+static bool sweep_old_and_ours(int dir, const char *name, mode_t type, off_t *size)
 {
     struct stat st;
-    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || (st.st_mode & S_IFMT) != type ||
         st.st_uid != geteuid())
         return false;
     struct timespec now;
@@ -120,10 +134,12 @@ static bool sweep_looks_dead(int dir, const char *name, off_t *size)
     uint64_t hash;
     pid_t pid;
     if (sweep_is_bell(name, &hash))
-        return sweep_old_and_ours(dir, name, size) && !hmi_ofi_bell_held(hash);
+        return sweep_old_and_ours(dir, name, S_IFREG, size) && !hmi_ofi_bell_held(hash);
+    if (sweep_is_bell_fifo(name, &hash))
+        return sweep_old_and_ours(dir, name, S_IFIFO, size) && !hmi_ofi_bell_held(hash);
     if (!sweep_is_region(name, &pid))
         return false;
-    return sweep_old_and_ours(dir, name, size) && kill(pid, 0) != 0 && errno == ESRCH &&
+    return sweep_old_and_ours(dir, name, S_IFREG, size) && kill(pid, 0) != 0 && errno == ESRCH &&
            !hmi_ofi_bell_held(sweep_region_hash(name));
 }
 

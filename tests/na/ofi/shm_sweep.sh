@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # shm_sweep.sh BINDIR: what a SIGKILLed ofi+shm process leaves in /dev/shm
-# (its 16 MiB region, hm-<pid>-<context>-<nonce>, and its doorbell page,
-# hm-ofi-<hash>) is removed by the next ofi+shm class to open, and what a
-# live one holds is not (src/na/ofi/ofi_sweep.c).
+# (its 16 MiB region, hm-<pid>-<context>-<nonce>, its doorbell page,
+# hm-ofi-<hash>, and its doorbell FIFO, hm-ofi-<hash>.fifo) is removed by
+# the next ofi+shm class to open, and what a live one holds is not
+# (src/na/ofi/ofi_sweep.c).
 #
-# Two echo_servers, A and B, each with its two files. A is SIGKILLed.
+# Two echo_servers, A and B, each with its three files. A is SIGKILLed.
 # After the sweep's minimum age, an echo_client to B (its class sweeps)
 # must get its echo and leave /dev/shm without A's files but with B's. Of
 # three files named after A's dead pid, one with a near-miss name and one
@@ -74,6 +75,8 @@ a_bell=$(bell_page "$(basename "$a_region")")
 b_bell=$(bell_page "$(basename "$b_region")")
 [ -e "$a_bell" ] || fail "no doorbell page $a_bell for $a_region"
 [ -e "$b_bell" ] || fail "no doorbell page $b_bell for $b_region"
+[ -p "$a_bell.fifo" ] || fail "no doorbell FIFO $a_bell.fifo for $a_region"
+[ -p "$b_bell.fifo" ] || fail "no doorbell FIFO $b_bell.fifo for $b_region"
 
 kill -KILL "$a_pid"
 wait "$a_pid" 2>/dev/null || true
@@ -88,7 +91,7 @@ orphan="/dev/shm/hm-$a_pid-8-00000000000000bb"
 # The holder is this subshell become `sleep`: its pid is the lock's owner.
 ( exec 9< "$held" && flock -s 9 && exec sleep 60 ) &
 pids+=($!)
-echo "A (pid $a_pid, killed) had $a_region and $a_bell; B is pid $b_pid"
+echo "A (pid $a_pid, killed) had $a_region, $a_bell and its FIFO; B is pid $b_pid"
 
 sleep 3.2 # past the sweep's minimum age (2 s, whole seconds of ctime)
 out=$(HM_LOG=info HM_LOG_SUBSYS=na timeout 30 "$bindir/echo_client" "$(cat "$work/b.addr")" \
@@ -99,12 +102,14 @@ out=$(HM_LOG=info HM_LOG_SUBSYS=na timeout 30 "$bindir/echo_client" "$(cat "$wor
 swept=$(grep -o 'removed [0-9]* files ([0-9]* KiB)' "$work/client.log" || echo "another process swept")
 [ -e "$a_region" ] && fail "A's region $a_region is still there"
 [ -e "$a_bell" ] && fail "A's doorbell page $a_bell is still there"
+[ -e "$a_bell.fifo" ] && fail "A's doorbell FIFO $a_bell.fifo is still there"
 [ -e "$b_region" ] || fail "B's region $b_region was removed while B lives"
 [ -e "$b_bell" ] || fail "B's doorbell page $b_bell was removed while B lives"
+[ -p "$b_bell.fifo" ] || fail "B's doorbell FIFO $b_bell.fifo was removed while B lives"
 [ -e "$decoy" ] || fail "a file with a near-miss name, $decoy, was removed"
 [ -e "$held" ] || fail "a file held by a flock, $held, was removed"
 [ -e "$orphan" ] && fail "a dead pid's unheld file, $orphan, is still there"
 
 out=$(timeout 30 "$bindir/echo_client" "$(cat "$work/b.addr")" "still here")
 [ "$out" = "still here" ] || fail "B no longer answers after the sweep: \"$out\""
-echo "PASS: A's region and doorbell removed, B's kept and B answers; the client: $swept"
+echo "PASS: A's region, doorbell page and FIFO removed, B's kept and B answers; the client: $swept"
