@@ -376,14 +376,67 @@ static int client_peer_dies_streaming(void *arg)
     return 0;
 }
 
+/* A 16-byte send to a server that is dead by now, and what became of it. */
+struct nf_dead_send {
+    hmi_na_op_t *op;
+    void *buf;
+    void *desc;
+    struct nf_done done;
+};
+
 /*
- * The server answers once, so the client holds a connection to it, and is
- * killed while nothing is in flight. The client then sends to it again: the
- * post or its completion must fail, and the peer be declared dead, by the
- * transport's own news of the death, not by the bound on posts that meet
- * -FI_EAGAIN (HM_OFI_STUCK_MS is an hour here). Over ofi+tcp rxm closes the
- * dead peer's connection without a word, and every later post only tries
- * to connect again (-FI_EAGAIN): before the plugin probed the peer's port
+ * Send to `srv` and progress until the send has completed and the peer is
+ * declared failed, each exactly once (the post may also be refused at once
+ * with HM_UNREACHABLE). The op and buffer stay in `s` for nf_finish.
+ */
+static int nf_send_to_dead(struct nt_peer *p, hmi_na_addr_t *srv, struct nf_dead_send *s)
+{
+    s->buf = p->cls->c_ops.msg_buf_alloc(p->cls, 16, &s->desc);
+    s->op = hmi_na_op_create(p->cls);
+    NT_CHECK(s->buf != NULL && s->op != NULL);
+    memset(s->buf, 0x3c, 16);
+    s->done = (struct nf_done){0};
+    s->op->o_cb = nf_cb;
+    s->op->o_arg = &s->done;
+    hm_return_t ret = hmi_na_msg_send(p->ctx, srv, s->buf, 16, s->desc, s->op);
+    if (ret != HM_SUCCESS) {
+        NT_CHECK(ret == HM_UNREACHABLE);
+        s->done.done = 1;
+        s->done.calls = 1;
+        s->done.status = ret;
+    }
+    uint64_t deadline = nt_now_ms() + 30000; /* inside the parent's 60 s */
+    while (nt_now_ms() < deadline && (!s->done.done || p->failed == 0))
+        hmi_na_progress(p->ctx);
+    NT_CHECK(s->done.done && s->done.calls == 1);
+    NT_CHECK(p->failed == 1 && p->failed_addr == srv);
+    NT_CHECK(p->ctx->x_ops_twice == 0);
+    return 0;
+}
+
+/* The live server still answers (and quits); everything of the case released. */
+static int nf_finish(struct nt_peer *p, const struct nf_servers *servers, hmi_na_addr_t *srv,
+                     struct nf_dead_send *s)
+{
+    hmi_na_addr_t *live;
+    NT_CHECK(p->cls->c_ops.addr_lookup(p->ctx, servers->live, &live) == HM_SUCCESS);
+    NT_CHECK(nt_send_sync(p, live, NT_CMD_QUIT, NT_CMD_LEN) == HM_SUCCESS);
+    hmi_na_op_destroy(s->op);
+    p->cls->c_ops.msg_buf_free(p->cls, s->buf, s->desc);
+    p->cls->c_ops.addr_unref(srv);
+    p->cls->c_ops.addr_unref(live);
+    nt_peer_close(p);
+    return 0;
+}
+
+/*
+ * peer_dies_idle: the server, having answered once, is killed while
+ * nothing is in flight. The client then sends to it again: the post or its
+ * completion must fail, and the peer be declared dead, by the transport's
+ * own news of the death, not by the bound on posts that meet -FI_EAGAIN
+ * (HM_OFI_STUCK_MS is an hour here). Over ofi+tcp rxm closes the dead
+ * peer's connection without a word, and every later post only tries to
+ * connect again (-FI_EAGAIN): before the plugin probed the peer's port
  * itself, such a send ended after HM_OFI_STUCK_MS (5 s by default).
  */
 static int client_peer_dies_idle(void *arg)
@@ -405,37 +458,11 @@ static int client_peer_dies_idle(void *arg)
     uint64_t until = nt_now_ms() + 200;
     while (nt_now_ms() < until)
         hmi_na_progress(p.ctx);
-    void *desc;
-    unsigned char *buf = p.cls->c_ops.msg_buf_alloc(p.cls, 16, &desc);
-    memset(buf, 0x3c, 16);
-    hmi_na_op_t *op = hmi_na_op_create(p.cls);
-    struct nf_done done = {0};
-    op->o_cb = nf_cb;
-    op->o_arg = &done;
-    hm_return_t ret = hmi_na_msg_send(p.ctx, srv, buf, 16, desc, op);
-    if (ret != HM_SUCCESS) {
-        NT_CHECK(ret == HM_UNREACHABLE);
-        done.done = 1;
-        done.calls = 1;
-        done.status = ret;
-    }
-    uint64_t deadline = nt_now_ms() + 30000; /* inside the parent's 60 s */
-    while (nt_now_ms() < deadline && (!done.done || p.failed == 0))
-        hmi_na_progress(p.ctx);
-    NT_CHECK(done.done && done.calls == 1);
-    NT_CHECK(done.status == HM_UNREACHABLE);
-    NT_CHECK(p.failed == 1 && p.failed_addr == srv);
-    NT_CHECK(check_refused(&p, srv, buf, desc) == 0);
-    NT_CHECK(p.ctx->x_ops_twice == 0);
-    hmi_na_addr_t *live;
-    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->live, &live) == HM_SUCCESS);
-    NT_CHECK(nt_send_sync(&p, live, NT_CMD_QUIT, NT_CMD_LEN) == HM_SUCCESS);
-    hmi_na_op_destroy(op);
-    p.cls->c_ops.msg_buf_free(p.cls, buf, desc);
-    p.cls->c_ops.addr_unref(srv);
-    p.cls->c_ops.addr_unref(live);
-    nt_peer_close(&p);
-    return 0;
+    struct nf_dead_send s;
+    NT_CHECK(nf_send_to_dead(&p, srv, &s) == 0);
+    NT_CHECK(s.done.status == HM_UNREACHABLE);
+    NT_CHECK(check_refused(&p, srv, s.buf, s.desc) == 0);
+    return nf_finish(&p, servers, srv, &s);
 }
 
 /*
@@ -444,8 +471,9 @@ static int client_peer_dies_idle(void *arg)
  * Over ofi+shm the post lands in the dead peer's region and rings its
  * doorbell FIFO, which has no reader left: a plain write there raises
  * SIGPIPE and would end the client (ofi_bell.c opens it read-write for
- * that reason). The send must complete once, the peer be declared dead,
- * and the client go on to a live peer.
+ * that reason). The send must complete once (its status is the
+ * transport's: shm takes it into the dead region), the peer be declared
+ * dead, and the client go on to a live peer.
  */
 static int client_peer_dies_asleep(void *arg)
 {
@@ -462,35 +490,11 @@ static int client_peer_dies_asleep(void *arg)
              memcmp(m->data, "DOZED", NT_CMD_LEN) == 0);
     nt_msg_free(&p, m);
     usleep(200000); /* no progress meanwhile: the server arms and dies */
-    void *desc;
-    unsigned char *buf = p.cls->c_ops.msg_buf_alloc(p.cls, 16, &desc);
-    memset(buf, 0x5a, 16);
-    hmi_na_op_t *op = hmi_na_op_create(p.cls);
-    struct nf_done done = {0};
-    op->o_cb = nf_cb;
-    op->o_arg = &done;
-    hm_return_t ret = hmi_na_msg_send(p.ctx, srv, buf, 16, desc, op);
-    if (ret != HM_SUCCESS) {
-        NT_CHECK(ret == HM_UNREACHABLE);
-        done.done = 1;
-        done.calls = 1;
-    }
-    uint64_t deadline = nt_now_ms() + 30000; /* inside the parent's 60 s */
-    while (nt_now_ms() < deadline && (!done.done || p.failed == 0))
-        hmi_na_progress(p.ctx);
-    NT_CHECK(done.done && done.calls == 1);
-    NT_CHECK(p.failed == 1 && p.failed_addr == srv);
-    NT_CHECK(p.ctx->x_ops_twice == 0);
-    hmi_na_addr_t *live;
-    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->live, &live) == HM_SUCCESS);
-    NT_CHECK(nt_send_sync(&p, live, NT_CMD_QUIT, NT_CMD_LEN) == HM_SUCCESS);
-    hmi_na_op_destroy(op);
-    p.cls->c_ops.msg_buf_free(p.cls, buf, desc);
-    p.cls->c_ops.addr_unref(srv);
-    p.cls->c_ops.addr_unref(live);
-    nt_peer_close(&p);
-    return 0;
+    struct nf_dead_send s;
+    NT_CHECK(nf_send_to_dead(&p, srv, &s) == 0);
+    return nf_finish(&p, servers, srv, &s);
 }
+
 
 static void run_case(int (*client)(void *), bool kill_first, const char *name)
 {
