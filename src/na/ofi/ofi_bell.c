@@ -237,6 +237,7 @@ static int bell_fifo_peer(const struct ofi_name *name)
     if (fd >= 0 && !bell_is_our_fifo(fd)) {
         close(fd);
         fd = -1;
+        errno = EPERM;
     }
     return fd;
 }
@@ -255,6 +256,11 @@ void hmi_ofi_bell_peer_open(struct ofi_context *x, hmi_na_addr_t *peer)
         return;
     peer->a_bell_fd = bell_fifo_peer(&peer->a_name);
     if (peer->a_bell_fd < 0) {
+        /* A peer with a page has a FIFO: this one cannot be woken now (out
+         * of descriptors?) and will wait for its own poll's timeout. */
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_WARN,
+                "ofi+shm: cannot open a peer's doorbell FIFO (%s): it is not woken when asleep",
+                strerror(errno));
         munmap((void *)peer->a_armed, sizeof(atomic_uint));
         peer->a_armed = NULL;
     }
