@@ -72,9 +72,12 @@ static void bell_page_name(const struct ofi_name *name, char *buf, size_t size)
     snprintf(buf, size, "/hm-ofi-%016llx", (unsigned long long)bell_hash(name));
 }
 
+/* The FIFO sits beside the page (shm_open's names are in /dev/shm). */
 static void bell_fifo_path(const struct ofi_name *name, char *buf, size_t size)
 {
-    snprintf(buf, size, "/dev/shm/hm-ofi-%016llx.fifo", (unsigned long long)bell_hash(name));
+    char page[64];
+    bell_page_name(name, page, sizeof(page));
+    snprintf(buf, size, "/dev/shm%s.fifo", page);
 }
 
 /* An fd open on a FIFO of our uid (not another kind of file put at the path). */
@@ -279,9 +282,8 @@ void hmi_ofi_bell_peer_close(hmi_na_addr_t *peer)
 }
 
 /* A full FIFO (EAGAIN) is a FIFO that will wake its reader anyway. */
-void hmi_ofi_bell_ring_slow(struct ofi_context *x, hmi_na_addr_t *peer)
+void hmi_ofi_bell_ring_slow(hmi_na_addr_t *peer)
 {
-    (void)x;
     if (atomic_exchange(peer->a_armed, 0) == 0)
         return;
     char byte = 1;

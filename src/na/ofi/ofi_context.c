@@ -93,7 +93,7 @@ void hmi_ofi_op_retry_later(struct ofi_context *x, struct ofi_op *p)
         p->p_queued = true;
         p->p_peer->a_nqueued++;
     }
-    ofi_bell_ring(x, p->p_peer);
+    ofi_bell_ring(p->p_peer);
 }
 
 hm_return_t hmi_ofi_op_error_status(const struct ofi_op *p, int err)

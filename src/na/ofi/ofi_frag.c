@@ -93,7 +93,7 @@ ssize_t hmi_ofi_frag_post(struct ofi_context *x, struct ofi_op *p)
         sent = true;
     }
     if (sent)
-        ofi_bell_ring(x, p->p_peer); /* it may sleep while its queue holds our fragments */
+        ofi_bell_ring(p->p_peer); /* it may sleep while its queue holds our fragments */
     if (rc == 0) {
         x->x_frag.fs_sent++;
         hmi_ofi_peer_pushback(p->p_peer, false);

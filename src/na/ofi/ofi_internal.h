@@ -618,7 +618,7 @@ hm_return_t hmi_ofi_bell_open(struct ofi_context *x);
 void hmi_ofi_bell_close(struct ofi_context *x);
 void hmi_ofi_bell_peer_open(struct ofi_context *x, hmi_na_addr_t *peer);
 void hmi_ofi_bell_peer_close(hmi_na_addr_t *peer);
-void hmi_ofi_bell_ring_slow(struct ofi_context *x, hmi_na_addr_t *peer);
+void hmi_ofi_bell_ring_slow(hmi_na_addr_t *peer);
 bool hmi_ofi_bell_arm(struct ofi_context *x);
 void hmi_ofi_bell_disarm(struct ofi_context *x);
 
@@ -628,13 +628,13 @@ void hmi_ofi_sweep_shm(void);
 int hmi_ofi_shm_hold(const char *name);
 
 /* After a post to `peer`: wake it if it sleeps on its doorbell. */
-static inline void ofi_bell_ring(struct ofi_context *x, hmi_na_addr_t *peer)
+static inline void ofi_bell_ring(hmi_na_addr_t *peer)
 {
     if (peer->a_armed == NULL)
         return;
     hmi_fence();
     if (atomic_load_explicit(peer->a_armed, memory_order_relaxed))
-        hmi_ofi_bell_ring_slow(x, peer);
+        hmi_ofi_bell_ring_slow(peer);
 }
 
 /* ofi_msg.c */

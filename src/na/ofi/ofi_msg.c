@@ -68,7 +68,7 @@ ssize_t hmi_ofi_send_post(struct ofi_context *x, struct ofi_op *p)
         rc = hmi_ofi_inject(x, p->p_peer, p->p_wire, p->p_wire_len);
         if (rc == 0) {
             hmi_ofi_peer_pushback(p->p_peer, false);
-            ofi_bell_ring(x, p->p_peer);
+            ofi_bell_ring(p->p_peer);
             hmi_ofi_op_finish(p, HM_SUCCESS); /* the buffer is free again already */
             return 0;
         }
@@ -78,7 +78,7 @@ ssize_t hmi_ofi_send_post(struct ofi_context *x, struct ofi_op *p)
         rc = fi_send(x->x_ep, p->p_wire, p->p_wire_len, p->p_desc, dest, &p->p_sctx->s_req);
         if (rc == 0) {
             hmi_ofi_peer_pushback(p->p_peer, false);
-            ofi_bell_ring(x, p->p_peer);
+            ofi_bell_ring(p->p_peer);
             hmi_ofi_op_posted(x, p);
             return 0;
         }

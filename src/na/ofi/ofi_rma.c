@@ -176,7 +176,7 @@ ssize_t hmi_ofi_rma_post(struct ofi_context *x, struct ofi_op *p)
         p->p_parts++;
     }
     if (p->p_parts > 0) {
-        ofi_bell_ring(x, p->p_peer);
+        ofi_bell_ring(p->p_peer);
         hmi_ofi_op_posted(x, p);
     } else
         hmi_ofi_op_finish(p, p->p_status);
