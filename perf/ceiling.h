@@ -1,20 +1,37 @@
-/* hm-ceiling's parts: the bulk copy ceilings (hm_ceiling.c) and the blocking
- * ping-pong floors (ceiling_pingpong.c). */
+/* hm-ceiling's parts: the bulk copy ceilings (hm_ceiling.c), the blocking
+ * ping-pong floors (ceiling_pingpong.c) and the transport libraries' first
+ * contacts (ceiling_first.c, ceiling_first_ucx.c, ceiling_first_ofi.c). */
 #ifndef HM_PERF_CEILING_H
 #define HM_PERF_CEILING_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /*
  * ceil_floors: the blocking ping-pong floors (pipe, eventfd, TCP_NODELAY
  * over 127.0.0.1) and the busy TCP one (tcp_busy: the same connection
  * non-blocking, both sides spinning), `iters` timed round trips each
  * against a forked echoer,
- * and tcp_first: `iters` fresh 127.0.0.1 connections, each timed from
- * socket() to its first reply (the raw first contact);
+ * and the first contacts, each round a fresh one:
+ *   tcp_first  `iters` (at most 1000) 127.0.0.1 connections, each timed
+ *              from socket() to its first reply (the raw first contact);
+ *   ucx_first  (built with UCX) `iters` (at most 20) rounds of a fresh
+ *              server and client process: UCX's own first contact over tcp,
+ *              from fetching the server's worker address to the reply of an
+ *              active message (ceil_ucx_first);
+ *   ofi_first  (built with libfabric) the same with tcp;ofi_rxm, from
+ *              fi_av_insert of the server's address to the reply
+ *              (ceil_ofi_first);
  * one table row or JSON record ({"floor":..., "median_us":...}) per floor.
  * 0, or -1 after a message on stderr.
  */
 int ceil_floors(bool json, unsigned int iters);
+
+/* The median and p99 of `n` (> 0) times in ns, in us; sorts `ns`. */
+void ceil_ns_stats(uint64_t *ns, unsigned int n, double *median_us, double *p99_us);
+
+/* The first-contact floors, `rounds` each: 0, or -1 after a message. */
+int ceil_ucx_first(unsigned int rounds, double *median_us, double *p99_us);
+int ceil_ofi_first(unsigned int rounds, double *median_us, double *p99_us);
 
 #endif

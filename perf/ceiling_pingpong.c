@@ -10,7 +10,9 @@
  *            the raw floor of a busy-polling tcp transport (`hm-perf --busy`
  *            over ucx+tcp and ofi+tcp), and the kernel's own tail (p99).
  * A forked child echoes; the parent times each round trip (after a warm-up)
- * and reports the median and p99 in us.
+ * and reports the median and p99 in us. Then the first contacts: tcp_first
+ * here, ucx_first and ofi_first (ceiling_first*.c) when built with the
+ * library.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -79,6 +81,13 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+void ceil_ns_stats(uint64_t *ns, unsigned int n, double *median_us, double *p99_us)
+{
+    qsort(ns, n, sizeof(*ns), cmp_u64);
+    *median_us = (double)ns[n / 2] / 1e3;
+    *p99_us = (double)ns[(size_t)n * 99 / 100] / 1e3;
+}
+
 /* pp_run: fork the echoer on e->c_*, time `iters` round trips on e->p_*. */
 static int pp_run(const struct pp_ends *e, unsigned int iters, double *median_us,
                   double *p99_us)
@@ -107,11 +116,8 @@ static int pp_run(const struct pp_ends *e, unsigned int iters, double *median_us
     close(e->p_out);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    if (rc == 0) {
-        qsort(rtt, iters, sizeof(*rtt), cmp_u64);
-        *median_us = (double)rtt[iters / 2] / 1e3;
-        *p99_us = (double)rtt[(size_t)iters * 99 / 100] / 1e3;
-    }
+    if (rc == 0)
+        ceil_ns_stats(rtt, iters, median_us, p99_us);
     free(rtt);
     return rc;
 }
@@ -277,18 +283,17 @@ static int pp_tcp_first(unsigned int iters, double *med, double *p99)
     if (pid > 0)
         waitpid(pid, &status, 0);
     int rc = pid > 0 && n == iters && n > 0 ? 0 : -1;
-    if (rc == 0) {
-        qsort(ns, n, sizeof(*ns), cmp_u64);
-        *med = (double)ns[n / 2] / 1e3;
-        *p99 = (double)ns[(n * 99) / 100] / 1e3;
-    }
+    if (rc == 0)
+        ceil_ns_stats(ns, n, med, p99);
     free(ns);
     return rc;
 }
 
 int ceil_floors(bool json, unsigned int iters)
 {
-    /* tcp_first: at most 1000 rounds, each leaving a port in TIME_WAIT. */
+    /* tcp_first: at most 1000 rounds, each leaving a port in TIME_WAIT;
+     * ucx_first and ofi_first: 20, each round two processes that set up a
+     * library (ofi: libfabric's first fi_getinfo, 0.13 s). */
     static const struct {
         const char *name;
         int (*run)(unsigned int iters, double *med, double *p99);
@@ -297,7 +302,14 @@ int ceil_floors(bool json, unsigned int iters)
                   {"eventfd", pp_eventfd, 0},
                   {"tcp_nodelay", pp_tcp, 0},
                   {"tcp_busy", pp_tcp_busy, 0},
-                  {"tcp_first", pp_tcp_first, 1000}};
+                  {"tcp_first", pp_tcp_first, 1000},
+#ifdef HM_CEIL_UCX
+                  {"ucx_first", ceil_ucx_first, 20},
+#endif
+#ifdef HM_CEIL_OFI
+                  {"ofi_first", ceil_ofi_first, 20},
+#endif
+    };
     if (!json)
         printf("%-12s %8s %10s %10s\n", "floor", "iters", "median_us", "p99_us");
     for (size_t i = 0; i < sizeof(floors) / sizeof(floors[0]); i++) {

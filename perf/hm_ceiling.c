@@ -13,7 +13,16 @@
  * and prints MB/s (10^6 bytes) and the time of one copy in us. Each figure
  * is the mean over at least --min-ms milliseconds (default 200). Then the
  * blocking ping-pong floors (ceiling_pingpong.c), --pingpong-iters round
- * trips each (default 10000; 0: none).
+ * trips each (default 10000; 0: none): pipe, eventfd, tcp_nodelay,
+ * tcp_busy, and the first contacts over 127.0.0.1, each round a fresh one:
+ *   tcp_first  a new TCP connection, one byte there and back (at most 1000
+ *              rounds);
+ *   ucx_first  UCX's own (ucp over tcp): a fresh server and client process
+ *              per round, timed from fetching the worker address to the
+ *              reply of an active message (at most 20 rounds; built with UCX);
+ *   ofi_first  libfabric's own (tcp;ofi_rxm), the same shape, timed from
+ *              fi_av_insert to the reply (at most 20 rounds; built with
+ *              libfabric).
  */
 #include <errno.h>
 #include <signal.h>
