@@ -27,6 +27,9 @@
  */
 int ceil_floors(bool json, unsigned int iters);
 
+/* CLOCK_MONOTONIC in ns: every timer of hm-ceiling. */
+uint64_t ceil_now_ns(void);
+
 /* The median and p99 of `n` (> 0) times in ns, in us; sorts `ns`. */
 void ceil_ns_stats(uint64_t *ns, unsigned int n, double *median_us, double *p99_us);
 

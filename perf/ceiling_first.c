@@ -45,13 +45,6 @@ struct cf_round {
  * (two: ucx finishes its send's request, then flushes the close). */
 #define CF_RESULT_NS (CF_SETUP_NS + 3 * CF_WAIT_NS)
 
-uint64_t cf_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- bounded pipe I/O ------------------------------------------------------------- */
 
 /* Wait until `fd` is readable (or its writer is gone) by `deadline`: 1, 0 on
@@ -59,7 +52,7 @@ uint64_t cf_now_ns(void)
 static int cf_wait_readable(int fd, uint64_t deadline)
 {
     for (;;) {
-        uint64_t now = cf_now_ns();
+        uint64_t now = ceil_now_ns();
         if (now >= deadline)
             return 0;
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
@@ -123,7 +116,7 @@ int cf_put_contact(int fd, const struct sockaddr_in *contact)
 
 int cf_get_contact(int fd, struct sockaddr_in *contact)
 {
-    if (cf_read_exact(fd, contact, sizeof(*contact), cf_now_ns() + CF_SETUP_NS) != 0) {
+    if (cf_read_exact(fd, contact, sizeof(*contact), ceil_now_ns() + CF_SETUP_NS) != 0) {
         fprintf(stderr, "hm-ceiling: client: reading the server's contact: %s\n",
                 cf_read_error(errno));
         return -1;
@@ -246,7 +239,7 @@ static int cf_reap(pid_t *pid, uint64_t deadline)
         }
         if (got < 0 && errno != EINTR)
             return -1;
-        if (cf_now_ns() >= deadline) {
+        if (ceil_now_ns() >= deadline) {
             errno = ETIMEDOUT;
             return -1;
         }
@@ -298,18 +291,18 @@ static int cf_exchange(struct cf_round *r, const struct cf_transport *t, uint64_
     struct sockaddr_in contact;
     const char *step = "reading the server's contact";
     if (cf_read_exact(r->contact_up.rd, &contact, sizeof(contact),
-                      cf_now_ns() + CF_SETUP_NS) != 0)
+                      ceil_now_ns() + CF_SETUP_NS) != 0)
         goto err;
     step = "passing the contact to the client";
     if (cf_write_all(r->contact_down.wr, &contact, sizeof(contact)) != 0)
         goto err;
     step = "reading the client's time";
-    if (cf_read_exact(r->result.rd, ns, sizeof(*ns), cf_now_ns() + CF_RESULT_NS) != 0)
+    if (cf_read_exact(r->result.rd, ns, sizeof(*ns), ceil_now_ns() + CF_RESULT_NS) != 0)
         goto err;
-    if (cf_reap_ok(&r->client, t->name, "client", cf_now_ns() + CF_WAIT_NS) != 0)
+    if (cf_reap_ok(&r->client, t->name, "client", ceil_now_ns() + CF_WAIT_NS) != 0)
         return -1;
     cf_close(&r->stop.wr); /* the server's cf_stop_asked() turns true */
-    return cf_reap_ok(&r->server, t->name, "server", cf_now_ns() + CF_WAIT_NS);
+    return cf_reap_ok(&r->server, t->name, "server", ceil_now_ns() + CF_WAIT_NS);
 
 err:
     fprintf(stderr, "hm-ceiling: %s: %s: %s\n", t->name, step, cf_read_error(errno));

@@ -35,8 +35,6 @@ struct cf_transport {
     int (*client)(int contact_fd, uint64_t *ns);
 };
 
-uint64_t cf_now_ns(void);
-
 /* The server's contact to the parent; the client's from it (waits at most CF_SETUP_NS). */
 int cf_put_contact(int fd, const struct sockaddr_in *contact);
 int cf_get_contact(int fd, struct sockaddr_in *contact);

@@ -167,7 +167,7 @@ static int cfu_wait(struct cfu *c, ucs_status_ptr_t req, const char *what, uint6
     }
     ucs_status_t status;
     while ((status = ucp_request_check_status(req)) == UCS_INPROGRESS &&
-           cf_now_ns() < deadline)
+           ceil_now_ns() < deadline)
         cfu_progress(c);
     if (status == UCS_INPROGRESS) {
         ucp_request_cancel(c->worker, req);
@@ -192,7 +192,7 @@ static ucs_status_ptr_t cfu_send(struct cfu *c, ucp_ep_h ep, uint32_t flags)
 /* Busy progress until our handler has run, by `deadline`. */
 static int cfu_await_message(struct cfu *c, uint64_t deadline)
 {
-    while (!c->arrived && cf_now_ns() < deadline)
+    while (!c->arrived && ceil_now_ns() < deadline)
         cfu_progress(c);
     if (!c->arrived) {
         cfu_fail(c, "waiting for the message", UCS_ERR_TIMED_OUT);
@@ -286,7 +286,7 @@ static int cfu_serve_request(struct cfu *c, int lfd, const char *msg, size_t msg
                              uint64_t deadline)
 {
     int given = 0;
-    while (!c->arrived && cf_now_ns() < deadline) {
+    while (!c->arrived && ceil_now_ns() < deadline) {
         if (given == 0 && (given = cfu_give_address(lfd, msg, msg_len)) < 0)
             return -1;
         cfu_progress(c);
@@ -304,7 +304,7 @@ static int cfu_serve_request(struct cfu *c, int lfd, const char *msg, size_t msg
 static int cfu_serve_until_stop(struct cfu *c, int stop_fd, uint64_t deadline)
 {
     while (!cf_stop_asked(stop_fd)) {
-        if (cf_now_ns() >= deadline) {
+        if (ceil_now_ns() >= deadline) {
             cfu_fail(c, "waiting for the end", UCS_ERR_TIMED_OUT);
             return -1;
         }
@@ -323,7 +323,7 @@ static int cfu_serve_client(struct cfu *c, int contact_fd, int stop_fd)
         return -1;
     int lfd = cfu_listen(&contact);
     int rc = lfd >= 0 ? cf_put_contact(contact_fd, &contact) : -1;
-    uint64_t deadline = cf_now_ns() + CF_SERVE_NS;
+    uint64_t deadline = ceil_now_ns() + CF_SERVE_NS;
     if (rc == 0)
         rc = cfu_serve_request(c, lfd, msg, msg_len, deadline);
     if (rc == 0)
@@ -449,17 +449,17 @@ static int cfu_first_contact(struct cfu *c, const struct sockaddr_in *contact, u
         *send_req = NULL;
         return -1;
     }
-    return cfu_await_message(c, cf_now_ns() + CF_WAIT_NS);
+    return cfu_await_message(c, ceil_now_ns() + CF_WAIT_NS);
 }
 
 /* Untimed: the send's request finished, the endpoint closed with a flush. */
 static int cfu_disconnect(struct cfu *c, ucp_ep_h ep, ucs_status_ptr_t send_req)
 {
-    int rc = cfu_wait(c, send_req, "the request", cf_now_ns() + CF_WAIT_NS);
+    int rc = cfu_wait(c, send_req, "the request", ceil_now_ns() + CF_WAIT_NS);
     ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                                  .flags = 0 /* not UCP_EP_CLOSE_FLAG_FORCE: flush */};
     if (cfu_wait(c, ucp_ep_close_nbx(ep, &param), "ucp_ep_close_nbx",
-                 cf_now_ns() + CF_WAIT_NS) != 0)
+                 ceil_now_ns() + CF_WAIT_NS) != 0)
         rc = -1;
     return rc;
 }
@@ -474,9 +474,9 @@ static int cfu_client(int contact_fd, uint64_t *ns)
         return -1;
     int rc = cf_get_contact(contact_fd, &contact);
     if (rc == 0) {
-        uint64_t t0 = cf_now_ns();
+        uint64_t t0 = ceil_now_ns();
         rc = cfu_first_contact(&c, &contact, &ep, &send_req);
-        *ns = cf_now_ns() - t0;
+        *ns = ceil_now_ns() - t0;
     }
     if (ep != NULL && cfu_disconnect(&c, ep, send_req) != 0)
         rc = -1;

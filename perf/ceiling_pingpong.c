@@ -40,7 +40,7 @@ struct pp_ends {
     size_t msg; /* bytes per message: 1, or 8 for an eventfd */
 };
 
-static uint64_t pp_now_ns(void)
+uint64_t ceil_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -107,10 +107,10 @@ static int pp_run(const struct pp_ends *e, unsigned int iters, double *median_us
     }
     int rc = 0;
     for (unsigned int i = 0; i < PP_WARMUP + iters && rc == 0; i++) {
-        uint64_t t0 = pp_now_ns();
+        uint64_t t0 = ceil_now_ns();
         rc = pp_write(e->p_out, e->msg) == 0 && pp_read(e->p_in, e->msg) == 0 ? 0 : -1;
         if (i >= PP_WARMUP)
-            rtt[i - PP_WARMUP] = pp_now_ns() - t0;
+            rtt[i - PP_WARMUP] = ceil_now_ns() - t0;
     }
     /* The child holds copies of our ends, and an eventfd has no EOF: stop it. */
     close(e->p_out);
@@ -239,14 +239,14 @@ static void pp_first_child(int lfd, unsigned int iters)
 static uint64_t pp_first_once(const struct sockaddr_in *sin)
 {
     int one = 1;
-    uint64_t t0 = pp_now_ns();
+    uint64_t t0 = ceil_now_ns();
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return 0;
     bool ok = connect(fd, (const struct sockaddr *)sin, sizeof(*sin)) == 0 &&
               setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0 &&
               pp_write(fd, 1) == 0 && pp_read(fd, 1) == 0;
-    uint64_t t1 = pp_now_ns();
+    uint64_t t1 = ceil_now_ns();
     close(fd);
     return ok ? t1 - t0 : 0;
 }

@@ -59,14 +59,6 @@ struct ceil_copier {
     void *rsrc; /* process_vm_readv: the child's buffer, in its address space */
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int copy_memcpy(const struct ceil_copier *c, void *dst, size_t size)
 {
     memcpy(dst, c->src, size);
@@ -101,13 +93,13 @@ static int ceil_measure(const struct ceil_copier *c, void *dst, size_t size,
 
     if (c->copy(c, dst, size) != 0)
         return -1;
-    t0 = now_ns();
+    t0 = ceil_now_ns();
     do {
         for (uint64_t i = 0; i < batch; i++)
             if (c->copy(c, dst, size) != 0)
                 return -1;
         copies += batch;
-        elapsed = now_ns() - t0;
+        elapsed = ceil_now_ns() - t0;
     } while (elapsed < (uint64_t)min_ms * 1000000u);
     *mbps = (double)copies * (double)size * 1e3 / (double)elapsed;
     *us = (double)elapsed / 1e3 / (double)copies;
