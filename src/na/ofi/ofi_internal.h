@@ -19,7 +19,9 @@
  * (little-endian: magic, flags, tail pad, name length, sender's pid as u32),
  * then, when needed, the sender's endpoint name padded to 8, so that a
  * receiver that cannot resolve the source (no FI_SOURCE, or a sender not in
- * its AV yet) can insert it. Messages are padded to a multiple of 8 bytes so
+ * its AV yet) can insert it. An IPv4 name (a sockaddr_in) travels without its
+ * 8 zero bytes (OFI_HDR_F_INET4), so a no-op RPC's message fits rxm's path
+ * to tcp's inject (ofi_uri.c). Messages are padded to a multiple of 8 bytes so
  * that, packed back to back in a multi-receive slab, each one starts 8-byte
  * aligned as the NA contract promises. The header is written into headroom
  * that msg_buf_alloc leaves before the buffer, so a send is one contiguous span
@@ -131,6 +133,8 @@ size_t hmi_ofi_tunable(enum ofi_tunable_id id);
 #define OFI_HDR_F_NAME 0x01u  /* the sender's name follows the header */
 #define OFI_HDR_F_PROBE 0x02u /* liveness probe: not for the core */
 #define OFI_HDR_F_FRAG 0x04u  /* one fragment of a message (ofi_frag.c) */
+#define OFI_HDR_F_INET4 0x08u /* the name is a sockaddr_in without its 8 zero bytes */
+#define OFI_NAME_INET4_LEN 8u /* such a name's carried bytes: family, port, address */
 #define OFI_FRAG_HDR_SIZE 8u  /* after the name: u32 total, u32 offset (LE) */
 #define OFI_FRAG_WIRE_MAX 4096u /* largest fragment on the wire (shm's inject size) */
 #define OFI_REASM_MAX 64u     /* messages in reassembly per context; one more evicts
@@ -196,6 +200,7 @@ struct ofi_hdr_view {
     uint8_t h_flags;
     const uint8_t *h_name; /* NULL if none carried */
     size_t h_name_len;
+    uint8_t h_name_inet4[16]; /* h_name for an OFI_HDR_F_INET4 name, made whole */
     uint32_t h_pid;        /* the sender's pid (for protocols that watch it) */
     uint8_t *h_payload;
     size_t h_payload_len;

@@ -152,10 +152,32 @@ hm_return_t hmi_ofi_uri_format(enum ofi_addr_kind kind, const char *protocol,
 
 /* ---- Message header -------------------------------------------------------- */
 
+/*
+ * Whether `name` is an IPv4 sockaddr_in whose 8 trailing bytes are zero: it
+ * then travels as its first 8 bytes. That keeps a small message of ofi+tcp
+ * (header, name, a 48-byte wire header) within the 64 bytes that let rxm hand
+ * it to the tcp provider as an inject; a longer one takes one of rxm's send
+ * buffers and a tcp completion (a write and a read of the provider's signal
+ * pipe on each side) to free it.
+ */
+static bool hdr_name_inet4(const struct ofi_name *name)
+{
+    if (name->n_len != sizeof(struct sockaddr_in))
+        return false;
+    struct sockaddr_in sin;
+    memcpy(&sin, name->n_bytes, sizeof sin);
+    static const uint8_t zero[sizeof sin.sin_zero];
+    return sin.sin_family == AF_INET && memcmp(sin.sin_zero, zero, sizeof zero) == 0;
+}
+
 uint8_t *hmi_ofi_hdr_write(uint8_t *payload, size_t len, const struct ofi_name *name,
                            uint32_t pid, uint8_t flags, size_t *wire_len)
 {
     size_t name_len = name ? name->n_len : 0;
+    if (name_len && hdr_name_inet4(name)) {
+        name_len = OFI_NAME_INET4_LEN;
+        flags |= OFI_HDR_F_INET4;
+    }
     size_t hdr_len = ofi_hdr_len(name_len);
     size_t pad = ofi_round8(len) - len;
     uint8_t *wire = payload - hdr_len;
@@ -176,13 +198,28 @@ uint8_t *hmi_ofi_hdr_write(uint8_t *payload, size_t len, const struct ofi_name *
     return wire;
 }
 
+/* An OFI_HDR_F_INET4 name made whole in view->h_name_inet4; false if it is not one. */
+static bool hdr_inet4_expand(struct ofi_hdr_view *view, const uint8_t *carried)
+{
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof sin);
+    memcpy(&sin, carried, OFI_NAME_INET4_LEN);
+    if (sin.sin_family != AF_INET)
+        return false;
+    memcpy(view->h_name_inet4, &sin, sizeof sin);
+    view->h_name = view->h_name_inet4;
+    view->h_name_len = sizeof sin;
+    return true;
+}
+
 hm_return_t hmi_ofi_hdr_parse(uint8_t *wire, size_t len, struct ofi_hdr_view *view)
 {
     if (len < OFI_HDR_SIZE || wire[0] != OFI_HDR_MAGIC)
         return HM_PROTOCOL_ERROR;
     uint8_t flags = wire[1], pad = wire[2], name_len = wire[3];
-    if ((flags & ~(OFI_HDR_F_NAME | OFI_HDR_F_PROBE | OFI_HDR_F_FRAG)) || pad > 7 ||
-        name_len > OFI_NAME_MAX || !(flags & OFI_HDR_F_NAME) != !name_len ||
+    if ((flags & ~(OFI_HDR_F_NAME | OFI_HDR_F_PROBE | OFI_HDR_F_FRAG | OFI_HDR_F_INET4)) ||
+        pad > 7 || name_len > OFI_NAME_MAX || !(flags & OFI_HDR_F_NAME) != !name_len ||
+        ((flags & OFI_HDR_F_INET4) && name_len != OFI_NAME_INET4_LEN) ||
         (flags & (OFI_HDR_F_PROBE | OFI_HDR_F_FRAG)) == (OFI_HDR_F_PROBE | OFI_HDR_F_FRAG))
         return HM_PROTOCOL_ERROR;
     size_t hdr_len = ofi_hdr_len(name_len);
@@ -191,6 +228,8 @@ hm_return_t hmi_ofi_hdr_parse(uint8_t *wire, size_t len, struct ofi_hdr_view *vi
     view->h_flags = flags;
     view->h_name = name_len ? wire + OFI_HDR_SIZE : NULL;
     view->h_name_len = name_len;
+    if ((flags & OFI_HDR_F_INET4) && !hdr_inet4_expand(view, wire + OFI_HDR_SIZE))
+        return HM_PROTOCOL_ERROR;
     view->h_pid = (uint32_t)wire[4] | (uint32_t)wire[5] << 8 | (uint32_t)wire[6] << 16 |
                   (uint32_t)wire[7] << 24;
     view->h_payload = wire + hdr_len;
