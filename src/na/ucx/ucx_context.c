@@ -20,8 +20,6 @@
 #include "util/log.h"
 #include "util/time.h"
 
-/* ucp_worker_progress calls per progress, so one busy peer cannot starve us. */
-#define UCX_PROGRESS_SPINS 64
 /* How often progress looks at the pidfds of shm peers. */
 #define UCX_PID_SCAN_NS 1000000u
 /* Progress calls between clock reads for that scan: a clock read costs about
@@ -446,12 +444,10 @@ int hmi_ucx_progress(hmi_na_context_t *ctx)
     int n = 0;
     if (hmi_unlikely(!hmi_list_empty(&c->c_retry)))
         n += ucx_retry(c);
-    for (int i = 0; i < UCX_PROGRESS_SPINS; i++) {
-        unsigned int k = ucp_worker_progress(c->c_worker);
-        if (k == 0)
-            break;
-        n += (int)k;
-    }
+    /* One call: the core comes back at once after a pass that found
+     * something. A second call to see that nothing more came cost a system
+     * call (UCX's epoll_wait on tcp) between a request and its handler. */
+    n += (int)ucp_worker_progress(c->c_worker);
     if (n == 0 && c->c_fifo.f_n > 0)
         hmi_ucx_fifo_check(c); /* nothing came: are we stuck behind a dead sender's slot? */
     if (n == 0 && c->c_cls->k_proto == UCX_PROTO_TCP)
