@@ -329,6 +329,13 @@ static int swrma_sweep(struct hmi_swrma_ctx *s)
 int hmi_swrma_progress(hmi_na_context_t *ctx)
 {
     struct hmi_swrma_ctx *s = swrma_of(ctx);
+    /* The usual pass, every pass of a spinning context: nothing queued on
+     * either side, so nothing to send and nothing starved (swrma_starved). */
+    if (hmi_likely(hmi_list_empty(&s->s_owner_ready) && hmi_list_empty(&s->s_req_ready) &&
+                   s->s_cancel_count == 0 && !s->s_jobs_short)) {
+        s->s_sweep_ns = UINT64_MAX;
+        return 0;
+    }
     int events = hmi_swrma_owner_progress(s) + hmi_swrma_req_progress(s);
     return events + swrma_sweep(s);
 }
