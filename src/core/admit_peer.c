@@ -16,11 +16,21 @@
  * context is destroyed).
  */
 #include "core/core_internal.h"
+#include "util/compiler.h"
 #include "util/log.h"
 
 hm_return_t hmi_admit_source(hm_context_t *ctx, hmi_na_addr_t *source, uint16_t claimed,
                              hm_addr_t **out)
 {
+    /* The usual request: its entry is cached and tied to its record already
+     * (one lookup instead of two; the record is what a_adm_acct holds). */
+    if (hmi_likely(claimed != HMI_ADMIT_ACCT_INDEX)) {
+        hm_addr_t *known = hmi_addr_cache_find(ctx, source, claimed);
+        if (hmi_likely(known != NULL && known->a_adm_acct != NULL)) {
+            *out = known;
+            return HM_SUCCESS;
+        }
+    }
     hm_addr_t *acct = hmi_addr_cached(ctx, source, HMI_ADMIT_ACCT_INDEX);
     if (acct == NULL)
         return HM_NOMEM;
