@@ -34,7 +34,8 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_port_check = true,
         .q_warm_sends = true,
         .q_rma_fails_named = true,
-        .q_note = "rxm offers no FI_SOURCE: every message names its sender (16 bytes); "
+        .q_note = "rxm offers no FI_SOURCE: every message names its sender (8 bytes for "
+                  "IPv4, 28 for IPv6); "
                   "a dead peer shows only as a failed send, so quiet peers we sent to are "
                   "probed, and a peer whose sends cannot connect has its port checked; "
                   "reads and writes of a broken connection come back as errors",
