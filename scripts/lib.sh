@@ -60,8 +60,18 @@ hm_jobs() { nproc 2>/dev/null || echo 2; }
 # both bounded by `timeout`, and prints nothing when the tool is missing or
 # the run failed.
 
+# HM_RAW_SERVER_CPU / HM_RAW_CLIENT_CPU, when set, pin the two processes
+# (taskset), as perf/pair-raw does.
+
 # hm_port: a random TCP port for a benchmark's control connection.
 hm_port() { echo $((20000 + RANDOM % 20000)); }
+
+# hm_raw_pin server|client: the taskset prefix for that side, or nothing.
+hm_raw_pin() {
+  local cpu=${HM_RAW_CLIENT_CPU:-}
+  [ "$1" != server ] || cpu=${HM_RAW_SERVER_CPU:-}
+  [ -z "$cpu" ] || echo "taskset -c $cpu"
+}
 
 # hm_ucx_perftest TLS TEST ITERS [ARGS...]: ucx_perftest's "Final:" figures
 # over UCX transports TLS: iterations, latency median, average, overall (us),
@@ -72,10 +82,13 @@ hm_ucx_perftest() {
   local tls=$1 test=$2 iters=$3 port srv
   shift 3
   port=$(hm_port)
-  UCX_TLS=$tls timeout 120 ucx_perftest -t "$test" -n "$iters" -p "$port" "$@" >/dev/null 2>&1 &
+  # shellcheck disable=SC2046 # the pin prefix is words or nothing
+  UCX_TLS=$tls $(hm_raw_pin server) timeout 120 ucx_perftest -t "$test" -n "$iters" -p "$port" \
+    "$@" >/dev/null 2>&1 &
   srv=$!
   sleep 1
-  UCX_TLS=$tls timeout 120 ucx_perftest 127.0.0.1 -t "$test" -n "$iters" -p "$port" "$@" \
+  # shellcheck disable=SC2046
+  UCX_TLS=$tls $(hm_raw_pin client) timeout 120 ucx_perftest 127.0.0.1 -t "$test" -n "$iters" -p "$port" "$@" \
     2>/dev/null | awk '/^Final:/ {$1 = ""; sub(/^ /, ""); print}' || true
   wait "$srv" 2>/dev/null || true
 }
@@ -87,10 +100,14 @@ hm_fi_pingpong() {
   command -v fi_pingpong >/dev/null || return 0
   local port srv
   port=$(hm_port)
-  timeout 120 fi_pingpong -p "$1" -e rdm -I "$3" -S "$2" -B "$port" >/dev/null 2>&1 &
+  # shellcheck disable=SC2046 # the pin prefix is words or nothing
+  $(hm_raw_pin server) timeout 120 fi_pingpong -p "$1" -e rdm -I "$3" -S "$2" -B "$port" \
+    >/dev/null 2>&1 &
   srv=$!
   sleep 1
-  timeout 120 fi_pingpong -p "$1" -e rdm -I "$3" -S "$2" -P "$port" 127.0.0.1 2>/dev/null \
+  # shellcheck disable=SC2046
+  $(hm_raw_pin client) timeout 120 fi_pingpong -p "$1" -e rdm -I "$3" -S "$2" -P "$port" \
+    127.0.0.1 2>/dev/null \
     | awk 'hdr {print $7, $6; exit} $1 == "bytes" {hdr = 1}' || true
   wait "$srv" 2>/dev/null || true
 }
