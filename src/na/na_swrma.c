@@ -304,6 +304,16 @@ static bool swrma_starved(const struct hmi_swrma_ctx *s)
 }
 
 /*
+ * Nothing queued on either side and no refusal since the last look: the
+ * pollers have nothing to send and swrma_starved is false.
+ */
+static bool swrma_idle(const struct hmi_swrma_ctx *s)
+{
+    return hmi_list_empty(&s->s_owner_ready) && hmi_list_empty(&s->s_req_ready) &&
+           s->s_cancel_count == 0 && !s->s_jobs_short; /* inline: the hot path */
+}
+
+/*
  * While work is starved, look for peers that hold buffers and have stalled
  * (every SWRMA_SWEEP_NS at most: s_look_ns) and give them up. s_sweep_ns is
  * the next look while starved (UINT64_MAX otherwise), which
@@ -329,10 +339,7 @@ static int swrma_sweep(struct hmi_swrma_ctx *s)
 int hmi_swrma_progress(hmi_na_context_t *ctx)
 {
     struct hmi_swrma_ctx *s = swrma_of(ctx);
-    /* The usual pass, every pass of a spinning context: nothing queued on
-     * either side, so nothing to send and nothing starved (swrma_starved). */
-    if (hmi_likely(hmi_list_empty(&s->s_owner_ready) && hmi_list_empty(&s->s_req_ready) &&
-                   s->s_cancel_count == 0 && !s->s_jobs_short)) {
+    if (hmi_likely(swrma_idle(s))) { /* the usual pass of a spinning context */
         s->s_sweep_ns = UINT64_MAX;
         return 0;
     }
