@@ -55,7 +55,7 @@ hm_install_packages() {
 
 hm_jobs() { nproc 2>/dev/null || echo 2; }
 
-# ---- the raw transports' own benchmarks (scripts/demo, perf/compare) ----
+# ---- the raw transports' own benchmarks (scripts/demo, perf/compare, perf/pair-raw) ----
 # Each runs a server and a client process on this machine over loopback,
 # both bounded by `timeout`, and prints nothing when the tool is missing or
 # the run failed.
