@@ -160,6 +160,7 @@ void hmi_ctx_wake(hm_context_t *ctx)
     if (write(ctx->c_wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "context %u: cannot ring its wake fd: %d",
                 ctx->c_index, errno);
+    hmi_na_nap_wake(ctx->c_na); /* a driver napping does not see the eventfd */
 }
 
 /* How long the driver steps aside at most for threads waiting on the lock. */
@@ -187,31 +188,73 @@ static void drive_drain_wake_fd(hm_context_t *ctx)
         ctx->c_stats.wakeups++;
 }
 
+/* A sleeping driver lets go of the lock, unless it is a nested progress. */
+static void drive_sleep_begin(hm_context_t *ctx, bool release)
+{
+    if (release) {
+        atomic_store_explicit(&ctx->c_owner, NULL, memory_order_relaxed);
+        pthread_mutex_unlock(&ctx->c_lock);
+    }
+}
+
+static void drive_sleep_end(hm_context_t *ctx, bool release)
+{
+    if (release) {
+        pthread_mutex_lock(&ctx->c_lock);
+        drive_take(ctx);
+    }
+}
+
+/*
+ * How long a block naps before it polls (na.h, nap_arm). A ping-pong's
+ * sleep ends within it; a longer one pays one more wake-up, and a peer's
+ * death or the wake eventfd, which only the poll sees, waits that long.
+ */
+#define DRIVE_NAP_MS 2
+
+/*
+ * The first part of a block, where the plugin can nap: up to DRIVE_NAP_MS
+ * of `*ms`. true: the block is over (woken, work pending, or the time is
+ * spent); false: poll for the `*ms` left. A futex wake-up costs the sleeper
+ * one system call where poll on the NA's epoll set, then the read of what
+ * woke it, cost two (ofi+shm's doorbell, issue 14).
+ */
+static bool drive_nap(hm_context_t *ctx, int *ms, bool release)
+{
+    hm_return_t armed = hmi_na_nap_arm(ctx->c_na);
+    if (armed == HM_NOT_SUPPORTED)
+        return false;
+    if (armed != HM_SUCCESS)
+        return true;
+    int nap_ms = *ms >= 0 && *ms < DRIVE_NAP_MS ? *ms : DRIVE_NAP_MS;
+    drive_sleep_begin(ctx, release);
+    bool woken = hmi_na_nap(ctx->c_na, nap_ms);
+    drive_sleep_end(ctx, release);
+    if (*ms < 0) /* no timeout */
+        return woken;
+    *ms -= nap_ms;
+    return woken || *ms == 0;
+}
+
 void hmi_ctx_block(hm_context_t *ctx, int ms)
 {
     hmi_na_context_t *na = ctx->c_na;
     int fd = hmi_na_poll_fd(na);
+    bool release = ctx->c_depth == 1; /* a nested progress keeps the lock */
     atomic_fetch_add(&ctx->c_sleepers, 1);
     /* After counting ourselves: anything pushed from now on rings. */
-    if (!hmi_mpsc_empty(&ctx->c_subq) ||
+    if (!hmi_mpsc_empty(&ctx->c_subq) || (ms != 0 && drive_nap(ctx, &ms, release)) ||
         (fd >= 0 && hmi_na_poll_arm(na) != HM_SUCCESS)) {
         atomic_fetch_sub(&ctx->c_sleepers, 1);
         return;
     }
     struct pollfd pfds[2] = {{.fd = ctx->c_wake_fd, .events = POLLIN},
                              {.fd = fd, .events = POLLIN}};
-    bool release = ctx->c_depth == 1; /* a nested progress keeps the lock */
-    if (release) {
-        atomic_store_explicit(&ctx->c_owner, NULL, memory_order_relaxed);
-        pthread_mutex_unlock(&ctx->c_lock);
-    }
+    drive_sleep_begin(ctx, release);
     int n = poll(pfds, fd >= 0 ? 2 : 1, ms);
     if (n < 0 && errno != EINTR)
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "poll on transport fd failed: %d", errno);
-    if (release) {
-        pthread_mutex_lock(&ctx->c_lock);
-        drive_take(ctx);
-    }
+    drive_sleep_end(ctx, release);
     atomic_fetch_sub(&ctx->c_sleepers, 1);
     if (n > 0 && (pfds[0].revents & POLLIN))
         drive_drain_wake_fd(ctx);
@@ -253,6 +296,7 @@ void hmi_ctx_thread_stop(hm_context_t *ctx)
     if (write(ctx->c_wake_fd, &one, sizeof(one)) < 0)
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "context %u: cannot ring its wake fd: %d",
                 ctx->c_index, errno);
+    hmi_na_nap_wake(ctx->c_na);
     pthread_join(ctx->c_thread, NULL);
     ctx->c_has_thread = false;
 }

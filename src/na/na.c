@@ -40,7 +40,9 @@ static bool na_ops_complete(const struct hmi_na_ops *ops)
            ops->context_open && ops->context_close && ops->addr_lookup && ops->addr_self &&
            ops->addr_to_string && ops->addr_ref && ops->addr_unref && ops->msg_buf_alloc &&
            ops->msg_buf_free && ops->msg_send && ops->msg_release && ops->progress &&
-           ops->poll_fd && ops->poll_arm && ops->cancel;
+           ops->poll_fd && ops->poll_arm && ops->cancel &&
+           (ops->nap_arm != NULL) == (ops->nap != NULL) &&
+           (ops->nap != NULL) == (ops->nap_wake != NULL);
 }
 
 /* The memory slots a class with native RMA needs. */
@@ -380,12 +382,38 @@ int hmi_na_poll_fd(hmi_na_context_t *ctx)
     return ctx->x_class->c_ops.poll_fd(ctx);
 }
 
+/* Work the NA layer itself holds: completions to run, owner-checked RMA to serve. */
+static bool na_work_queued(hmi_na_context_t *ctx)
+{
+    return !hmi_list_empty(&ctx->x_deferred) || !hmi_list_empty(&ctx->x_done) ||
+           (ctx->x_rma != NULL && hmi_swrma_pending(ctx));
+}
+
 hm_return_t hmi_na_poll_arm(hmi_na_context_t *ctx)
 {
-    if (!hmi_list_empty(&ctx->x_deferred) || !hmi_list_empty(&ctx->x_done) ||
-        (ctx->x_rma != NULL && hmi_swrma_pending(ctx)))
+    if (na_work_queued(ctx))
         return HM_AGAIN;
     return ctx->x_class->c_ops.poll_arm(ctx);
+}
+
+hm_return_t hmi_na_nap_arm(hmi_na_context_t *ctx)
+{
+    if (ctx->x_class->c_ops.nap_arm == NULL)
+        return HM_NOT_SUPPORTED;
+    if (na_work_queued(ctx))
+        return HM_AGAIN;
+    return ctx->x_class->c_ops.nap_arm(ctx);
+}
+
+bool hmi_na_nap(hmi_na_context_t *ctx, int ms)
+{
+    return ctx->x_class->c_ops.nap(ctx, ms);
+}
+
+void hmi_na_nap_wake(hmi_na_context_t *ctx)
+{
+    if (ctx->x_class->c_ops.nap_wake != NULL)
+        ctx->x_class->c_ops.nap_wake(ctx);
 }
 
 void hmi_na_deliver(hmi_na_context_t *ctx, hmi_na_addr_t *source, void *buf, size_t len,

@@ -433,6 +433,28 @@ struct hmi_na_ops {
      */
     hm_return_t (*poll_arm)(hmi_na_context_t *ctx);
     /*
+     * nap_arm, nap, nap_wake (optional, all three or none): a short sleep
+     * cheaper than poll_fd's, for a plugin whose peers wake it by writing a
+     * word in shared memory (ofi+shm's doorbell: a futex instead of a FIFO
+     * read under an epoll set). The core naps first when it blocks, then
+     * polls poll_fd for what is left of its timeout, so a nap need not see
+     * what only poll_fd reports (a watched peer's death, the core's wake
+     * eventfd): it only delays it, by at most the nap's length.
+     * - nap_arm (under the context's lock, like poll_arm): HM_SUCCESS: safe
+     *   to nap, a peer's post from now on ends the nap; HM_AGAIN: work is
+     *   pending (or a nap_wake came first), call progress instead. Progress
+     *   undoes an arm the core did not nap on.
+     * - nap (without the lock): sleep until woken or `ms` (> 0) has passed.
+     *   true: woken (a peer rang, or nap_wake) before the time passed;
+     *   false: it passed first (a ring may have come at its end: the
+     *   poll_arm that follows, which replaces the arm, finds its work).
+     * - nap_wake (any thread, any time while the context is open): end a nap
+     *   now, or make the next nap_arm answer HM_AGAIN.
+     */
+    hm_return_t (*nap_arm)(hmi_na_context_t *ctx);
+    bool (*nap)(hmi_na_context_t *ctx, int ms);
+    void (*nap_wake)(hmi_na_context_t *ctx);
+    /*
      * cancel: ask to abort a posted op. HM_SUCCESS: it will complete with
      * HM_CANCELED (possibly only once the transport has let go of its
      * buffers). HM_NOENTRY: it had already completed; its status stands.
@@ -591,6 +613,11 @@ int hmi_na_progress(hmi_na_context_t *ctx);
 int hmi_na_poll_fd(hmi_na_context_t *ctx);
 /* HM_AGAIN also while the NA layer itself has work queued. */
 hm_return_t hmi_na_poll_arm(hmi_na_context_t *ctx);
+/* The nap slots (ops above); hmi_na_nap_arm is HM_NOT_SUPPORTED without them
+ * and HM_AGAIN, like hmi_na_poll_arm, while the NA layer has work queued. */
+hm_return_t hmi_na_nap_arm(hmi_na_context_t *ctx);
+bool hmi_na_nap(hmi_na_context_t *ctx, int ms);
+void hmi_na_nap_wake(hmi_na_context_t *ctx);
 
 /* Thin wrappers that check and set op state, then call the plugin. */
 hm_return_t hmi_na_msg_send(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const void *buf,

@@ -6,6 +6,7 @@
  * bounded by an alarm and by deadlines on each wait.
  */
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -585,6 +587,97 @@ static void test_wait(void **state)
     nt_run(client_wait, "wait", NULL);
 }
 
+/* ---- Nap: a peer's post and another thread end it (na.h, nap_arm) -------- */
+
+struct nap_waker {
+    struct nt_peer *p;
+    int delay_ms;
+};
+
+static void *nap_waker_main(void *arg)
+{
+    struct nap_waker *w = arg;
+    usleep((useconds_t)w->delay_ms * 1000u);
+    hmi_na_nap_wake(w->p->ctx);
+    return NULL;
+}
+
+/* Arm a nap, progressing until the arm holds (it may find work). */
+static int nap_arm_settled(struct nt_peer *p)
+{
+    for (int i = 0; i < 1000; i++) {
+        hm_return_t ret = hmi_na_nap_arm(p->ctx);
+        if (ret == HM_SUCCESS)
+            return 0;
+        NT_CHECK(ret == HM_AGAIN);
+        hmi_na_progress(p->ctx);
+    }
+    return 1;
+}
+
+static long nap_voluntary_switches(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    return ru.ru_nvcsw;
+}
+
+static int client_nap(void *arg)
+{
+    struct nt_peer p;
+    hmi_na_addr_t *srv;
+    NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
+    if (p.cls->c_ops.nap_arm == NULL || hmi_na_nap_arm(p.ctx) == HM_NOT_SUPPORTED) {
+        /* Not offered (or not on this protocol): the core only polls. */
+        NT_CHECK(hmi_na_nap_arm(p.ctx) == HM_NOT_SUPPORTED);
+        nt_client_close(&p, srv);
+        return 0;
+    }
+    hmi_na_progress(p.ctx); /* undoes the arm above */
+    /* Timed out: false, and the nap slept (a voluntary switch). */
+    NT_CHECK(nap_arm_settled(&p) == 0);
+    long before = nap_voluntary_switches();
+    NT_CHECK(!hmi_na_nap(p.ctx, 50));
+    NT_CHECK(nap_voluntary_switches() > before);
+    hmi_na_progress(p.ctx);
+    /* A peer's message ends a nap far longer than the server's 200 ms. */
+    NT_CHECK(nt_send_sync(&p, srv, NT_CMD_SLEEP, NT_CMD_LEN) == HM_SUCCESS);
+    int woken = 0;
+    for (int i = 0; i < 50 && p.head == NULL; i++) {
+        while (hmi_na_progress(p.ctx) > 0)
+            ;
+        if (p.head != NULL || hmi_na_nap_arm(p.ctx) != HM_SUCCESS)
+            continue;
+        NT_CHECK(hmi_na_nap(p.ctx, 20000)); /* false: slept through the ring */
+        woken++;
+    }
+    struct nt_msg *m = nt_wait_msg(&p, 1000);
+    NT_CHECK(m != NULL && m->len == 16);
+    NT_CHECK(woken > 0);
+    nt_msg_free(&p, m);
+    /* Another thread's nap_wake ends a nap in progress... */
+    NT_CHECK(nap_arm_settled(&p) == 0);
+    struct nap_waker w = {.p = &p, .delay_ms = 50};
+    pthread_t thread;
+    NT_CHECK(pthread_create(&thread, NULL, nap_waker_main, &w) == 0);
+    NT_CHECK(hmi_na_nap(p.ctx, 20000));
+    pthread_join(thread, NULL);
+    hmi_na_progress(p.ctx);
+    /* ...and one before the arm makes the arm answer HM_AGAIN, once. */
+    hmi_na_nap_wake(p.ctx);
+    NT_CHECK(hmi_na_nap_arm(p.ctx) == HM_AGAIN);
+    NT_CHECK(nap_arm_settled(&p) == 0);
+    hmi_na_progress(p.ctx);
+    nt_client_close(&p, srv);
+    return 0;
+}
+
+static void test_nap(void **state)
+{
+    (void)state;
+    nt_run(client_nap, "nap", NULL);
+}
+
 /* ---- First contact: rendezvous and eager messages in any order ------------ */
 
 #define NT_MIXED 32
@@ -721,7 +814,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_msg_sizes), cmocka_unit_test(test_msg_many),
         cmocka_unit_test(test_rma),       cmocka_unit_test(test_rma_pieces),
         cmocka_unit_test(test_cancel),
-        cmocka_unit_test(test_wait),      cmocka_unit_test(test_first_contact_mixed),
+        cmocka_unit_test(test_wait),      cmocka_unit_test(test_nap),
+        cmocka_unit_test(test_first_contact_mixed),
         cmocka_unit_test(test_last_words),
     };
     return cmocka_run_group_tests_name(g_uri, tests, NULL, NULL);

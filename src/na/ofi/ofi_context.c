@@ -621,10 +621,9 @@ int hmi_ofi_poll_fd(hmi_na_context_t *ctx)
     return ofi_ctx(ctx)->x_epfd;
 }
 
-/* Doorbell protocols: arm, then look at the CQ once more (keeping what it holds). */
-static hm_return_t ctx_arm_doorbell(struct ofi_context *x)
+/* Doorbell protocols, once armed: look at the CQ once more (keeping what it holds). */
+static hm_return_t ctx_recheck_cq(struct ofi_context *x)
 {
-    hmi_ofi_bell_arm(x);
     ssize_t n = x->x_cls->k_source
                     ? fi_cq_readfrom(x->x_cq, x->x_stash, HMI_ARRAY_LEN(x->x_stash),
                                      x->x_stash_src)
@@ -640,20 +639,51 @@ static hm_return_t ctx_arm_doorbell(struct ofi_context *x)
     return HM_AGAIN; /* progress disarms and handles it */
 }
 
-hm_return_t hmi_ofi_poll_arm(hmi_na_context_t *ctx)
+/* Whether the context may sleep, before anything is armed. */
+static hm_return_t ctx_may_sleep(struct ofi_context *x)
 {
-    struct ofi_context *x = ofi_ctx(ctx);
     x->x_clock_skips = CTX_CLOCK_EVERY; /* the call after a sleep reads the clock */
     if (!hmi_list_empty(&x->x_retry) || !hmi_list_empty(&x->x_repost) || x->x_nstash)
         return HM_AGAIN; /* work to redo */
     if (x->x_lock != NULL && hmi_ofi_shmlock_own_busy(x))
         return HM_AGAIN; /* a peer is in our queue, or died in it: keep looking */
-    if (x->x_bell_fd >= 0)
-        return ctx_arm_doorbell(x);
+    return HM_SUCCESS;
+}
+
+hm_return_t hmi_ofi_poll_arm(hmi_na_context_t *ctx)
+{
+    struct ofi_context *x = ofi_ctx(ctx);
+    if (ctx_may_sleep(x) != HM_SUCCESS)
+        return HM_AGAIN;
+    if (x->x_bell_fd >= 0) {
+        hmi_ofi_bell_arm(x);
+        return ctx_recheck_cq(x);
+    }
     if (x->x_cq_fd < 0)
         return HM_AGAIN; /* nothing to block on: the caller spins */
     struct fid *fids[1] = {&x->x_cq->fid};
     return fi_trywait(x->x_cls->k_fabric, fids, 1) == 0 ? HM_SUCCESS : HM_AGAIN;
+}
+
+/* Doorbell protocols: the nap (na.h), on the doorbell word itself. */
+hm_return_t hmi_ofi_nap_arm(hmi_na_context_t *ctx)
+{
+    struct ofi_context *x = ofi_ctx(ctx);
+    if (x->x_bell_fd < 0)
+        return HM_NOT_SUPPORTED; /* a CQ wait fd: poll it */
+    if (ctx_may_sleep(x) != HM_SUCCESS || !hmi_ofi_bell_nap_arm(x))
+        return HM_AGAIN;
+    return ctx_recheck_cq(x);
+}
+
+bool hmi_ofi_nap(hmi_na_context_t *ctx, int ms)
+{
+    return hmi_ofi_bell_nap(ofi_ctx(ctx), ms);
+}
+
+void hmi_ofi_nap_wake(hmi_na_context_t *ctx)
+{
+    hmi_ofi_bell_nap_wake(ofi_ctx(ctx));
 }
 
 hm_return_t hmi_ofi_cancel(hmi_na_context_t *ctx, hmi_na_op_t *op)

@@ -358,7 +358,8 @@ struct ofi_context {
     _Atomic int *x_lock;       /* shm: our region's lock word, mapped (NULL: no guard) */
     uint64_t x_lock_since_ns;  /* first look that found it held, of a run (0: free) */
     struct ofi_shmdog x_dog;   /* shm: breaks a dead peer's lock an inject spins on */
-    bool x_sleeping;           /* poll_arm armed the doorbell */
+    unsigned int x_sleeping;   /* how the doorbell is armed: OFI_BELL_FD (poll_arm),
+                                  OFI_BELL_NAP (nap_arm), 0: not */
     struct hmi_list x_reasm;   /* messages in reassembly, least recently moved first */
     unsigned int x_nreasm;     /* on x_reasm: at most OFI_REASM_MAX */
     struct hmi_list x_reasm_held; /* reassembled, delivered, not released yet */
@@ -538,6 +539,9 @@ void hmi_ofi_context_close(hmi_na_context_t *ctx);
 int hmi_ofi_progress(hmi_na_context_t *ctx);
 int hmi_ofi_poll_fd(hmi_na_context_t *ctx);
 hm_return_t hmi_ofi_poll_arm(hmi_na_context_t *ctx);
+hm_return_t hmi_ofi_nap_arm(hmi_na_context_t *ctx);
+bool hmi_ofi_nap(hmi_na_context_t *ctx, int ms);
+void hmi_ofi_nap_wake(hmi_na_context_t *ctx);
 hm_return_t hmi_ofi_cancel(hmi_na_context_t *ctx, hmi_na_op_t *op);
 /* An op is in the provider now / left it. */
 void hmi_ofi_op_posted(struct ofi_context *x, struct ofi_op *p);
@@ -623,9 +627,22 @@ hm_return_t hmi_ofi_bell_open(struct ofi_context *x);
 void hmi_ofi_bell_close(struct ofi_context *x);
 void hmi_ofi_bell_peer_open(struct ofi_context *x, hmi_na_addr_t *peer);
 void hmi_ofi_bell_peer_close(hmi_na_addr_t *peer);
+/*
+ * The doorbell word's values (ofi_bell.c): what its owner sleeps on, so
+ * what a peer that posted to it must do. AWAKE and SELF need nothing.
+ */
+enum ofi_bell_state {
+    OFI_BELL_AWAKE = 0,
+    OFI_BELL_FD = 1,   /* asleep in poll: write a byte to its FIFO */
+    OFI_BELL_NAP = 2,  /* asleep on the word itself: futex wake */
+    OFI_BELL_SELF = 3, /* a thread of its own rang (nap_wake): do not nap */
+};
 void hmi_ofi_bell_ring_slow(hmi_na_addr_t *peer);
 bool hmi_ofi_bell_arm(struct ofi_context *x);
 void hmi_ofi_bell_disarm(struct ofi_context *x);
+bool hmi_ofi_bell_nap_arm(struct ofi_context *x);
+bool hmi_ofi_bell_nap(struct ofi_context *x, int ms);
+void hmi_ofi_bell_nap_wake(struct ofi_context *x);
 
 /* ofi_sweep.c: remove what dead ofi+shm endpoints left in /dev/shm. */
 void hmi_ofi_sweep_shm(void);

@@ -375,5 +375,8 @@ const struct hmi_na_ops hmi_na_ofi_ops = {
     .progress = hmi_ofi_progress,
     .poll_fd = hmi_ofi_poll_fd,
     .poll_arm = hmi_ofi_poll_arm,
+    .nap_arm = hmi_ofi_nap_arm,
+    .nap = hmi_ofi_nap,
+    .nap_wake = hmi_ofi_nap_wake,
     .cancel = hmi_ofi_cancel,
 };
