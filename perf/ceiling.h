@@ -25,7 +25,15 @@
  * one table row or JSON record ({"floor":..., "median_us":...}) per floor.
  * 0, or -1 after a message on stderr.
  */
-int ceil_floors(bool json, unsigned int iters);
+/* Which floors ceil_floors runs, and where (hm-ceiling's options). */
+struct ceil_floor_opts {
+    bool json;
+    unsigned int iters;
+    bool first;     /* the first-contact floors too (--no-first: not) */
+    int server_cpu; /* --pin S,C: the ping-pong's echoer on CPU S, its timer */
+    int client_cpu; /* on CPU C (-1: where the scheduler puts them) */
+};
+int ceil_floors(const struct ceil_floor_opts *o);
 
 /* CLOCK_MONOTONIC in ns: every timer of hm-ceiling. */
 uint64_t ceil_now_ns(void);

@@ -16,6 +16,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -88,6 +89,22 @@ void ceil_ns_stats(uint64_t *ns, unsigned int n, double *median_us, double *p99_
     *p99_us = (double)ns[(size_t)n * 99 / 100] / 1e3;
 }
 
+/* --pin: the echoer's and the timer's CPUs (-1: unpinned). */
+static int pp_server_cpu = -1, pp_client_cpu = -1;
+
+/* Pin the calling process to `cpu` (when >= 0), keeping its mask in `old`. */
+static void pp_pin(int cpu, cpu_set_t *old)
+{
+    if (cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if ((old != NULL && sched_getaffinity(0, sizeof(*old), old) != 0) ||
+        sched_setaffinity(0, sizeof(set), &set) != 0)
+        fprintf(stderr, "hm-ceiling: cannot pin to CPU %d: %s\n", cpu, strerror(errno));
+}
+
 /* pp_run: fork the echoer on e->c_*, time `iters` round trips on e->p_*. */
 static int pp_run(const struct pp_ends *e, unsigned int iters, double *median_us,
                   double *p99_us)
@@ -101,10 +118,13 @@ static int pp_run(const struct pp_ends *e, unsigned int iters, double *median_us
         return -1;
     }
     if (pid == 0) {
+        pp_pin(pp_server_cpu, NULL);
         while (pp_read(e->c_in, e->msg) == 0 && pp_write(e->c_out, e->msg) == 0)
             ;
         _exit(0); /* the parent closed its end */
     }
+    cpu_set_t old;
+    pp_pin(pp_client_cpu, &old);
     int rc = 0;
     for (unsigned int i = 0; i < PP_WARMUP + iters && rc == 0; i++) {
         uint64_t t0 = ceil_now_ns();
@@ -112,6 +132,8 @@ static int pp_run(const struct pp_ends *e, unsigned int iters, double *median_us
         if (i >= PP_WARMUP)
             rtt[i - PP_WARMUP] = ceil_now_ns() - t0;
     }
+    if (pp_client_cpu >= 0)
+        sched_setaffinity(0, sizeof(old), &old);
     /* The child holds copies of our ends, and an eventfd has no EOF: stop it. */
     close(e->p_out);
     kill(pid, SIGKILL);
@@ -289,8 +311,12 @@ static int pp_tcp_first(unsigned int iters, double *med, double *p99)
     return rc;
 }
 
-int ceil_floors(bool json, unsigned int iters)
+int ceil_floors(const struct ceil_floor_opts *o)
 {
+    bool json = o->json;
+    unsigned int iters = o->iters;
+    pp_server_cpu = o->server_cpu;
+    pp_client_cpu = o->client_cpu;
     /* tcp_first: at most 1000 rounds, each leaving a port in TIME_WAIT;
      * ucx_first and ofi_first: 20, each round two processes that set up a
      * library (ofi: libfabric's first fi_getinfo, 0.13 s). */
@@ -314,6 +340,8 @@ int ceil_floors(bool json, unsigned int iters)
         printf("%-12s %8s %10s %10s\n", "floor", "iters", "median_us", "p99_us");
     for (size_t i = 0; i < sizeof(floors) / sizeof(floors[0]); i++) {
         double med = 0.0, p99 = 0.0;
+        if (!o->first && strstr(floors[i].name, "_first") != NULL)
+            continue;
         unsigned int n = floors[i].cap && iters > floors[i].cap ? floors[i].cap : iters;
         fflush(stdout); /* nothing buffered twice in the child */
         if (floors[i].run(n, &med, &p99) != 0) {

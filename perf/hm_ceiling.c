@@ -3,6 +3,7 @@
  * on this machine, for comparison with hm-perf bulk over ucx+shm / ofi+shm.
  *
  *   hm-ceiling [--size S[,S...]] [--min-ms T] [--pingpong-iters N] [--json]
+ *              [--no-copy] [--no-first] [--pin S,C]
  *
  * For each size (default 4K,64K,1M,16M) it measures
  *   memcpy            one process, source and destination warmed, copied
@@ -23,8 +24,12 @@
  *   ofi_first  libfabric's own (tcp;ofi_rxm), the same shape, timed from
  *              fi_av_insert to the reply (at most 20 rounds; built with
  *              libfabric).
+ * --no-copy skips the copy ceilings, --no-first the first contacts, and
+ * --pin S,C puts the ping-pongs' echoer on CPU S and their timer on CPU C,
+ * as perf/pair-raw pins hm-perf's server and client.
  */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -49,6 +54,9 @@ struct ceil_opts {
     unsigned int min_ms;
     unsigned int pingpong_iters;
     bool json;
+    bool copy;  /* the copy ceilings (--no-copy: not) */
+    bool first; /* the first-contact floors (--no-first: not) */
+    int server_cpu, client_cpu; /* --pin S,C (-1: unpinned) */
 };
 
 /* One way of copying `size` bytes into `dst`; returns 0 or -1 (errno set). */
@@ -210,7 +218,19 @@ static int parse_sizes(const char *text, struct ceil_opts *o)
 static int parse_args(int argc, char **argv, struct ceil_opts *o)
 {
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
+        if (strcmp(argv[i], "--no-copy") == 0) {
+            o->copy = false;
+        } else if (strcmp(argv[i], "--no-first") == 0) {
+            o->first = false;
+        } else if (strcmp(argv[i], "--pin") == 0 && i + 1 < argc) {
+            char tail;
+            if (sscanf(argv[++i], "%d,%d%c", &o->server_cpu, &o->client_cpu, &tail) != 2 ||
+                o->server_cpu < 0 || o->client_cpu < 0 || o->server_cpu >= CPU_SETSIZE ||
+                o->client_cpu >= CPU_SETSIZE) {
+                fprintf(stderr, "hm-ceiling: --pin takes SERVER_CPU,CLIENT_CPU\n");
+                return -1;
+            }
+        } else if (strcmp(argv[i], "--json") == 0) {
             o->json = true;
         } else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
             if (parse_sizes(argv[++i], o) != 0) {
@@ -236,7 +256,8 @@ static int parse_args(int argc, char **argv, struct ceil_opts *o)
             o->pingpong_iters = (unsigned int)v;
         } else {
             fprintf(stderr, "usage: hm-ceiling [--size S[,S...]] [--min-ms T] "
-                    "[--pingpong-iters N] [--json]\n");
+                    "[--pingpong-iters N] [--json] [--no-copy] [--no-first] "
+                    "[--pin S,C]\n");
             return strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 ? 1 : -1;
         }
     }
@@ -273,19 +294,11 @@ static int ceil_rows(const struct ceil_opts *o, struct ceil_copier *mc,
     return 0;
 }
 
-int main(int argc, char **argv)
+/* The copy ceilings: memcpy, then process_vm_readv from a child. 0 or 1. */
+static int ceil_copies(const struct ceil_opts *o, size_t max)
 {
-    struct ceil_opts o = {.sizes = {4ul << 10, 64ul << 10, 1ul << 20, 16ul << 20},
-                          .nsizes = 4, .min_ms = 200, .pingpong_iters = 10000};
     struct ceil_copier mc = {.copy = copy_memcpy}, rc = {.copy = copy_readv};
-    size_t max = 0;
-    int ctl = -1, pr = parse_args(argc, argv, &o), status = 1;
-
-    if (pr != 0)
-        return pr > 0 ? 0 : 2;
-    for (unsigned int i = 0; i < o.nsizes; i++)
-        max = o.sizes[i] > max ? o.sizes[i] : max;
-    fflush(stdout);
+    int ctl = -1, status = 1;
     if (child_start(max, &rc, &ctl) != 0)
         return 1;
     mc.src = malloc(max);
@@ -295,12 +308,30 @@ int main(int argc, char **argv)
     } else {
         memset(mc.src, 0xa5, max);
         memset(dst, 0, max);
-        status = ceil_rows(&o, &mc, &rc, dst) == 0 ? 0 : 1;
+        status = ceil_rows(o, &mc, &rc, dst) == 0 ? 0 : 1;
     }
     free(mc.src);
     free(dst);
     child_stop(rc.pid, ctl);
-    if (status == 0 && o.pingpong_iters > 0 && ceil_floors(o.json, o.pingpong_iters) != 0)
-        status = 1;
     return status;
+}
+
+int main(int argc, char **argv)
+{
+    struct ceil_opts o = {.sizes = {4ul << 10, 64ul << 10, 1ul << 20, 16ul << 20},
+                          .nsizes = 4, .min_ms = 200, .pingpong_iters = 10000,
+                          .copy = true, .first = true, .server_cpu = -1, .client_cpu = -1};
+    size_t max = 0;
+    int pr = parse_args(argc, argv, &o);
+
+    if (pr != 0)
+        return pr > 0 ? 0 : 2;
+    for (unsigned int i = 0; i < o.nsizes; i++)
+        max = o.sizes[i] > max ? o.sizes[i] : max;
+    fflush(stdout);
+    if (o.copy && ceil_copies(&o, max) != 0)
+        return 1;
+    struct ceil_floor_opts f = {.json = o.json, .iters = o.pingpong_iters, .first = o.first,
+                                .server_cpu = o.server_cpu, .client_cpu = o.client_cpu};
+    return o.pingpong_iters > 0 && ceil_floors(&f) != 0 ? 1 : 0;
 }
