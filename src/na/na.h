@@ -446,8 +446,9 @@ struct hmi_na_ops {
      *   undoes an arm the core did not nap on.
      * - nap (without the lock): sleep until woken or `ms` (> 0) has passed.
      *   true: woken (a peer rang, or nap_wake) before the time passed;
-     *   false: it passed first (a ring may have come at its end: the
-     *   poll_arm that follows, which replaces the arm, finds its work).
+     *   false: it passed first, or the wait failed (a ring may have come
+     *   meanwhile: the poll_arm that follows, which replaces the arm, finds
+     *   its work).
      * - nap_wake (any thread, any time while the context is open): end a nap
      *   now, or make the next nap_arm answer HM_AGAIN.
      */

@@ -38,6 +38,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,8 +47,6 @@
 #include <sys/mman.h>
 #include <sys/file.h>
 #include <sys/socket.h>
-#include <linux/futex.h>
-#include <limits.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -331,7 +331,7 @@ void hmi_ofi_bell_ring_slow(hmi_na_addr_t *peer)
 
 /*
  * One read takes every byte waiting, up to 64. A ring is sent only by the
- * sender that swapped armed from 1 to 0, so one arm gets one byte at most;
+ * sender that swapped armed from FD to AWAKE, so one arm gets one byte at most;
  * a byte left behind (rung just as we woke for another reason) wakes the
  * next sleep at once and is taken then. A loop until EAGAIN would cost a
  * second system call per wake-up, about 1.3 us on this VM, on each side of
@@ -387,11 +387,9 @@ bool hmi_ofi_bell_nap(struct ofi_context *x, int ms)
         if (syscall(SYS_futex, x->x_armed, FUTEX_WAIT, OFI_BELL_NAP, &ts, NULL, 0) == 0 ||
             errno == EAGAIN || errno == EINTR)
             continue;
-        if (errno != ETIMEDOUT) {
+        if (errno != ETIMEDOUT) /* the poll that follows sleeps instead */
             hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: cannot wait on the doorbell: %s",
                     strerror(errno));
-            return true; /* the caller's loop looks again */
-        }
         return false;
     }
 }
