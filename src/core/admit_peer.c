@@ -24,10 +24,11 @@ hm_return_t hmi_admit_source(hm_context_t *ctx, hmi_na_addr_t *source, uint16_t 
 {
     /* The usual request: its entry is cached and tied to its record already
      * (one lookup instead of two; the record is what a_adm_acct holds). */
+    hm_addr_t *peer = NULL;
     if (hmi_likely(claimed != HMI_ADMIT_ACCT_INDEX)) {
-        hm_addr_t *known = hmi_addr_cache_find(ctx, source, claimed);
-        if (hmi_likely(known != NULL && known->a_adm_acct != NULL)) {
-            *out = known;
+        peer = hmi_addr_cache_find(ctx, source, claimed);
+        if (hmi_likely(peer != NULL && peer->a_adm_acct != NULL)) {
+            *out = peer;
             return HM_SUCCESS;
         }
     }
@@ -38,7 +39,6 @@ hm_return_t hmi_admit_source(hm_context_t *ctx, hmi_na_addr_t *source, uint16_t 
         *out = acct;
         return HM_SUCCESS;
     }
-    hm_addr_t *peer = hmi_addr_cache_find(ctx, source, claimed);
     if (peer == NULL && acct->a_adm_indexes >= HMI_ADMIT_INDEXES_PEER) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG,
                 "request claiming context %u dropped: its sender claimed %u already", claimed,
