@@ -16,10 +16,10 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <sched.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -92,17 +92,21 @@ void ceil_ns_stats(uint64_t *ns, unsigned int n, double *median_us, double *p99_
 /* --pin: the echoer's and the timer's CPUs (-1: unpinned). */
 static int pp_server_cpu = -1, pp_client_cpu = -1;
 
-/* Pin the calling process to `cpu` (when >= 0), keeping its mask in `old`. */
-static void pp_pin(int cpu, cpu_set_t *old)
+/* Pin the calling process to `cpu` (when >= 0), keeping its mask in `old`
+ * (when not NULL). Whether it did, so the caller restores only a kept mask. */
+static bool pp_pin(int cpu, cpu_set_t *old)
 {
     if (cpu < 0)
-        return;
+        return false;
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
     if ((old != NULL && sched_getaffinity(0, sizeof(*old), old) != 0) ||
-        sched_setaffinity(0, sizeof(set), &set) != 0)
+        sched_setaffinity(0, sizeof(set), &set) != 0) {
         fprintf(stderr, "hm-ceiling: cannot pin to CPU %d: %s\n", cpu, strerror(errno));
+        return false;
+    }
+    return true;
 }
 
 /* pp_run: fork the echoer on e->c_*, time `iters` round trips on e->p_*. */
@@ -118,13 +122,13 @@ static int pp_run(const struct pp_ends *e, unsigned int iters, double *median_us
         return -1;
     }
     if (pid == 0) {
-        pp_pin(pp_server_cpu, NULL);
+        (void)pp_pin(pp_server_cpu, NULL);
         while (pp_read(e->c_in, e->msg) == 0 && pp_write(e->c_out, e->msg) == 0)
             ;
         _exit(0); /* the parent closed its end */
     }
     cpu_set_t old;
-    pp_pin(pp_client_cpu, &old);
+    bool pinned = pp_pin(pp_client_cpu, &old);
     int rc = 0;
     for (unsigned int i = 0; i < PP_WARMUP + iters && rc == 0; i++) {
         uint64_t t0 = ceil_now_ns();
@@ -132,7 +136,7 @@ static int pp_run(const struct pp_ends *e, unsigned int iters, double *median_us
         if (i >= PP_WARMUP)
             rtt[i - PP_WARMUP] = ceil_now_ns() - t0;
     }
-    if (pp_client_cpu >= 0)
+    if (pinned)
         sched_setaffinity(0, sizeof(old), &old);
     /* The child holds copies of our ends, and an eventfd has no EOF: stop it. */
     close(e->p_out);
