@@ -627,8 +627,10 @@ static int client_nap(void *arg)
     struct nt_peer p;
     hmi_na_addr_t *srv;
     NT_CHECK(nt_client_open(&p, &srv, arg) == 0);
-    if (p.cls->c_ops.nap_arm == NULL || hmi_na_nap_arm(p.ctx) == HM_NOT_SUPPORTED) {
-        /* Not offered (or not on this protocol): the core only polls. */
+    if (hmi_na_nap_arm(p.ctx) == HM_NOT_SUPPORTED) {
+        /* Not offered (or not on this protocol): the core only polls, and
+         * the wake hmi_ctx_wake sends every plugin changes nothing. */
+        hmi_na_nap_wake(p.ctx);
         NT_CHECK(hmi_na_nap_arm(p.ctx) == HM_NOT_SUPPORTED);
         nt_client_close(&p, srv);
         return 0;
