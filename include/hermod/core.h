@@ -652,7 +652,9 @@ HM_EXPORT bool hm_addr_is_self(const hm_addr_t *addr);
  * printable ASCII, the receiving class's protocol ("ucx+tcp://..." for a
  * ucx+tcp class), a "#N" suffix below 65535; then resolves the URI on the
  * receiving context, as hm_addr_lookup does (it may block while connecting
- * over ucx+tcp), and yields a reference usable at once (hm_handle_create).
+ * over ucx+tcp) but with literal addresses only: a host or interface name
+ * is a malformed URI, never resolved on a peer's say-so. Yields a
+ * reference usable at once (hm_handle_create).
  * Free (hm_free_input / hm_free_output) drops that reference: hm_addr_dup
  * it first to keep it.
  * Decode errors: HM_PROTOCOL_ERROR (truncated, bad length or byte, another

@@ -142,11 +142,11 @@ static hm_return_t addr_locate(hm_context_t *ctx, hm_addr_t *first, hm_addr_t **
 
 /* The NA lookup of `na_uri`, as an address of `ctx` with context index `index`. */
 static hm_return_t addr_lookup_na(hm_context_t *ctx, const char *na_uri, uint16_t index,
-                                  hm_addr_t **addr_out)
+                                  unsigned int flags, hm_addr_t **addr_out)
 {
     hmi_na_addr_t *na;
     bool took = hmi_ctx_enter(ctx);
-    hm_return_t ret = hmi_na_addr_lookup(ctx->c_na, na_uri, &na);
+    hm_return_t ret = hmi_na_addr_lookup(ctx->c_na, na_uri, flags, &na);
     hm_addr_t *addr = NULL;
     if (ret == HM_SUCCESS) {
         addr = hmi_addr_create(ctx, na, index);
@@ -165,6 +165,8 @@ static hm_return_t addr_lookup_na(hm_context_t *ctx, const char *na_uri, uint16_
  * An address as hm_addr_to_string printed it: its NA part is context N's own
  * address already (self, a located "#N", or a request's source), so no
  * locate round trip, which a handler decoding its input must not wait for.
+ * The text is a peer's: literal addresses only (HMI_NA_LOOKUP_PEER_TEXT), so
+ * a peer cannot make us query DNS, or wait on it, by naming a host.
  */
 hm_return_t hmi_addr_lookup_printed(hm_context_t *ctx, const char *uri, hm_addr_t **addr_out)
 {
@@ -172,7 +174,7 @@ hm_return_t hmi_addr_lookup_printed(hm_context_t *ctx, const char *uri, hm_addr_
     uint16_t index;
     if (addr_split_index(uri, na_uri, sizeof(na_uri), &index) != HM_SUCCESS)
         return HM_INVALID_ARG;
-    return addr_lookup_na(ctx, na_uri, index, addr_out);
+    return addr_lookup_na(ctx, na_uri, index, HMI_NA_LOOKUP_PEER_TEXT, addr_out);
 }
 
 hm_return_t hm_addr_lookup(hm_context_t *ctx, const char *uri, hm_addr_t **addr_out)
@@ -189,7 +191,7 @@ hm_return_t hm_addr_lookup(hm_context_t *ctx, const char *uri, hm_addr_t **addr_
         return HM_INVALID_ARG;
     }
     hm_addr_t *addr;
-    ret = addr_lookup_na(ctx, na_uri, index, &addr);
+    ret = addr_lookup_na(ctx, na_uri, index, 0, &addr);
     if (ret != HM_SUCCESS)
         return ret;
     if (index != 0) /* context N of that class: ask it where N is */

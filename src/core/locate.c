@@ -146,7 +146,7 @@ hm_return_t hmi_locate(hm_context_t *ctx, hmi_na_addr_t *na, uint16_t index,
         return ret;
     }
     took = hmi_ctx_enter(ctx);
-    ret = hmi_na_addr_lookup(ctx->c_na, uri, found);
+    ret = hmi_na_addr_lookup(ctx->c_na, uri, HMI_NA_LOOKUP_PEER_TEXT, found);
     hmi_ctx_leave(ctx, took);
     return ret;
 }

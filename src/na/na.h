@@ -292,8 +292,14 @@ struct hmi_na_ops {
      * addr_lookup: an address for the plugin URI `uri` ("ucx+tcp://h:p"),
      * one reference. May block while connecting. HM_INVALID_ARG for a URI
      * the plugin cannot parse, HM_UNREACHABLE if the peer cannot be reached.
+     * `flags` (enum hmi_na_lookup_flags): with HMI_NA_LOOKUP_PEER_TEXT the
+     * URI is a peer's (an address inside an RPC, a context lookup's answer):
+     * accept literal addresses only, as printed by addr_to_string, and never
+     * resolve a host or interface name (no DNS query on a peer's say-so, no
+     * blocking in name resolution): a name is HM_INVALID_ARG.
      */
-    hm_return_t (*addr_lookup)(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **addr_out);
+    hm_return_t (*addr_lookup)(hmi_na_context_t *ctx, const char *uri, unsigned int flags,
+                               hmi_na_addr_t **addr_out);
     /* addr_self: the context's own address, one reference. */
     hm_return_t (*addr_self)(hmi_na_context_t *ctx, hmi_na_addr_t **addr_out);
     /*
@@ -633,10 +639,16 @@ hm_return_t hmi_na_rma(hmi_na_context_t *ctx, hmi_na_op_t *op, enum hmi_na_rma_d
                       unsigned int count);
 hm_return_t hmi_na_cancel(hmi_na_op_t *op);
 
+/* addr_lookup's flags. */
+enum hmi_na_lookup_flags {
+    HMI_NA_LOOKUP_PEER_TEXT = 1u << 0, /* the URI came from a peer: literals only */
+};
+
 /* Addresses, message buffers and devices (na_addr.c): the plugin's ops of
  * the same names. addr_ref/unref take the address's class. hmi_na_devices
  * returns 0 for a plugin that offers no choice of device. */
-hm_return_t hmi_na_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **addr_out);
+hm_return_t hmi_na_addr_lookup(hmi_na_context_t *ctx, const char *uri, unsigned int flags,
+                               hmi_na_addr_t **addr_out);
 hm_return_t hmi_na_addr_self(hmi_na_context_t *ctx, hmi_na_addr_t **addr_out);
 hm_return_t hmi_na_addr_to_string(hmi_na_context_t *ctx, hmi_na_addr_t *addr, char *buf,
                                  size_t *size);

@@ -5,9 +5,10 @@
  */
 #include "na/na.h"
 
-hm_return_t hmi_na_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **addr_out)
+hm_return_t hmi_na_addr_lookup(hmi_na_context_t *ctx, const char *uri, unsigned int flags,
+                               hmi_na_addr_t **addr_out)
 {
-    return ctx->x_class->c_ops.addr_lookup(ctx, uri, addr_out);
+    return ctx->x_class->c_ops.addr_lookup(ctx, uri, flags, addr_out);
 }
 
 hm_return_t hmi_na_addr_self(hmi_na_context_t *ctx, hmi_na_addr_t **addr_out)

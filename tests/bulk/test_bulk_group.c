@@ -98,7 +98,7 @@ static void bg_open(struct bg_env *e, uint32_t nsegs, size_t seg_len, size_t str
     assert_int_equal(e->cls->c_ops.addr_self(e->srv, &self), HM_SUCCESS);
     assert_int_equal(e->cls->c_ops.addr_to_string(e->srv, self, uri, &size), HM_SUCCESS);
     e->cls->c_ops.addr_unref(self);
-    assert_int_equal(e->cls->c_ops.addr_lookup(e->cli, uri, &e->peer), HM_SUCCESS);
+    assert_int_equal(e->cls->c_ops.addr_lookup(e->cli, uri, 0, &e->peer), HM_SUCCESS);
     assert_int_equal(hmi_bulk_rcache_create(e->cls, &e->rc), HM_SUCCESS);
     hmi_list_init(&e->done);
     assert_int_equal(hmi_bulk_host_create(e->cli, NULL, &e->done, &e->host), HM_SUCCESS);

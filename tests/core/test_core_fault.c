@@ -54,8 +54,9 @@ static void raw_open(struct raw_peer *raw)
     assert_int_equal(hmi_na_context_open(raw->cls, 0, raw_recv, &raw->ctx, NULL, NULL,
                                         &raw->ctx),
                      HM_SUCCESS);
-    assert_int_equal(raw->cls->c_ops.addr_lookup(raw->ctx, core_client.server_proc.uri, &raw->server),
-                     HM_SUCCESS);
+    assert_int_equal(
+        raw->cls->c_ops.addr_lookup(raw->ctx, core_client.server_proc.uri, 0, &raw->server),
+        HM_SUCCESS);
     raw->op = hmi_na_op_create(raw->cls);
     raw->buf = raw->cls->c_ops.msg_buf_alloc(raw->cls, 256, &raw->desc);
     assert_non_null(raw->op);

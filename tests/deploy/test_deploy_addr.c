@@ -12,7 +12,8 @@
  *    itself through its own progress ("A:...").
  *  - hostile_bytes: A sends B "deploy.reflect" with forged address bytes
  *    (length past the bound, cut short, a NUL inside, another protocol, a
- *    malformed URI, a bad "#N"): each call fails with HM_PROTOCOL_ERROR (B's
+ *    malformed URI, a bad "#N"; on tcp a host name and an interface name,
+ *    which B must not resolve): each call fails with HM_PROTOCOL_ERROR (B's
  *    decode refused them; B did not crash), and B still serves afterwards.
  */
 #include <setjmp.h>
@@ -116,6 +117,16 @@ static void test_self(void **state)
     hm_addr_free(self);
 }
 
+/* B's decode of `c` fails: A's call gets HM_PROTOCOL_ERROR and no address. */
+static void expect_refused(const struct deploy_addr *c, size_t i)
+{
+    hm_addr_t *back = NULL;
+    hm_return_t ret = deploy_call_addr(fx.ctx, fx.b, fx.ids.reflect, c, &back);
+    print_message("forged address %zu: %s\n", i, hm_strerror(ret));
+    assert_int_equal(ret, HM_PROTOCOL_ERROR);
+    assert_null(back);
+}
+
 static void test_hostile_bytes(void **state)
 {
     (void)state;
@@ -139,12 +150,19 @@ static void test_hostile_bytes(void **state)
         {.raw = bad_index, .raw_len = (uint32_t)strlen(bad_index)},
         {.raw = proto, .raw_len = (uint32_t)strlen(proto)},   /* no "://" */
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        hm_addr_t *back = NULL;
-        hm_return_t ret = deploy_call_addr(fx.ctx, fx.b, fx.ids.reflect, &cases[i], &back);
-        print_message("forged address %zu: %s\n", i, hm_strerror(ret));
-        assert_int_equal(ret, HM_PROTOCOL_ERROR);
-        assert_null(back);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        expect_refused(&cases[i], i);
+    /* tcp: a host or interface name is what a user may write, never what
+     * hm_addr_to_string prints; from a peer it is refused unresolved (no DNS
+     * query on its say-so). Before, "localhost" resolved and was dialed. */
+    if (strstr(proto, "+tcp") != NULL) {
+        char named[2][64];
+        snprintf(named[0], sizeof(named[0]), "%s://localhost:1", proto);
+        snprintf(named[1], sizeof(named[1]), "%s://lo:1", proto);
+        for (size_t i = 0; i < 2; i++) {
+            struct deploy_addr c = {.raw = named[i], .raw_len = (uint32_t)strlen(named[i])};
+            expect_refused(&c, sizeof(cases) / sizeof(cases[0]) + i);
+        }
     }
     char reply[256];
     assert_int_equal(deploy_echo(fx.ctx, fx.b, fx.ids.echo, "still", reply, sizeof(reply)),

@@ -30,7 +30,7 @@ int hostile_raw_open(struct hostile_raw *raw, const char *protocol, const char *
     if (hmi_na_class_open(uri, &raw->cls) != HM_SUCCESS ||
         hmi_na_context_open(raw->cls, 0, raw_recv, raw, NULL, NULL, &raw->ctx) !=
             HM_SUCCESS ||
-        raw->cls->c_ops.addr_lookup(raw->ctx, peer_uri, &raw->peer) != HM_SUCCESS)
+        raw->cls->c_ops.addr_lookup(raw->ctx, peer_uri, 0, &raw->peer) != HM_SUCCESS)
         goto err;
     raw->op = hmi_na_op_create(raw->cls);
     raw->buf = raw->cls->c_ops.msg_buf_alloc(raw->cls, size, &raw->desc);

@@ -103,7 +103,7 @@ static int nc_client_open(struct nt_peer *p, hmi_na_addr_t **srv, const char *ur
                           unsigned char *key, size_t *key_len)
 {
     NT_CHECK(nt_peer_open(p, g_uri) == 0);
-    NT_CHECK(p->cls->c_ops.addr_lookup(p->ctx, uri, srv) == HM_SUCCESS);
+    NT_CHECK(p->cls->c_ops.addr_lookup(p->ctx, uri, 0, srv) == HM_SUCCESS);
     NT_CHECK(nt_send_sync(p, *srv, NT_CMD_KEYS, NT_CMD_LEN) == HM_SUCCESS);
     struct nt_msg *m = nt_wait_msg(p, 20000);
     NT_CHECK(m != NULL && m->src == *srv && m->len <= *key_len);

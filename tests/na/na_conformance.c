@@ -55,7 +55,7 @@ static int nt_client_open(struct nt_peer *p, hmi_na_addr_t **srv, const char *se
 {
     if (nt_peer_open(p, g_uri) != 0)
         return 1;
-    hm_return_t ret = p->cls->c_ops.addr_lookup(p->ctx, server_uri, srv);
+    hm_return_t ret = p->cls->c_ops.addr_lookup(p->ctx, server_uri, 0, srv);
     if (ret != HM_SUCCESS) {
         fprintf(stderr, "lookup(%s): %s\n", server_uri, hm_strerror(ret));
         return 1;

@@ -237,8 +237,8 @@ static int client_loses_peer(const struct nf_servers *servers, bool drop)
     struct nt_peer p;
     hmi_na_addr_t *srv, *live;
     NT_CHECK(nt_peer_open(&p, g_uri) == 0);
-    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->doomed, &srv) == HM_SUCCESS);
-    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->live, &live) == HM_SUCCESS);
+    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->doomed, 0, &srv) == HM_SUCCESS);
+    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->live, 0, &live) == HM_SUCCESS);
     /* The server answers, then stops progressing (alive but deaf). */
     NT_CHECK(nt_send_sync(&p, srv, NT_CMD_HANG, NT_CMD_LEN) == HM_SUCCESS);
     struct nt_msg *m = nt_wait_msg(&p, 20000);
@@ -320,8 +320,8 @@ static int client_peer_dies_streaming(void *arg)
     struct nt_peer p;
     hmi_na_addr_t *srv, *live;
     NT_CHECK(nt_peer_open(&p, g_uri) == 0);
-    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->doomed, &srv) == HM_SUCCESS);
-    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->live, &live) == HM_SUCCESS);
+    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->doomed, 0, &srv) == HM_SUCCESS);
+    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->live, 0, &live) == HM_SUCCESS);
     size_t len = p.cls->c_eager_limit > 4096 ? 4096 : p.cls->c_eager_limit;
     void *desc;
     unsigned char *buf = p.cls->c_ops.msg_buf_alloc(p.cls, len, &desc);
@@ -419,7 +419,7 @@ static int nf_finish(struct nt_peer *p, const struct nf_servers *servers, hmi_na
                      struct nf_dead_send *s)
 {
     hmi_na_addr_t *live;
-    NT_CHECK(p->cls->c_ops.addr_lookup(p->ctx, servers->live, &live) == HM_SUCCESS);
+    NT_CHECK(p->cls->c_ops.addr_lookup(p->ctx, servers->live, 0, &live) == HM_SUCCESS);
     NT_CHECK(nt_send_sync(p, live, NT_CMD_QUIT, NT_CMD_LEN) == HM_SUCCESS);
     hmi_na_op_destroy(s->op);
     p->cls->c_ops.msg_buf_free(p->cls, s->buf, s->desc);
@@ -446,7 +446,7 @@ static int client_peer_dies_idle(void *arg)
     struct nt_peer p;
     hmi_na_addr_t *srv;
     NT_CHECK(nt_peer_open(&p, g_uri) == 0);
-    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->doomed, &srv) == HM_SUCCESS);
+    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->doomed, 0, &srv) == HM_SUCCESS);
     NT_CHECK(nt_send_sync(&p, srv, "HELLO!", 6) == HM_SUCCESS); /* data: echoed */
     struct nt_msg *m = nt_wait_msg(&p, 20000);
     NT_CHECK(m != NULL && m->src == srv);
@@ -483,7 +483,7 @@ static int client_peer_dies_asleep(void *arg)
     struct nt_peer p;
     hmi_na_addr_t *srv;
     NT_CHECK(nt_peer_open(&p, g_uri) == 0);
-    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->doomed, &srv) == HM_SUCCESS);
+    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, servers->doomed, 0, &srv) == HM_SUCCESS);
     NT_CHECK(nt_send_sync(&p, srv, NT_CMD_DOZE, NT_CMD_LEN) == HM_SUCCESS);
     struct nt_msg *m = nt_wait_msg(&p, 20000);
     NT_CHECK(m != NULL && m->src == srv && m->len == NT_CMD_LEN &&

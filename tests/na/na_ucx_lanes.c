@@ -24,7 +24,7 @@ static int client_lanes(void *arg)
     struct nt_peer p;
     hmi_na_addr_t *srv;
     NT_CHECK(nt_peer_open(&p, g_uri) == 0);
-    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, arg, &srv) == HM_SUCCESS);
+    NT_CHECK(p.cls->c_ops.addr_lookup(p.ctx, arg, 0, &srv) == HM_SUCCESS);
     unsigned char ping[16] = "lanes";
     NT_CHECK(nt_send_sync(&p, srv, ping, sizeof(ping)) == HM_SUCCESS);
     struct nt_msg *m = nt_wait_msg(&p, 20000);

@@ -551,7 +551,8 @@ void hmi_ofi_peers_clear(struct ofi_context *x)
 
 /* ---- The contract's address slots ------------------------------------------ */
 
-hm_return_t hmi_ofi_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **out)
+hm_return_t hmi_ofi_addr_lookup(hmi_na_context_t *ctx, const char *uri, unsigned int flags,
+                                hmi_na_addr_t **out)
 {
     struct ofi_context *x = ofi_ctx(ctx);
     const struct ofi_quirk *q = x->x_cls->k_quirk;
@@ -563,7 +564,8 @@ hm_return_t hmi_ofi_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_a
     }
     struct ofi_name name;
     pid_t pid;
-    hm_return_t ret = hmi_ofi_uri_parse(q->q_addr, uri + plen + 3, &name, &pid);
+    hm_return_t ret = hmi_ofi_uri_parse(q->q_addr, uri + plen + 3,
+                                        (flags & HMI_NA_LOOKUP_PEER_TEXT) == 0, &name, &pid);
     if (ret != HM_SUCCESS) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: %s address \"%.200s\"",
                 ret == HM_UNREACHABLE ? "cannot resolve" : "malformed", uri);

@@ -150,9 +150,11 @@ struct ofi_name {
  * "lo:5000", "localhost:5000" for tcp (na_uri.h), "1234.6669..." for shm)
  * into an endpoint name (tcp: sockaddr_in or sockaddr_in6 bytes) and, for
  * shm, the owner's pid. HM_INVALID_ARG if it does not parse, HM_UNREACHABLE
- * for a host name that does not resolve. May block in getaddrinfo.
+ * for a host name that does not resolve. `resolve`: a user's URI, whose
+ * host may be an interface or a host name (may block in getaddrinfo);
+ * false for a peer's text: literals only.
  */
-hm_return_t hmi_ofi_uri_parse(enum ofi_addr_kind kind, const char *rest,
+hm_return_t hmi_ofi_uri_parse(enum ofi_addr_kind kind, const char *rest, bool resolve,
                               struct ofi_name *name, pid_t *pid_out);
 /*
  * The listen part of a class URI, parsed as the UCX plugin's (na_uri.h,
@@ -581,7 +583,8 @@ struct ofi_op *hmi_ofi_sendctx_done(struct ofi_context *x, struct ofi_sendctx *s
 void hmi_ofi_sendctx_bury(struct ofi_context *x, struct ofi_op *p, uint64_t now);
 
 /* ofi_addr.c */
-hm_return_t hmi_ofi_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **out);
+hm_return_t hmi_ofi_addr_lookup(hmi_na_context_t *ctx, const char *uri, unsigned int flags,
+                                hmi_na_addr_t **out);
 hm_return_t hmi_ofi_addr_self(hmi_na_context_t *ctx, hmi_na_addr_t **out);
 hm_return_t hmi_ofi_addr_to_string(hmi_na_context_t *ctx, hmi_na_addr_t *addr, char *buf,
                                    size_t *size);

@@ -69,7 +69,7 @@ static hm_return_t uri_parse_shm(const char *rest, struct ofi_name *name, pid_t 
     return HM_SUCCESS;
 }
 
-hm_return_t hmi_ofi_uri_parse(enum ofi_addr_kind kind, const char *rest,
+hm_return_t hmi_ofi_uri_parse(enum ofi_addr_kind kind, const char *rest, bool resolve,
                               struct ofi_name *name, pid_t *pid_out)
 {
     memset(name, 0, sizeof(*name));
@@ -79,7 +79,8 @@ hm_return_t hmi_ofi_uri_parse(enum ofi_addr_kind kind, const char *rest,
     switch (kind) {
     case OFI_ADDR_SOCKADDR_IN: {
         struct hmi_uri_host h;
-        hm_return_t ret = hmi_uri_parse(rest, HMI_URI_PEER, &h);
+        unsigned int use = HMI_URI_PEER | (resolve ? 0u : HMI_URI_NUMERIC);
+        hm_return_t ret = hmi_uri_parse(rest, use, &h);
         if (ret == HM_SUCCESS)
             uri_name_of(&h, name);
         return ret;

@@ -916,11 +916,13 @@ void hmi_ucx_addr_free_eps(struct ucx_ctx *c)
 
 /* ---- Ops slots ------------------------------------------------------------ */
 
-hm_return_t hmi_ucx_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **out)
+hm_return_t hmi_ucx_addr_lookup(hmi_na_context_t *ctx, const char *uri, unsigned int flags,
+                                hmi_na_addr_t **out)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     struct ucx_uri u;
-    hm_return_t parsed = hmi_ucx_uri_parse(uri, true, &u);
+    bool resolve = (flags & HMI_NA_LOOKUP_PEER_TEXT) == 0;
+    hm_return_t parsed = hmi_ucx_uri_parse(uri, resolve, &u);
     if (parsed == HM_SUCCESS && u.u_proto != c->c_cls->k_proto)
         parsed = HM_INVALID_ARG;
     if (parsed != HM_SUCCESS) {

@@ -331,7 +331,8 @@ void hmi_ucx_op_queue(struct ucx_ctx *c, hmi_na_op_t *op);
 ucp_request_param_t hmi_ucx_req_param(struct ucx_op *p);
 
 /* ucx_addr.c */
-hm_return_t hmi_ucx_addr_lookup(hmi_na_context_t *ctx, const char *uri, hmi_na_addr_t **out);
+hm_return_t hmi_ucx_addr_lookup(hmi_na_context_t *ctx, const char *uri, unsigned int flags,
+                                hmi_na_addr_t **out);
 hm_return_t hmi_ucx_addr_self(hmi_na_context_t *ctx, hmi_na_addr_t **out);
 hm_return_t hmi_ucx_addr_to_string(hmi_na_context_t *ctx, hmi_na_addr_t *addr, char *buf,
                                    size_t *size);

@@ -65,7 +65,7 @@ static void test_send_queue_full(void **state)
     size_t size = sizeof(uri);
     assert_int_equal(cls->c_ops.addr_self(srv, &self), HM_SUCCESS);
     assert_int_equal(cls->c_ops.addr_to_string(srv, self, uri, &size), HM_SUCCESS);
-    assert_int_equal(cls->c_ops.addr_lookup(cli, uri, &dest), HM_SUCCESS);
+    assert_int_equal(cls->c_ops.addr_lookup(cli, uri, 0, &dest), HM_SUCCESS);
 
     size_t len = cls->c_eager_limit < 8192 ? cls->c_eager_limit : 8192;
     void *desc;
@@ -202,7 +202,7 @@ static void ea_rma_open(struct ea_rma *t)
     assert_int_equal(t->cls->c_ops.addr_self(t->srv, &self), HM_SUCCESS);
     assert_int_equal(t->cls->c_ops.addr_to_string(t->srv, self, uri, &size), HM_SUCCESS);
     t->cls->c_ops.addr_unref(self);
-    assert_int_equal(t->cls->c_ops.addr_lookup(t->cli, uri, &t->dest), HM_SUCCESS);
+    assert_int_equal(t->cls->c_ops.addr_lookup(t->cli, uri, 0, &t->dest), HM_SUCCESS);
     t->size = (size_t)EA_RMAS * t->cls->c_rma_iov_limit * EA_PIECE;
     t->remote = calloc(1, t->size);
     t->out = malloc(t->size);

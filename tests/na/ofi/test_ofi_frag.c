@@ -140,7 +140,7 @@ static int atk_main(int in, int out)
         return 1;
     a.x = ofi_ctx(a.p.ctx);
     hmi_na_addr_t *srv;
-    int bad = a.p.cls->c_ops.addr_lookup(a.p.ctx, uri, &srv) != HM_SUCCESS;
+    int bad = a.p.cls->c_ops.addr_lookup(a.p.ctx, uri, 0, &srv) != HM_SUCCESS;
     if (!bad) {
         a.dest = srv->a_fi;
         bad = atk_phase_a(&a);
@@ -243,7 +243,7 @@ static void fr_open(struct fr_side *s)
     assert_int_equal(s->srv.cls->c_eager_limit, FR_LIMIT);
     char uri[256];
     assert_int_equal(nt_self_uri(&s->srv, uri, sizeof(uri)), 0);
-    assert_int_equal(s->good.cls->c_ops.addr_lookup(s->good.ctx, uri, &s->dest), HM_SUCCESS);
+    assert_int_equal(s->good.cls->c_ops.addr_lookup(s->good.ctx, uri, 0, &s->dest), HM_SUCCESS);
 }
 
 /* Wait for the attacker to exit, serving meanwhile; past the guard, kill it by its pid. */

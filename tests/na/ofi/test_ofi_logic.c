@@ -20,7 +20,7 @@ static void test_uri_tcp_round_trip(void **state)
 {
     struct ofi_name name;
     pid_t pid;
-    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, "127.0.0.1:5000", &name, &pid),
+    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, "127.0.0.1:5000", true, &name, &pid),
                      HM_SUCCESS);
     assert_int_equal(name.n_len, sizeof(struct sockaddr_in));
     struct sockaddr_in sin;
@@ -41,7 +41,7 @@ static void test_uri_tcp_round_trip(void **state)
                            {"localhost:5000", "ofi+tcp://127.0.0.1:5000"},
                            {"lo:5000", "ofi+tcp://127.0.0.1:5000"}};
     for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
-        assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, in[i][0], &name, &pid),
+        assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, in[i][0], true, &name, &pid),
                          HM_SUCCESS);
         size = sizeof(buf);
         assert_int_equal(hmi_ofi_uri_format(OFI_ADDR_SOCKADDR_IN, "tcp", &name, 0, buf, &size),
@@ -67,13 +67,20 @@ static void test_uri_tcp_malformed(void **state)
                          "127.0.0.1", "[::1", "[::1]", "::1:80", "a:1:2", "1.2.3:80",
                          "[::]:80", "0.0.0.0:80", "[fe80::1%lo]:80", "bad_name.example:80"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, bad[i], &name, &pid),
+        assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, bad[i], true, &name, &pid),
                          HM_INVALID_ARG);
     /* well formed, but no such host: unreachable (na_uri.h) */
-    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, "no-such-host.invalid:1", &name,
-                                       &pid),
-                     HM_UNREACHABLE);
-    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, NULL, &name, &pid),
+    assert_int_equal(
+        hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, "no-such-host.invalid:1", true, &name, &pid),
+        HM_UNREACHABLE);
+    /* A peer's text (resolve false): literals only, names refused unresolved. */
+    const char *named[] = {"localhost:5000", "lo:5000", "no-such-host.invalid:1"};
+    for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++)
+        assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, named[i], false, &name, &pid),
+                         HM_INVALID_ARG);
+    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, "127.0.0.1:5000", false, &name, &pid),
+                     HM_SUCCESS);
+    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SOCKADDR_IN, NULL, true, &name, &pid),
                      HM_INVALID_ARG);
 }
 
@@ -88,18 +95,20 @@ static void test_uri_shm(void **state)
     assert_string_equal(buf, "ofi+shm://4242.616200233a2f");
     struct ofi_name back;
     pid_t pid;
-    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SHM, buf + strlen("ofi+shm://"), &back, &pid),
-                     HM_SUCCESS);
+    assert_int_equal(
+        hmi_ofi_uri_parse(OFI_ADDR_SHM, buf + strlen("ofi+shm://"), true, &back, &pid),
+        HM_SUCCESS);
     assert_int_equal(pid, 4242);
     assert_int_equal(back.n_len, 6);
     assert_memory_equal(back.n_bytes, name.n_bytes, 6);
     const char *bad[] = {"", "4242", "4242.", "4242.abc", "4242.zz", "0.61", "x.61", "-1.61"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SHM, bad[i], &back, &pid), HM_INVALID_ARG);
+        assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SHM, bad[i], true, &back, &pid),
+                         HM_INVALID_ARG);
     char longhex[2 * OFI_NAME_MAX + 16] = "1.";
     for (size_t i = 0; i < OFI_NAME_MAX + 1; i++)
         strcat(longhex, "aa");
-    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SHM, longhex, &back, &pid), HM_INVALID_ARG);
+    assert_int_equal(hmi_ofi_uri_parse(OFI_ADDR_SHM, longhex, true, &back, &pid), HM_INVALID_ARG);
 }
 
 static void test_quirks(void **state)

@@ -50,7 +50,7 @@ static hm_return_t pe_lookup(hmi_na_context_t *ctx, unsigned int i, hmi_na_addr_
 {
     char uri[64];
     snprintf(uri, sizeof(uri), "ofi+tcp://127.0.0.1:%u", 30000u + i);
-    return ctx->x_class->c_ops.addr_lookup(ctx, uri, out);
+    return ctx->x_class->c_ops.addr_lookup(ctx, uri, 0, out);
 }
 
 static uint64_t pe_stat(hmi_na_context_t *ctx, bool evicted)
@@ -157,7 +157,7 @@ static void test_port_checks_bounded(void **state)
         lfd[i] = deaf_listener(&port, &filler[i]);
         char uri[64];
         snprintf(uri, sizeof(uri), "ofi+tcp://127.0.0.1:%u", port);
-        assert_int_equal(cls->c_ops.addr_lookup(ctx, uri, &peer[i]), HM_SUCCESS);
+        assert_int_equal(cls->c_ops.addr_lookup(ctx, uri, 0, &peer[i]), HM_SUCCESS);
         op[i] = hmi_na_op_create(cls);
         op[i]->o_cb = pe_sent;
         assert_int_equal(hmi_na_msg_send(ctx, peer[i], buf, 16, desc, op[i]), HM_SUCCESS);
