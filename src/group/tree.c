@@ -120,13 +120,21 @@ uint32_t hmi_tree_find(const hm_rank_t *ranks, uint32_t count, hm_rank_t rank)
 uint32_t hmi_tree_live(const hm_rank_t *ranks, uint32_t count, const hm_rank_t *excl,
                        uint32_t excl_count, hm_rank_t *out)
 {
+    /* Mark each excluded rank by a binary search, then close the gaps:
+     * O((count + excl_count) log count). A list naming every rank (a peer's
+     * request may carry one) took count * excl_count comparisons before:
+     * 4.5 s at 65,536 ranks. HM_RANK_NONE is never a member's rank. */
+    for (uint32_t i = 0; i < count; i++)
+        out[i] = ranks[i];
+    for (uint32_t j = 0; j < excl_count; j++) {
+        uint32_t pos = hmi_tree_find(ranks, count, excl[j]);
+        if (pos != HMI_TREE_NONE)
+            out[pos] = HM_RANK_NONE;
+    }
     uint32_t n = 0;
     for (uint32_t i = 0; i < count; i++) {
-        bool excluded = false;
-        for (uint32_t j = 0; j < excl_count && !excluded; j++)
-            excluded = excl[j] == ranks[i];
-        if (!excluded)
-            out[n++] = ranks[i];
+        if (out[i] != HM_RANK_NONE)
+            out[n++] = out[i];
     }
     return n;
 }

@@ -45,9 +45,10 @@ uint32_t hmi_tree_children(const struct hmi_tree *tree, uint32_t pos, uint32_t *
                            uint32_t max);
 
 /*
- * hmi_tree_live: the live list: `ranks` (count, increasing) minus the
- * `excl_count` ranks of `excl` (any order; ranks not in `ranks` ignored),
- * written to `out` (room for count). Returns its length.
+ * hmi_tree_live: the live list: `ranks` (count, strictly increasing, none
+ * HM_RANK_NONE) minus the `excl_count` ranks of `excl` (any order, repeats
+ * allowed; ranks not in `ranks` ignored), written to `out` (room for count,
+ * not `ranks` itself). Returns its length. O((count + excl_count) log count).
  */
 uint32_t hmi_tree_live(const hm_rank_t *ranks, uint32_t count, const hm_rank_t *excl,
                        uint32_t excl_count, hm_rank_t *out);

@@ -142,6 +142,33 @@ static void test_live_and_find(void **state)
     assert_int_equal(hmi_tree_find(live, 4, 0), 0);
     assert_int_equal(hmi_tree_find(live, 4, 100), HMI_TREE_NONE);
     assert_int_equal(hmi_tree_live(ranks, 6, NULL, 0, live), 6);
+    const hm_rank_t again[] = {5, 5, 0, 5, 9, 0}; /* repeats count once */
+    assert_int_equal(hmi_tree_live(ranks, 6, again, 6, live), 3);
+    assert_int_equal(live[0], 2);
+    assert_int_equal(live[1], 3);
+    assert_int_equal(live[2], 8);
+    assert_int_equal(hmi_tree_live(ranks, 6, ranks, 6, live), 0);
+}
+
+/* A list naming most ranks, in reverse, as a peer's request may carry. */
+static void test_live_large(void **state)
+{
+    (void)state;
+    enum { N = 4096 };
+    static hm_rank_t ranks[N], excl[N], live[N];
+    for (uint32_t i = 0; i < N; i++) {
+        ranks[i] = 3 * i + 1;
+        excl[i] = 3 * (N - 1 - i) + 1 + (i % 3 == 0 ? 1 : 0); /* every third is no rank */
+    }
+    uint32_t n = hmi_tree_live(ranks, N, excl, N, live);
+    uint32_t expect = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        if ((N - 1 - i) % 3 == 0) { /* excl[N-1-i] missed rank i */
+            assert_true(expect < n);
+            assert_int_equal(live[expect++], ranks[i]);
+        }
+    }
+    assert_int_equal(n, expect);
 }
 
 int main(void)
@@ -149,7 +176,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_shapes),      cmocka_unit_test(test_binomial_8),
         cmocka_unit_test(test_knomial_4_and_kary), cmocka_unit_test(test_invalid),
-        cmocka_unit_test(test_live_and_find),
+        cmocka_unit_test(test_live_and_find), cmocka_unit_test(test_live_large),
     };
     return cmocka_run_group_tests_name("group_tree", tests, NULL, NULL);
 }
