@@ -283,7 +283,7 @@ typedef struct hm_coll_result {
      * the lowest failed rank (the aggregate of the others is still in out). */
     hm_return_t ret;
     const void *out;                 /* the aggregate (NULL if no rank contributed) */
-    uint32_t contributed;            /* ranks whose output is in `out` */
+    uint32_t contributed;            /* ranks whose output is in `out` (no output: that answered) */
     const hm_coll_failure_t *failed; /* ranks that did not, in increasing rank order */
     uint32_t failed_count;
     uint32_t root_sends;             /* requests this caller sent for it (tree fan-out) */

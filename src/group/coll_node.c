@@ -315,21 +315,54 @@ static void node_send_children(struct hmi_coll_node *node, uint32_t pos)
     free(kids);
 }
 
+/*
+ * A child's answer is its claims about its subtree: at most that many ranks
+ * contributed or failed, and every failed rank one of them. Anything else
+ * (a count past the subtree, a rank outside it) is malformed: the child is
+ * then listed as failed with HM_PROTOCOL_ERROR and its subtree adopted, and
+ * nothing of its answer counts.
+ */
+static bool node_kid_plausible(const struct hmi_coll_node *node, uint32_t pos,
+                               const struct hmi_coll_out *out)
+{
+    uint32_t most = hmi_tree_subtree_size(&node->n_tree, pos);
+    if (out->co_contributed > most || out->co_failed.count > most)
+        return false;
+    if (node->n_ops->co_ops.out_size > 0 && !out->co_has_output && out->co_contributed > 0)
+        return false; /* contributions without their output */
+    const uint64_t *failed = out->co_failed.elems;
+    for (uint64_t i = 0; i < out->co_failed.count; i++) {
+        uint32_t at = hmi_tree_find(node->n_live, node->n_tree.t_n, (hm_rank_t)(failed[i] >> 32));
+        if (at == HMI_TREE_NONE || !hmi_tree_in_subtree(&node->n_tree, pos, at))
+            return false;
+    }
+    return true;
+}
+
 /* A child's answer: merge its subtree's aggregate and failures. */
-static hm_return_t node_kid_merge(struct hmi_coll_node *node, hm_handle_t *handle)
+static hm_return_t node_kid_merge(struct hmi_coll_node *node, struct hmi_coll_kid *kid)
 {
     struct hmi_coll_out out;
-    hm_return_t ret = hm_get_output(handle, &out);
+    hm_return_t ret = hm_get_output(kid->k_handle, &out);
     if (ret != HM_SUCCESS)
         return ret;
+    if (!node_kid_plausible(node, kid->k_pos, &out)) {
+        static struct hmi_log_limit bad_log; /* a peer can cause it: rate-limited */
+        hmi_log_limited(&bad_log, HMI_SUBSYS_GROUP, HMI_LOG_WARN,
+                        "collective: rank %u answered for ranks outside its subtree",
+                        node->n_live[kid->k_pos]);
+        hm_free_output(kid->k_handle, &out);
+        return HM_PROTOCOL_ERROR;
+    }
     const uint64_t *failed = out.co_failed.elems;
     for (uint64_t i = 0; i < out.co_failed.count && ret == HM_SUCCESS; i++)
         ret = hmi_coll_node_fail(node, (hm_rank_t)(failed[i] >> 32),
                                  (hm_return_t)(uint32_t)failed[i]);
-    if (ret == HM_SUCCESS && out.co_has_output)
+    /* A collective without output counts its ranks only (co_has_output is 0). */
+    if (ret == HM_SUCCESS && (out.co_has_output || node->n_ops->co_ops.out_size == 0))
         ret = hmi_coll_node_merge(node, (void *)out.co_output.elems,
                                   (size_t)out.co_output.count, false, out.co_contributed);
-    hm_free_output(handle, &out);
+    hm_free_output(kid->k_handle, &out);
     return ret;
 }
 
@@ -345,7 +378,7 @@ static void node_kid_cb(const hm_cb_info_t *info)
         hmi_group_heard(group, rank);
     if (!node->n_answered) {
         if (ret == HM_SUCCESS)
-            ret = node_kid_merge(node, kid->k_handle);
+            ret = node_kid_merge(node, kid);
         if (ret == HM_UNREACHABLE)
             hmi_detect_dead(group, rank, ret);
         if (ret != HM_SUCCESS)

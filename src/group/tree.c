@@ -102,6 +102,47 @@ uint32_t hmi_tree_children(const struct hmi_tree *tree, uint32_t pos, uint32_t *
     return 0;
 }
 
+/* k-ary: the subtree of rel fills, level by level, the range [lo, hi]. */
+static uint32_t tree_kary_size(const struct hmi_tree *tree, uint64_t rel)
+{
+    uint64_t lo = rel, hi = rel, size = 0, n = tree->t_n;
+    while (lo < n) {
+        size += (hi < n ? hi : n - 1) - lo + 1;
+        lo = lo * tree->t_k + 1;
+        hi = hi * tree->t_k + tree->t_k;
+    }
+    return (uint32_t)size;
+}
+
+uint32_t hmi_tree_subtree_size(const struct hmi_tree *tree, uint32_t pos)
+{
+    uint32_t rel = tree_rel(tree, pos);
+    switch (tree->t_kind) {
+    case HM_TREE_FLAT:
+        return rel == 0 ? tree->t_n : 1;
+    case HM_TREE_KARY:
+        return tree_kary_size(tree, rel);
+    case HM_TREE_KNOMIAL: {
+        /* rel's descendants are rel + t * P, P the smallest power of k above
+         * rel: its children add digits only above rel's highest one. */
+        uint64_t power = 1;
+        while (power <= rel)
+            power *= tree->t_k;
+        return (uint32_t)((tree->t_n - 1 - rel) / power + 1);
+    }
+    }
+    return 1;
+}
+
+bool hmi_tree_in_subtree(const struct hmi_tree *tree, uint32_t top, uint32_t pos)
+{
+    if (top >= tree->t_n || pos >= tree->t_n)
+        return false;
+    while (pos != top && pos != HMI_TREE_NONE)
+        pos = hmi_tree_parent(tree, pos);
+    return pos == top;
+}
+
 uint32_t hmi_tree_find(const hm_rank_t *ranks, uint32_t count, hm_rank_t rank)
 {
     uint32_t lo = 0, hi = count;

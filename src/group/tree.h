@@ -45,6 +45,15 @@ uint32_t hmi_tree_children(const struct hmi_tree *tree, uint32_t pos, uint32_t *
                            uint32_t max);
 
 /*
+ * hmi_tree_subtree_size: how many positions the subtree of `pos` holds, `pos`
+ * included (a bound on what its answer may count). O(log n).
+ */
+uint32_t hmi_tree_subtree_size(const struct hmi_tree *tree, uint32_t pos);
+
+/* hmi_tree_in_subtree: whether position `pos` is `top` or below it. O(depth). */
+bool hmi_tree_in_subtree(const struct hmi_tree *tree, uint32_t top, uint32_t pos);
+
+/*
  * hmi_tree_live: the live list: `ranks` (count, strictly increasing, none
  * HM_RANK_NONE) minus the `excl_count` ranks of `excl` (any order, repeats
  * allowed; ranks not in `ranks` ignored), written to `out` (room for count,

@@ -2,7 +2,8 @@
  * Collective trees (src/group/tree.c): for every shape, size, root and k,
  * each non-root position has exactly one parent, a position's children are
  * exactly those whose parent it is, and every position is reached from the
- * root once. Plus known small trees, the live list and the rank search.
+ * root once; subtree sizes and membership agree with the parents. Plus
+ * known small trees, the live list and the rank search.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,6 +42,21 @@ static void check_tree(const struct hmi_tree *tree)
         }
     }
     assert_int_equal(reached, n);
+    /* Subtree sizes and membership against a count along parent chains. */
+    uint32_t *below = calloc(n, sizeof(*below));
+    assert_non_null(below);
+    for (uint32_t q = 0; q < n; q++)
+        for (uint32_t a = q; a != HMI_TREE_NONE; a = hmi_tree_parent(tree, a))
+            below[a]++;
+    for (uint32_t pos = 0; pos < n; pos++) {
+        assert_int_equal(hmi_tree_subtree_size(tree, pos), below[pos]);
+        uint32_t members = 0;
+        for (uint32_t q = 0; q < n; q++)
+            members += hmi_tree_in_subtree(tree, pos, q);
+        assert_int_equal(members, below[pos]);
+    }
+    assert_false(hmi_tree_in_subtree(tree, 0, n));
+    free(below);
     /* Asking with less room still counts them all. */
     for (uint32_t pos = 0; pos < n; pos++) {
         uint32_t all = hmi_tree_children(tree, pos, kids, n);
