@@ -757,6 +757,19 @@ HM_EXPORT hm_return_t hm_free_output(hm_handle_t *handle, void *out);
 HM_EXPORT hm_return_t hm_get_input(hm_handle_t *handle, void *in);
 HM_EXPORT hm_return_t hm_free_input(hm_handle_t *handle, void *in);
 /*
+ * hm_handle_admit_bytes: on the server, before a handler allocates memory
+ * whose size the peer chose (a buffer for a bulk pull, say), charge those
+ * `bytes` to the context's admission byte budgets, per context and per
+ * sender, as an overflowed request's bytes are (max_overflow_bytes and
+ * max_overflow_bytes_per_peer, hm_context_opts_t). They are released when
+ * the request leaves service (its handle goes back after the response).
+ * Errors: HM_OVERLOADED (not now: respond with it and the client's
+ * hm_forward retries), HM_MSGSIZE (this request's bytes would exceed a
+ * whole budget: never), HM_INVALID_ARG (NULL or a client handle). 0 bytes
+ * succeed.
+ */
+HM_EXPORT hm_return_t hm_handle_admit_bytes(hm_handle_t *handle, uint64_t bytes);
+/*
  * hm_respond: encode `out` and send the response; `cb` (may be NULL) runs
  * once it has left or failed.
  * Errors: HM_INVALID_ARG (NULL handle, NULL `out` for an RPC with an output

@@ -29,6 +29,9 @@
  * server a bounded amount, and cannot take others' answers, while a client
  * that takes its replies, however slowly, is always answered.
  *
+ * A handler may add bytes of its own to its request's share
+ * (hm_handle_admit_bytes): memory it allocates at a size the peer chose.
+ *
  * Per-peer means per sender as the transport names it: the counters are
  * plain fields of the context and of the sender's record (admit_peer.c:
  * one per NA address, whatever context indexes its requests claim), touched
@@ -168,6 +171,41 @@ void hmi_admit_leave(hm_handle_t *handle)
     ad->ad_bytes -= handle->h_adm_bytes;
     sender->a_adm_requests--;
     sender->a_adm_bytes -= handle->h_adm_bytes;
+}
+
+/* More bytes for an admitted request: HM_MSGSIZE past a whole budget, HM_OVERLOADED now. */
+static hm_return_t admit_more_bytes(hm_handle_t *handle, uint64_t bytes)
+{
+    struct hmi_admit *ad = &handle->h_ctx->c_admit;
+    hm_addr_t *sender = hmi_admit_acct(handle->h_addr);
+    if (admit_over(handle->h_adm_bytes, bytes, ad->ad_max_bytes_peer) ||
+        admit_over(handle->h_adm_bytes, bytes, ad->ad_max_bytes) ||
+        admit_over(ad->ad_bytes, bytes, UINT64_MAX)) /* no budget: the counters must not wrap */
+        return HM_MSGSIZE;
+    if (admit_over(ad->ad_bytes, bytes, ad->ad_max_bytes) ||
+        admit_over(sender->a_adm_bytes, bytes, ad->ad_max_bytes_peer))
+        return HM_OVERLOADED;
+    handle->h_adm_bytes += bytes;
+    ad->ad_bytes += bytes;
+    sender->a_adm_bytes += bytes;
+    return HM_SUCCESS;
+}
+
+hm_return_t hm_handle_admit_bytes(hm_handle_t *handle, uint64_t bytes)
+{
+    if (handle == NULL || !handle->h_server)
+        return HM_INVALID_ARG;
+    hm_context_t *ctx = handle->h_ctx;
+    bool took = hmi_ctx_enter(ctx);
+    hm_return_t ret = handle->h_admitted ? admit_more_bytes(handle, bytes) : HM_INVALID_ARG;
+    hmi_ctx_leave(ctx, took);
+    if (ret == HM_OVERLOADED || ret == HM_MSGSIZE) {
+        static struct hmi_log_limit more_log; /* a peer can cause it: rate-limited */
+        hmi_log_limited(&more_log, HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                        "context %u refused %llu more bytes for a request: %s", ctx->c_index,
+                        (unsigned long long)bytes, hm_strerror(ret));
+    }
+    return ret;
 }
 
 static struct hmi_wire_header admit_reply_header(hm_context_t *ctx,

@@ -197,7 +197,10 @@ static struct hmi_wire_header respond_header(hm_handle_t *handle, hm_return_t er
         .target_ctx = handle->h_addr->a_ctx_index,
         .rpc_id = handle->h_id,
         .cookie = handle->h_peer_cookie,
-        .budget_us = HMI_WIRE_NO_BUDGET,
+        /* A handler's HM_OVERLOADED (say, hm_handle_admit_bytes refused)
+         * carries the context's retry hint, as admission's own refusals do. */
+        .budget_us = error == HM_OVERLOADED ? handle->h_ctx->c_admit.ad_hint_us
+                                            : HMI_WIRE_NO_BUDGET,
         .ret = (int32_t)error,
         .recv_kib = handle->h_ctx->c_class->k_recv_kib,
     };

@@ -44,6 +44,8 @@ static uint64_t retry_delay_us(hm_handle_t *handle, uint32_t hint_us)
 void hmi_retry_overloaded(hm_handle_t *handle, uint32_t hint_us)
 {
     hm_context_t *ctx = handle->h_ctx;
+    if (hint_us > HMI_WIRE_RETRY_MAX_US) /* the server's say: bounded as ours are */
+        hint_us = HMI_WIRE_RETRY_MAX_US;
     uint64_t at = hmi_time_ns() + retry_delay_us(handle, hint_us) * 1000u;
     if (handle->h_deadline_ns != 0 && at >= handle->h_deadline_ns) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_DEBUG,

@@ -97,10 +97,18 @@ static hm_return_t fetch_start(struct hmi_coll_node *node, struct coll_fetch *f,
     if (theirs == NULL)
         return HM_NOENTRY; /* no data: nothing to chain */
     node->n_bulk_len = hm_bulk_size(theirs);
+    /* The size is the sender's claim: it is charged to the context's
+     * admission byte budgets (per context and per sender) before anything
+     * is allocated, as an overflowed request's bytes are. */
+    hm_return_t ret = node->n_nparents > 0
+                          ? hm_handle_admit_bytes(node->n_parents[0], node->n_bulk_len)
+                          : HM_INVALID_ARG; /* only a request's node fetches */
+    if (ret != HM_SUCCESS)
+        return ret;
     node->n_bulk_mem = malloc(node->n_bulk_len > 0 ? node->n_bulk_len : 1);
     if (node->n_bulk_mem == NULL)
         return HM_NOMEM;
-    hm_return_t ret = hm_bulk_create(group->g_cls, 1, &node->n_bulk_mem, &node->n_bulk_len,
+    ret = hm_bulk_create(group->g_cls, 1, &node->n_bulk_mem, &node->n_bulk_len,
                                      HM_BULK_READ_WRITE, &node->n_bulk);
     if (ret != HM_SUCCESS)
         return ret;

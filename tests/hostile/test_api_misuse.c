@@ -43,6 +43,7 @@ struct srv_checks {
     hm_return_t get_input_null, get_input, get_output, forward, cancel, reset;
     hm_return_t destroy_own_ctx, respond_null, respond_error_success, respond_error_range;
     hm_return_t free_input, free_input_again, respond, respond_again;
+    hm_return_t admit_zero, admit_past_budget;
 };
 
 static struct fixture {
@@ -73,6 +74,8 @@ static hm_return_t on_echo(hm_handle_t *h)
     c->ran++;
     c->get_input_null = hm_get_input(h, NULL);
     c->get_input = hm_get_input(h, &in);
+    c->admit_zero = hm_handle_admit_bytes(h, 0);
+    c->admit_past_budget = hm_handle_admit_bytes(h, UINT64_MAX); /* past any budget */
     c->get_output = hm_get_output(h, &out);
     c->forward = hm_forward(h, &in, never_cb, NULL, NULL);
     c->cancel = hm_cancel(h);
@@ -710,6 +713,8 @@ static void test_handle_in_flight(void **state)
     assert_int_equal(hm_get_output(h, &out), HM_NOENTRY);
     assert_int_equal(hm_free_output(h, &out), HM_NOENTRY);
     assert_int_equal(hm_get_input(h, &in), HM_INVALID_ARG);  /* a client handle */
+    assert_int_equal(hm_handle_admit_bytes(h, 1), HM_INVALID_ARG);
+    assert_int_equal(hm_handle_admit_bytes(NULL, 1), HM_INVALID_ARG);
     assert_int_equal(hm_free_input(h, &in), HM_INVALID_ARG);
     assert_int_equal(hm_respond(h, &out, NULL, NULL), HM_INVALID_ARG);
     assert_int_equal(hm_respond_error(h, HM_FAULT, NULL, NULL), HM_INVALID_ARG);
@@ -754,6 +759,8 @@ static void test_server_handle(void **state)
     assert_int_equal(c->respond_error_range, HM_INVALID_ARG);
     assert_int_equal(c->free_input, HM_SUCCESS);
     assert_int_equal(c->free_input_again, HM_NOENTRY);
+    assert_int_equal(c->admit_zero, HM_SUCCESS);
+    assert_int_equal(c->admit_past_budget, HM_MSGSIZE);
     assert_int_equal(c->respond, HM_SUCCESS);
     assert_int_equal(c->respond_again, HM_BUSY);
     assert_int_equal(hm_get_output(h, &out), HM_SUCCESS);

@@ -15,6 +15,12 @@
  * root's 1) and no rank outside the child's subtree is reported. Before
  * the check the root reported 6 contributions, a failed rank 77 and a failed
  * root.
+ *
+ * test_bulk_budget: a chained bulk broadcast makes each rank allocate the
+ * size its sender's descriptor claims. The receiver (a forked member with
+ * HM_MAX_OVERFLOW_PEER at 1 MiB) must charge it to its admission byte
+ * budget before allocating: a 4 MiB broadcast fails there with HM_MSGSIZE
+ * (it pulled the 4 MiB before), a 512 KiB one succeeds.
  * Usage: test_hostile_coll <protocol URI>.
  */
 #include <setjmp.h>
@@ -22,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -169,6 +176,148 @@ static void test_forged_answers(void **state)
     assert_int_equal(hm_test_wait(&forger, 30), 0);
 }
 
+/* ---- a chained bulk broadcast past the receiver's byte budget -------------------- */
+
+#define BUDGET_PEER (1u << 20)
+
+struct bcast_in {
+    uint32_t size;
+    hm_bulk_t *data;
+};
+
+static const hm_proc_field_t bcast_fields[] = {
+    HM_PROC_FIELD(struct bcast_in, size, hm_proc_uint32),
+    HM_PROC_FIELD(struct bcast_in, data, hm_proc_bulk),
+};
+
+static hm_return_t bcast_in_proc(hm_proc_t *proc, void *data)
+{
+    return hm_proc_struct(proc, data, bcast_fields, HM_PROC_FIELD_COUNT(bcast_fields));
+}
+
+/* Both ranks: the broadcast's handler checks the copy it got. */
+static hm_return_t bcast_handler(hm_coll_req_t *req)
+{
+    struct bcast_in in;
+    const uint8_t *data;
+    size_t size;
+    if (hm_coll_get_input(req, &in) != HM_SUCCESS)
+        return HM_PROTOCOL_ERROR;
+    hm_coll_bulk_data(req, (const void **)&data, &size);
+    if (data != NULL && (size != in.size || data[size - 1] != (uint8_t)size))
+        return HM_PROTOCOL_ERROR;
+    return hm_coll_respond(req, NULL);
+}
+
+static hm_return_t bcast_register(hm_class_t *cls, hm_id_t *id)
+{
+    hm_coll_ops_t ops = {.in_proc = bcast_in_proc,
+                         .in_size = sizeof(struct bcast_in),
+                         .handler = bcast_handler,
+                         .has_bulk = true,
+                         .bulk_offset = offsetof(struct bcast_in, data)};
+    return hm_coll_register(cls, "hostile.bcast", &ops, id);
+}
+
+static void drive_ctx(hm_context_t *ctx)
+{
+    hm_progress(ctx, 10);
+    unsigned int count;
+    hm_trigger(ctx, 64, &count);
+}
+
+/* Rank 1: a member whose budget per sender is BUDGET_PEER bytes. */
+static int member_main(void *arg)
+{
+    (void)arg;
+    char budget[32], uri[HM_ADDR_URI_MAX], root_uri[HM_ADDR_URI_MAX], line[64];
+    snprintf(budget, sizeof(budget), "%u", BUDGET_PEER);
+    setenv("HM_MAX_OVERFLOW_PEER", budget, 1);
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    hm_group_t *group;
+    hm_id_t id;
+    if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS || bcast_register(cls, &id) != HM_SUCCESS ||
+        hm_context_create(cls, NULL, &ctx) != HM_SUCCESS ||
+        hm_test_self_uri(ctx, uri, sizeof(uri)) != 0 || hm_test_ready(uri) != 0 ||
+        hm_test_await(root_uri, sizeof(root_uri), 30000) != 0)
+        return 1;
+    const char *uris[2] = {root_uri, uri};
+    hm_group_opts_t gopts = {.field_mask = HM_GROUP_OPT_DETECT_MS, .detect_ms = 0};
+    if (hm_group_create_list(ctx, uris, 2, 1, &gopts, &group) != HM_SUCCESS ||
+        hm_test_signal("grouped") != 0)
+        return 1;
+    while (hm_test_await(line, sizeof(line), 1) != 0) /* 0 would never look */
+        drive_ctx(ctx);
+    hm_group_destroy(group);
+    hm_test_context_close(ctx, 100);
+    hm_class_destroy(cls);
+    return strcmp(line, "stop") == 0 ? 0 : 1;
+}
+
+static struct outcome broadcast(hm_group_t *group, hm_id_t id, uint32_t size)
+{
+    uint8_t *buf = malloc(size);
+    assert_non_null(buf);
+    memset(buf, 0, size);
+    buf[size - 1] = (uint8_t)size;
+    size_t len = size;
+    struct bcast_in in = {.size = size};
+    hm_context_t *ctx = hm_group_context(group);
+    assert_int_equal(hm_bulk_create(hm_context_class(ctx), 1, (void **)&buf, &len,
+                                    HM_BULK_READ_ONLY, &in.data),
+                     HM_SUCCESS);
+    struct outcome o = {0};
+    hm_coll_opts_t copts = {.field_mask = HM_COLL_OPT_TIMEOUT, .timeout_ms = 20000};
+    assert_int_equal(hm_coll_start(group, id, &in, outcome_cb, &o, &copts), HM_SUCCESS);
+    while (!o.done)
+        drive_ctx(ctx);
+    hm_bulk_free(in.data);
+    free(buf);
+    print_message("broadcast of %u bytes: %s, contributed %u, failed %u\n", size,
+                  hm_strerror(o.ret), o.contributed, o.failed_count);
+    return o;
+}
+
+static void test_bulk_budget(void **state)
+{
+    (void)state;
+    hm_test_alarm(120, "hostile_coll bulk");
+    struct hm_test_child member;
+    char member_uri[HM_ADDR_URI_MAX], self_uri[HM_ADDR_URI_MAX], line[64];
+    assert_int_equal(hm_test_spawn(&member, member_main, NULL), 0);
+    assert_int_equal(hm_test_recv(&member, member_uri, sizeof(member_uri), 30000), 0);
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    hm_id_t id;
+    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
+    assert_int_equal(bcast_register(cls, &id), HM_SUCCESS);
+    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
+    assert_int_equal(hm_test_self_uri(ctx, self_uri, sizeof(self_uri)), 0);
+    assert_int_equal(hm_test_send(&member, self_uri), 0);
+    assert_int_equal(hm_test_recv(&member, line, sizeof(line), 30000), 0);
+    const char *uris[2] = {self_uri, member_uri};
+    hm_group_opts_t gopts = {.field_mask = HM_GROUP_OPT_DETECT_MS, .detect_ms = 0};
+    hm_group_t *group;
+    assert_int_equal(hm_group_create_list(ctx, uris, 2, 0, &gopts, &group), HM_SUCCESS);
+
+    struct outcome big = broadcast(group, id, 4u * BUDGET_PEER);
+    assert_int_equal(big.ret, HM_MSGSIZE);
+    assert_int_equal(big.contributed, 1);
+    assert_int_equal(big.failed_count, 1);
+    assert_int_equal(big.failed[0].rank, 1);
+    assert_int_equal(big.failed[0].error, HM_MSGSIZE);
+    struct outcome fits = broadcast(group, id, BUDGET_PEER / 2);
+    assert_int_equal(fits.ret, HM_SUCCESS);
+    assert_int_equal(fits.contributed, 2);
+
+    assert_int_equal(hm_group_destroy(group), HM_SUCCESS);
+    assert_int_equal(hm_test_context_close(ctx, 100), HM_SUCCESS);
+    assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
+    assert_int_equal(hm_test_send(&member, "stop"), 0);
+    assert_int_equal(hm_test_wait(&member, 30), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -178,6 +327,7 @@ int main(int argc, char **argv)
     protocol = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forged_answers),
+        cmocka_unit_test(test_bulk_budget),
     };
     return cmocka_run_group_tests_name("hostile_coll", tests, NULL, NULL);
 }
