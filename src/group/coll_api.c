@@ -252,7 +252,7 @@ hm_return_t hmi_coll_handler(hm_handle_t *handle)
     if (group == NULL)
         return coll_refuse(handle, &in, HM_NOENTRY);
     if (in.ci_sender != HM_RANK_NONE)
-        hmi_group_heard(group, in.ci_sender);
+        hmi_group_heard_from(group, in.ci_sender, hm_handle_get_addr(handle));
     if (in.ci_version != group->g_version) {
         hmi_log(HMI_SUBSYS_GROUP, HMI_LOG_INFO,
                 "group \"%s\": collective of version %u refused (ours is %u)", group->g_name,

@@ -336,3 +336,10 @@ void hmi_group_heard(hm_group_t *group, hm_rank_t rank)
     if (m != NULL)
         m->m_heard_ns = hmi_time_ns();
 }
+
+void hmi_group_heard_from(hm_group_t *group, hm_rank_t rank, const hm_addr_t *source)
+{
+    struct hmi_member *m = hmi_group_member(group, rank);
+    if (m != NULL && m->m_addr != NULL && source != NULL && hm_addr_cmp(m->m_addr, source) == 0)
+        m->m_heard_ns = hmi_time_ns();
+}

@@ -162,7 +162,7 @@ hm_return_t hmi_ping_handler(hm_handle_t *handle)
                                                      in.pi_group)
                                    : NULL;
     if (group != NULL)
-        hmi_group_heard(group, in.pi_sender);
+        hmi_group_heard_from(group, in.pi_sender, hm_handle_get_addr(handle));
     hm_free_input(handle, &in);
     ret = group != NULL ? hm_respond(handle, NULL, NULL, NULL)
                         : hm_respond_error(handle, HM_NOENTRY, NULL, NULL);

@@ -107,6 +107,10 @@ struct hmi_member *hmi_group_member(const hm_group_t *group, hm_rank_t rank);
 hm_return_t hmi_group_addr(hm_group_t *group, struct hmi_member *m, hm_addr_t **addr_out);
 /* Something of this group came from `rank`: it is alive. */
 void hmi_group_heard(hm_group_t *group, hm_rank_t rank);
+/* The same for a request that names `rank` as its sender: counted only when
+ * it came from that rank's address (cached by an earlier lookup), so a peer
+ * cannot keep a dead rank looking alive by naming it. */
+void hmi_group_heard_from(hm_group_t *group, hm_rank_t rank, const hm_addr_t *source);
 
 /* group_pmix.c: drop the reference hm_group_create_pmix took on PMIx. */
 void hmi_group_pmix_fini(void);

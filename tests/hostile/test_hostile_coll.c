@@ -21,6 +21,13 @@
  * HM_MAX_OVERFLOW_PEER at 1 MiB) must charge it to its admission byte
  * budget before allocating: a 4 MiB broadcast fails there with HM_MSGSIZE
  * (it pulled the 4 MiB before), a 512 KiB one succeeds.
+ *
+ * test_liveness_claims: a keepalive request names its sender, and hearing
+ * from a rank spares it the next keepalive. A process outside the group
+ * sends this rank pings naming rank 1, every 20 ms, after rank 1 was
+ * killed. Promise: a claim counts only from the rank's own address, so the
+ * death is still reported (before, the forged pings kept rank 1 "heard"
+ * and it was never pinged, so never found dead).
  * Usage: test_hostile_coll <protocol URI>.
  */
 #include <setjmp.h>
@@ -36,6 +43,7 @@
 #include <hermod/group.h>
 
 #include "group/coll_wire.h"
+#include "group/group_internal.h"
 #include "harness.h"
 #include "fixture_hm.h"
 
@@ -318,6 +326,111 @@ static void test_bulk_budget(void **state)
     assert_int_equal(hm_test_wait(&member, 30), 0);
 }
 
+/* ---- forged keepalives for a dead rank ------------------------------------------- */
+
+#define LIVE_GROUP "hostile.live"
+
+/* A plain endpoint that lives until it is killed: rank 1. */
+static int endpoint_main(void *arg)
+{
+    (void)arg;
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    char uri[HM_ADDR_URI_MAX], line[64];
+    if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS ||
+        hm_context_create(cls, NULL, &ctx) != HM_SUCCESS ||
+        hm_test_self_uri(ctx, uri, sizeof(uri)) != 0 || hm_test_ready(uri) != 0)
+        return 1;
+    while (hm_test_await(line, sizeof(line), 1) != 0)
+        drive_ctx(ctx);
+    return 0;
+}
+
+/* Not a member: pings rank 0 in the name of rank 1 until told to stop. */
+static int pinger_main(void *arg)
+{
+    (void)arg;
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    hm_addr_t *victim;
+    hm_id_t ping;
+    char victim_uri[HM_ADDR_URI_MAX], line[64];
+    if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS ||
+        hm_register(cls, "hm.group.ping", hmi_ping_in_proc, NULL, NULL, &ping) != HM_SUCCESS ||
+        hm_context_create(cls, NULL, &ctx) != HM_SUCCESS || hm_test_ready("up") != 0 ||
+        hm_test_await(victim_uri, sizeof(victim_uri), 30000) != 0 ||
+        hm_addr_lookup(ctx, victim_uri, &victim) != HM_SUCCESS)
+        return 1;
+    struct hmi_ping_in in = {.pi_group = hmi_group_hash(LIVE_GROUP), .pi_sender = 1};
+    unsigned long answered = 0;
+    while (hm_test_await(line, sizeof(line), 20) != 0) {
+        hm_handle_t *h;
+        if (hm_handle_create(ctx, victim, ping, &h) != HM_SUCCESS)
+            return 1;
+        answered += hm_call(h, &in, NULL, 2000) == HM_SUCCESS;
+        hm_handle_destroy(h);
+    }
+    char count[64];
+    snprintf(count, sizeof(count), "%lu", answered);
+    hm_test_signal(count);
+    hm_addr_free(victim);
+    hm_test_context_close(ctx, 100);
+    hm_class_destroy(cls);
+    return 0;
+}
+
+static void dead_cb(hm_group_t *group, hm_rank_t rank, hm_return_t why, void *arg)
+{
+    (void)group;
+    (void)why;
+    if (rank == 1)
+        *(bool *)arg = true;
+}
+
+static void test_liveness_claims(void **state)
+{
+    (void)state;
+    hm_test_alarm(120, "hostile_coll liveness");
+    struct hm_test_child endpoint, pinger;
+    char endpoint_uri[HM_ADDR_URI_MAX], self_uri[HM_ADDR_URI_MAX], line[64];
+    assert_int_equal(hm_test_spawn(&endpoint, endpoint_main, NULL), 0);
+    assert_int_equal(hm_test_recv(&endpoint, endpoint_uri, sizeof(endpoint_uri), 30000), 0);
+    assert_int_equal(hm_test_spawn(&pinger, pinger_main, NULL), 0);
+    assert_int_equal(hm_test_recv(&pinger, line, sizeof(line), 30000), 0);
+
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    hm_group_t *group;
+    bool dead = false;
+    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
+    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
+    assert_int_equal(hm_test_self_uri(ctx, self_uri, sizeof(self_uri)), 0);
+    const char *uris[2] = {self_uri, endpoint_uri};
+    hm_group_opts_t gopts = {
+        .field_mask = HM_GROUP_OPT_NAME | HM_GROUP_OPT_DETECT_MS | HM_GROUP_OPT_FAILURE_CB,
+        .name = LIVE_GROUP,
+        .detect_ms = 400,
+        .failure_cb = dead_cb,
+        .failure_arg = &dead};
+    assert_int_equal(hm_group_create_list(ctx, uris, 2, 0, &gopts, &group), HM_SUCCESS);
+    assert_int_equal(hm_test_send(&pinger, self_uri), 0);
+    hm_test_child_kill(&endpoint); /* its status: killed, -SIGKILL */
+
+    /* Death is reported within about detect_ms; 30 s is only a bound. */
+    for (int i = 0; i < 3000 && !dead; i++)
+        drive_ctx(ctx);
+    assert_true(dead);
+
+    assert_int_equal(hm_test_send(&pinger, "stop"), 0);
+    assert_int_equal(hm_test_recv(&pinger, line, sizeof(line), 30000), 0);
+    print_message("forged keepalives answered: %s\n", line);
+    assert_true(strtoul(line, NULL, 10) > 0); /* the attack did run */
+    assert_int_equal(hm_test_wait(&pinger, 30), 0);
+    assert_int_equal(hm_group_destroy(group), HM_SUCCESS);
+    assert_int_equal(hm_test_context_close(ctx, 100), HM_SUCCESS);
+    assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -328,6 +441,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forged_answers),
         cmocka_unit_test(test_bulk_budget),
+        cmocka_unit_test(test_liveness_claims),
     };
     return cmocka_run_group_tests_name("hostile_coll", tests, NULL, NULL);
 }
