@@ -260,13 +260,16 @@ hm_return_t hmi_coll_handler(hm_handle_t *handle)
         return coll_refuse(handle, &in, HM_STALE);
     }
     struct hmi_coll_node *node = coll_find_node(group, in.ci_id);
+    if (node != NULL && (node->n_user_id != in.ci_user_id || node->n_root != in.ci_root ||
+                         node->n_tree_word != in.ci_tree)) /* not a duplicate: a forgery */
+        return coll_refuse(handle, &in, HM_PROTOCOL_ERROR);
     if (node != NULL) { /* reached twice (adopted): one answer for both */
         if (hmi_coll_node_add_parent(node, handle) != HM_SUCCESS)
             return coll_refuse(handle, &in, HM_NOMEM);
         hm_free_input(handle, &in);
         return HM_SUCCESS;
     }
-    if (hmi_coll_cache_answer(group, in.ci_id, handle)) {
+    if (hmi_coll_cache_answer(group, &in, handle)) {
         hm_free_input(handle, &in);
         return HM_SUCCESS;
     }

@@ -457,6 +457,9 @@ static void node_cache(struct hmi_coll_node *node, void *out, size_t len)
         return;
     }
     d->d_id = node->n_id;
+    d->d_user_id = node->n_user_id;
+    d->d_root = node->n_root;
+    d->d_tree_word = node->n_tree_word;
     d->d_contributed = node->n_contributed;
     d->d_has_out = node->n_has_acc;
     d->d_out_len = len;
@@ -554,11 +557,12 @@ static void node_timer_cb(hm_timer_t *timer, void *arg)
     node_answer(node);
 }
 
-bool hmi_coll_cache_answer(hm_group_t *group, uint64_t id, hm_handle_t *parent)
+bool hmi_coll_cache_answer(hm_group_t *group, const struct hmi_coll_in *in, hm_handle_t *parent)
 {
     for (uint32_t i = 0; i < HMI_COLL_CACHE; i++) {
         const struct hmi_coll_done *d = &group->g_done[i];
-        if (d->d_id != id || id == 0)
+        if (d->d_id != in->ci_id || in->ci_id == 0 || d->d_user_id != in->ci_user_id ||
+            d->d_root != in->ci_root || d->d_tree_word != in->ci_tree)
             continue;
         struct hmi_coll_out answer = {
             .co_contributed = d->d_contributed,

@@ -119,8 +119,9 @@ void hmi_coll_node_check(struct hmi_coll_node *node);
 hm_return_t hmi_coll_node_merge(struct hmi_coll_node *node, void *bytes, size_t len,
                                 bool take, uint32_t contributed);
 hm_return_t hmi_coll_node_fail(struct hmi_coll_node *node, hm_rank_t rank, hm_return_t why);
-/* Answer a late duplicate from the cache; false if not cached. */
-bool hmi_coll_cache_answer(hm_group_t *group, uint64_t id, hm_handle_t *parent);
+/* Answer a late duplicate of `in` (same id, collective, root and tree) from
+ * the cache; false if not cached. */
+bool hmi_coll_cache_answer(hm_group_t *group, const struct hmi_coll_in *in, hm_handle_t *parent);
 hm_return_t hmi_coll_node_add_parent(struct hmi_coll_node *node, hm_handle_t *parent);
 
 /*

@@ -5,6 +5,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "group/group_internal.h"
 #include "group/tree.h"
@@ -86,6 +88,21 @@ static void group_free(hm_group_t *group)
     free(group);
 }
 
+/*
+ * The first collective id this caller starts; the next ones count up. Ranks
+ * find a collective by its id alone, so ids of different origins must not
+ * meet: a random start (not the clock, which ranks released by one PMIx
+ * fence read within a few ns of each other) makes that as unlikely as 64
+ * bits allow, and the ids of others cannot be guessed by a peer.
+ */
+static uint64_t group_coll_seed(void)
+{
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
+        seed = hmi_time_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 32;
+    return seed | 1u; /* 0 marks an empty slot of the answer cache */
+}
+
 static hm_return_t group_init(hm_group_t *group, hm_context_t *ctx,
                               const hm_group_opts_t *opts)
 {
@@ -98,8 +115,7 @@ static hm_return_t group_init(hm_group_t *group, hm_context_t *ctx,
     }
     hmi_list_init(&group->g_nodes);
     hmi_list_init(&group->g_link);
-    /* Collective ids: a time-based start makes two runs of one origin differ. */
-    group->g_coll_next = (hmi_time_ns() << 16) | 1u;
+    group->g_coll_next = group_coll_seed();
     return hmi_gclass_get(group->g_cls, &group->g_gc);
 }
 

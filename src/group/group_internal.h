@@ -34,6 +34,9 @@ struct hmi_member {
 /* A finished collective's answer, for a late duplicate request. */
 struct hmi_coll_done {
     uint64_t d_id;       /* 0: empty slot */
+    hm_id_t d_user_id;   /* with d_root and d_tree_word: which collective it was */
+    hm_rank_t d_root;
+    uint32_t d_tree_word;
     uint32_t d_contributed;
     bool d_has_out;
     void *d_out;         /* encoded aggregate (owned) */

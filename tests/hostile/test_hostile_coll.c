@@ -28,6 +28,14 @@
  * killed. Promise: a claim counts only from the rank's own address, so the
  * death is still reported (before, the forged pings kept rank 1 "heard"
  * and it was never pinged, so never found dead).
+ *
+ * test_forged_join: a request whose id is a collective in flight joins it
+ * (an adopter reaching a rank twice gets one answer for both). Rank 1, on
+ * receiving the root's request, sends the root a request with the same id
+ * but another collective. Promise: a join must be the same collective (id,
+ * registered collective, root, tree); this one is refused at once with
+ * HM_PROTOCOL_ERROR (before, it joined, and waited on an answer that
+ * waited on rank 1), and the real collective completes.
  * Usage: test_hostile_coll <protocol URI>.
  */
 #include <setjmp.h>
@@ -431,6 +439,116 @@ static void test_liveness_claims(void **state)
     assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
 }
 
+/* ---- a join naming a collective in flight --------------------------------------- */
+
+static struct {
+    hm_handle_t *req;      /* the root's request, answered after the forgery */
+    struct hmi_coll_in in; /* its decoded input */
+    bool forged;
+    int done;
+    hm_return_t forged_ret;
+} J;
+
+static hm_return_t join_handler(hm_handle_t *h)
+{
+    if (J.req != NULL || hm_get_input(h, &J.in) != HM_SUCCESS) {
+        hm_respond_error(h, HM_PROTOCOL_ERROR, NULL, NULL);
+        hm_handle_destroy(h);
+        return HM_SUCCESS;
+    }
+    J.req = h;
+    return HM_SUCCESS;
+}
+
+static void join_cb(const hm_cb_info_t *info)
+{
+    J.forged_ret = info->ret;
+    J.done = 1;
+}
+
+/* Rank 1: forges a join of the root's collective under another collective id. */
+static int joiner_main(void *arg)
+{
+    (void)arg;
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    hm_id_t coll;
+    hm_handle_t *forged = NULL;
+    char uri[HM_ADDR_URI_MAX], line[64];
+    if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS ||
+        hm_register(cls, "hm.group.coll", hmi_coll_in_proc, hmi_coll_out_proc, join_handler,
+                    &coll) != HM_SUCCESS ||
+        hm_context_create(cls, NULL, &ctx) != HM_SUCCESS ||
+        hm_test_self_uri(ctx, uri, sizeof(uri)) != 0 || hm_test_ready(uri) != 0)
+        return 1;
+    while (hm_test_await(line, sizeof(line), 1) != 0) {
+        drive_ctx(ctx);
+        if (J.req != NULL && !J.forged) {
+            struct hmi_coll_in in = J.in;
+            in.ci_user_id ^= 1u; /* another collective, the same id */
+            in.ci_sender = 1;
+            hm_forward_opts_t opts = {.field_mask = HM_FORWARD_OPT_TIMEOUT, .timeout_ms = 3000};
+            if (hm_handle_create(ctx, hm_handle_get_addr(J.req), coll, &forged) != HM_SUCCESS ||
+                hm_forward(forged, &in, join_cb, NULL, &opts) != HM_SUCCESS)
+                return 1;
+            J.forged = true;
+        }
+        if (J.done == 1) { /* then answer the real request, honestly */
+            struct hmi_coll_out out = {.co_contributed = 1};
+            hm_free_input(J.req, &J.in);
+            hm_respond(J.req, &out, NULL, NULL);
+            hm_handle_destroy(J.req);
+            hm_handle_destroy(forged);
+            snprintf(line, sizeof(line), "%d", (int)J.forged_ret);
+            hm_test_signal(line);
+            J.done = 2;
+        }
+    }
+    hm_test_context_close(ctx, 100);
+    hm_class_destroy(cls);
+    return 0;
+}
+
+static void test_forged_join(void **state)
+{
+    (void)state;
+    hm_test_alarm(120, "hostile_coll join");
+    struct hm_test_child joiner;
+    char joiner_uri[HM_ADDR_URI_MAX], self_uri[HM_ADDR_URI_MAX], line[64];
+    assert_int_equal(hm_test_spawn(&joiner, joiner_main, NULL), 0);
+    assert_int_equal(hm_test_recv(&joiner, joiner_uri, sizeof(joiner_uri), 30000), 0);
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    hm_group_t *group;
+    hm_id_t id;
+    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
+    hm_coll_ops_t ops = {.handler = noop_handler};
+    assert_int_equal(hm_coll_register(cls, "hostile.noop", &ops, &id), HM_SUCCESS);
+    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
+    assert_int_equal(hm_test_self_uri(ctx, self_uri, sizeof(self_uri)), 0);
+    const char *uris[2] = {self_uri, joiner_uri};
+    hm_group_opts_t gopts = {.field_mask = HM_GROUP_OPT_DETECT_MS, .detect_ms = 0};
+    assert_int_equal(hm_group_create_list(ctx, uris, 2, 0, &gopts, &group), HM_SUCCESS);
+
+    struct outcome o = {0};
+    hm_coll_opts_t copts = {.field_mask = HM_COLL_OPT_TIMEOUT, .timeout_ms = 20000};
+    assert_int_equal(hm_coll_start(group, id, NULL, outcome_cb, &o, &copts), HM_SUCCESS);
+    while (!o.done)
+        drive_ctx(ctx);
+    assert_int_equal(hm_test_recv(&joiner, line, sizeof(line), 30000), 0);
+    print_message("collective: %s, contributed %u; the forged join: %s\n", hm_strerror(o.ret),
+                  o.contributed, hm_strerror((hm_return_t)atoi(line)));
+    assert_int_equal(atoi(line), HM_PROTOCOL_ERROR);
+    assert_int_equal(o.ret, HM_SUCCESS);
+    assert_int_equal(o.contributed, 2);
+
+    assert_int_equal(hm_group_destroy(group), HM_SUCCESS);
+    assert_int_equal(hm_test_context_close(ctx, 100), HM_SUCCESS);
+    assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
+    assert_int_equal(hm_test_send(&joiner, "stop"), 0);
+    assert_int_equal(hm_test_wait(&joiner, 30), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -442,6 +560,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_forged_answers),
         cmocka_unit_test(test_bulk_budget),
         cmocka_unit_test(test_liveness_claims),
+        cmocka_unit_test(test_forged_join),
     };
     return cmocka_run_group_tests_name("hostile_coll", tests, NULL, NULL);
 }
