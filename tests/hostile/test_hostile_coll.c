@@ -59,6 +59,28 @@ static const char *protocol;
 
 enum { CASE_TOO_MANY, CASE_STRANGER, CASE_ROOT, CASE_HONEST, NCASES };
 
+static void drive_ctx(hm_context_t *ctx)
+{
+    hm_progress(ctx, 10);
+    unsigned int count;
+    hm_trigger(ctx, 64, &count);
+}
+
+/* In a child: our class and context, "hm.group.coll" served by `coll_handler`
+ * (NULL: not served), and our URI sent to the parent. 0, or -1. */
+static int child_open(hm_class_t **cls, hm_context_t **ctx, hm_rpc_handler_t coll_handler)
+{
+    char uri[HM_ADDR_URI_MAX];
+    if (hm_class_create(protocol, NULL, cls) != HM_SUCCESS ||
+        (coll_handler != NULL &&
+         hm_register(*cls, "hm.group.coll", hmi_coll_in_proc, hmi_coll_out_proc, coll_handler,
+                     NULL) != HM_SUCCESS) ||
+        hm_context_create(*cls, NULL, ctx) != HM_SUCCESS ||
+        hm_test_self_uri(*ctx, uri, sizeof(uri)) != 0 || hm_test_ready(uri) != 0)
+        return -1;
+    return 0;
+}
+
 /* ---- rank 1: the forger ----------------------------------------------------------- */
 
 static unsigned int forged_seen;
@@ -96,18 +118,11 @@ static int forger_main(void *arg)
     (void)arg;
     hm_class_t *cls;
     hm_context_t *ctx;
-    char uri[HM_ADDR_URI_MAX], line[64];
-    if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS ||
-        hm_context_create(cls, NULL, &ctx) != HM_SUCCESS ||
-        hm_register(cls, "hm.group.coll", hmi_coll_in_proc, hmi_coll_out_proc, forge_handler,
-                    NULL) != HM_SUCCESS ||
-        hm_test_self_uri(ctx, uri, sizeof(uri)) != 0 || hm_test_ready(uri) != 0)
+    char line[64];
+    if (child_open(&cls, &ctx, forge_handler) != 0)
         return 1;
-    while (hm_test_await(line, sizeof(line), 1) != 0) { /* 0 would never look */
-        hm_progress(ctx, 10);
-        unsigned int count;
-        hm_trigger(ctx, 64, &count);
-    }
+    while (hm_test_await(line, sizeof(line), 1) != 0) /* 0 would never look */
+        drive_ctx(ctx);
     hm_context_destroy(ctx);
     hm_class_destroy(cls);
     return strcmp(line, "stop") == 0 ? 0 : 1;
@@ -139,37 +154,77 @@ static void outcome_cb(const hm_coll_result_t *r)
     o->done = true;
 }
 
+/* Rank 0 of a two-rank list group whose rank 1 is a forked child. */
+struct root {
+    struct hm_test_child child;
+    char child_uri[HM_ADDR_URI_MAX], self_uri[HM_ADDR_URI_MAX];
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    hm_group_t *group;
+    hm_id_t id; /* the collective the tests start */
+};
+
+static hm_return_t noop_register(hm_class_t *cls, hm_id_t *id)
+{
+    hm_coll_ops_t ops = {.handler = noop_handler};
+    return hm_coll_register(cls, "hostile.noop", &ops, id);
+}
+
+/* Fork rank 1 (`child` sends its URI first), then open our class and context. */
+static void root_open(struct root *r, int (*child)(void *),
+                      hm_return_t (*reg)(hm_class_t *, hm_id_t *))
+{
+    assert_int_equal(hm_test_spawn(&r->child, child, NULL), 0);
+    assert_int_equal(hm_test_recv(&r->child, r->child_uri, sizeof(r->child_uri), 30000), 0);
+    assert_int_equal(hm_class_create(protocol, NULL, &r->cls), HM_SUCCESS);
+    if (reg != NULL)
+        assert_int_equal(reg(r->cls, &r->id), HM_SUCCESS);
+    assert_int_equal(hm_context_create(r->cls, NULL, &r->ctx), HM_SUCCESS);
+    assert_int_equal(hm_test_self_uri(r->ctx, r->self_uri, sizeof(r->self_uri)), 0);
+}
+
+/* The group {0: us, 1: the child}; `opts` NULL: no keepalives. */
+static void root_group(struct root *r, const hm_group_opts_t *opts)
+{
+    static const hm_group_opts_t quiet = {.field_mask = HM_GROUP_OPT_DETECT_MS, .detect_ms = 0};
+    const char *uris[2] = {r->self_uri, r->child_uri};
+    assert_int_equal(hm_group_create_list(r->ctx, uris, 2, 0, opts != NULL ? opts : &quiet,
+                                          &r->group),
+                     HM_SUCCESS);
+}
+
+/* Start collective r->id with `in` and drive until its result. */
+static struct outcome root_run(struct root *r, const void *in, uint32_t timeout_ms)
+{
+    struct outcome o = {0};
+    hm_coll_opts_t copts = {.field_mask = HM_COLL_OPT_TIMEOUT, .timeout_ms = timeout_ms};
+    assert_int_equal(hm_coll_start(r->group, r->id, in, outcome_cb, &o, &copts), HM_SUCCESS);
+    while (!o.done)
+        drive_ctx(r->ctx);
+    return o;
+}
+
+/* Close ours, then stop the child (if `stop`) and expect a clean exit. */
+static void root_close(struct root *r, bool stop)
+{
+    assert_int_equal(hm_group_destroy(r->group), HM_SUCCESS);
+    assert_int_equal(hm_test_context_close(r->ctx, 100), HM_SUCCESS);
+    assert_int_equal(hm_class_destroy(r->cls), HM_SUCCESS);
+    if (stop) {
+        assert_int_equal(hm_test_send(&r->child, "stop"), 0);
+        assert_int_equal(hm_test_wait(&r->child, 30), 0);
+    }
+}
+
 static void test_forged_answers(void **state)
 {
     (void)state;
     hm_test_alarm(120, "hostile_coll");
-    struct hm_test_child forger;
-    char forger_uri[HM_ADDR_URI_MAX], self_uri[HM_ADDR_URI_MAX];
-    assert_int_equal(hm_test_spawn(&forger, forger_main, NULL), 0);
-    assert_int_equal(hm_test_recv(&forger, forger_uri, sizeof(forger_uri), 30000), 0);
-
-    hm_class_t *cls;
-    hm_context_t *ctx;
-    hm_id_t id;
-    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
-    hm_coll_ops_t ops = {.handler = noop_handler};
-    assert_int_equal(hm_coll_register(cls, "hostile.noop", &ops, &id), HM_SUCCESS);
-    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
-    assert_int_equal(hm_test_self_uri(ctx, self_uri, sizeof(self_uri)), 0);
-    const char *uris[2] = {self_uri, forger_uri};
-    hm_group_opts_t gopts = {.field_mask = HM_GROUP_OPT_DETECT_MS, .detect_ms = 0};
-    hm_group_t *group;
-    assert_int_equal(hm_group_create_list(ctx, uris, 2, 0, &gopts, &group), HM_SUCCESS);
-
+    struct root r;
+    root_open(&r, forger_main, noop_register);
+    root_group(&r, NULL);
     for (unsigned int c = 0; c < NCASES; c++) {
-        struct outcome o = {0};
-        hm_coll_opts_t copts = {.field_mask = HM_COLL_OPT_TIMEOUT, .timeout_ms = 10000};
-        assert_int_equal(hm_coll_start(group, id, NULL, outcome_cb, &o, &copts), HM_SUCCESS);
-        while (!o.done) {
-            hm_progress(ctx, 10);
-            unsigned int count;
-            hm_trigger(ctx, 64, &count);
-        }
+        struct outcome o = root_run(&r, NULL, 10000);
         print_message("case %u: %s, contributed %u, failed %u\n", c, hm_strerror(o.ret),
                       o.contributed, o.failed_count);
         if (c == CASE_HONEST) {
@@ -184,12 +239,7 @@ static void test_forged_answers(void **state)
         assert_int_equal(o.failed[0].rank, 1);
         assert_int_equal(o.failed[0].error, HM_PROTOCOL_ERROR);
     }
-
-    assert_int_equal(hm_group_destroy(group), HM_SUCCESS);
-    assert_int_equal(hm_test_context_close(ctx, 100), HM_SUCCESS);
-    assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
-    assert_int_equal(hm_test_send(&forger, "stop"), 0);
-    assert_int_equal(hm_test_wait(&forger, 30), 0);
+    root_close(&r, true);
 }
 
 /* ---- a chained bulk broadcast past the receiver's byte budget -------------------- */
@@ -235,13 +285,6 @@ static hm_return_t bcast_register(hm_class_t *cls, hm_id_t *id)
     return hm_coll_register(cls, "hostile.bcast", &ops, id);
 }
 
-static void drive_ctx(hm_context_t *ctx)
-{
-    hm_progress(ctx, 10);
-    unsigned int count;
-    hm_trigger(ctx, 64, &count);
-}
-
 /* Rank 1: a member whose budget per sender is BUDGET_PEER bytes. */
 static int member_main(void *arg)
 {
@@ -253,8 +296,8 @@ static int member_main(void *arg)
     hm_context_t *ctx;
     hm_group_t *group;
     hm_id_t id;
-    if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS || bcast_register(cls, &id) != HM_SUCCESS ||
-        hm_context_create(cls, NULL, &ctx) != HM_SUCCESS ||
+    if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS ||
+        bcast_register(cls, &id) != HM_SUCCESS || hm_context_create(cls, NULL, &ctx) != HM_SUCCESS ||
         hm_test_self_uri(ctx, uri, sizeof(uri)) != 0 || hm_test_ready(uri) != 0 ||
         hm_test_await(root_uri, sizeof(root_uri), 30000) != 0)
         return 1;
@@ -271,7 +314,7 @@ static int member_main(void *arg)
     return strcmp(line, "stop") == 0 ? 0 : 1;
 }
 
-static struct outcome broadcast(hm_group_t *group, hm_id_t id, uint32_t size)
+static struct outcome broadcast(struct root *r, uint32_t size)
 {
     uint8_t *buf = malloc(size);
     assert_non_null(buf);
@@ -279,15 +322,9 @@ static struct outcome broadcast(hm_group_t *group, hm_id_t id, uint32_t size)
     buf[size - 1] = (uint8_t)size;
     size_t len = size;
     struct bcast_in in = {.size = size};
-    hm_context_t *ctx = hm_group_context(group);
-    assert_int_equal(hm_bulk_create(hm_context_class(ctx), 1, (void **)&buf, &len,
-                                    HM_BULK_READ_ONLY, &in.data),
+    assert_int_equal(hm_bulk_create(r->cls, 1, (void **)&buf, &len, HM_BULK_READ_ONLY, &in.data),
                      HM_SUCCESS);
-    struct outcome o = {0};
-    hm_coll_opts_t copts = {.field_mask = HM_COLL_OPT_TIMEOUT, .timeout_ms = 20000};
-    assert_int_equal(hm_coll_start(group, id, &in, outcome_cb, &o, &copts), HM_SUCCESS);
-    while (!o.done)
-        drive_ctx(ctx);
+    struct outcome o = root_run(r, &in, 20000);
     hm_bulk_free(in.data);
     free(buf);
     print_message("broadcast of %u bytes: %s, contributed %u, failed %u\n", size,
@@ -299,39 +336,22 @@ static void test_bulk_budget(void **state)
 {
     (void)state;
     hm_test_alarm(120, "hostile_coll bulk");
-    struct hm_test_child member;
-    char member_uri[HM_ADDR_URI_MAX], self_uri[HM_ADDR_URI_MAX], line[64];
-    assert_int_equal(hm_test_spawn(&member, member_main, NULL), 0);
-    assert_int_equal(hm_test_recv(&member, member_uri, sizeof(member_uri), 30000), 0);
-    hm_class_t *cls;
-    hm_context_t *ctx;
-    hm_id_t id;
-    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
-    assert_int_equal(bcast_register(cls, &id), HM_SUCCESS);
-    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
-    assert_int_equal(hm_test_self_uri(ctx, self_uri, sizeof(self_uri)), 0);
-    assert_int_equal(hm_test_send(&member, self_uri), 0);
-    assert_int_equal(hm_test_recv(&member, line, sizeof(line), 30000), 0);
-    const char *uris[2] = {self_uri, member_uri};
-    hm_group_opts_t gopts = {.field_mask = HM_GROUP_OPT_DETECT_MS, .detect_ms = 0};
-    hm_group_t *group;
-    assert_int_equal(hm_group_create_list(ctx, uris, 2, 0, &gopts, &group), HM_SUCCESS);
-
-    struct outcome big = broadcast(group, id, 4u * BUDGET_PEER);
+    struct root r;
+    char line[64];
+    root_open(&r, member_main, bcast_register);
+    assert_int_equal(hm_test_send(&r.child, r.self_uri), 0); /* the member makes its group */
+    assert_int_equal(hm_test_recv(&r.child, line, sizeof(line), 30000), 0);
+    root_group(&r, NULL);
+    struct outcome big = broadcast(&r, 4u * BUDGET_PEER);
     assert_int_equal(big.ret, HM_MSGSIZE);
     assert_int_equal(big.contributed, 1);
     assert_int_equal(big.failed_count, 1);
     assert_int_equal(big.failed[0].rank, 1);
     assert_int_equal(big.failed[0].error, HM_MSGSIZE);
-    struct outcome fits = broadcast(group, id, BUDGET_PEER / 2);
+    struct outcome fits = broadcast(&r, BUDGET_PEER / 2);
     assert_int_equal(fits.ret, HM_SUCCESS);
     assert_int_equal(fits.contributed, 2);
-
-    assert_int_equal(hm_group_destroy(group), HM_SUCCESS);
-    assert_int_equal(hm_test_context_close(ctx, 100), HM_SUCCESS);
-    assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
-    assert_int_equal(hm_test_send(&member, "stop"), 0);
-    assert_int_equal(hm_test_wait(&member, 30), 0);
+    root_close(&r, true);
 }
 
 /* ---- forged keepalives for a dead rank ------------------------------------------- */
@@ -344,10 +364,8 @@ static int endpoint_main(void *arg)
     (void)arg;
     hm_class_t *cls;
     hm_context_t *ctx;
-    char uri[HM_ADDR_URI_MAX], line[64];
-    if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS ||
-        hm_context_create(cls, NULL, &ctx) != HM_SUCCESS ||
-        hm_test_self_uri(ctx, uri, sizeof(uri)) != 0 || hm_test_ready(uri) != 0)
+    char line[64];
+    if (child_open(&cls, &ctx, NULL) != 0)
         return 1;
     while (hm_test_await(line, sizeof(line), 1) != 0)
         drive_ctx(ctx);
@@ -399,34 +417,27 @@ static void test_liveness_claims(void **state)
 {
     (void)state;
     hm_test_alarm(120, "hostile_coll liveness");
-    struct hm_test_child endpoint, pinger;
-    char endpoint_uri[HM_ADDR_URI_MAX], self_uri[HM_ADDR_URI_MAX], line[64];
-    assert_int_equal(hm_test_spawn(&endpoint, endpoint_main, NULL), 0);
-    assert_int_equal(hm_test_recv(&endpoint, endpoint_uri, sizeof(endpoint_uri), 30000), 0);
+    struct root r;
+    struct hm_test_child pinger;
+    char line[64];
+    bool dead = false;
+    /* Both forks first: the harness forks only while we have one thread. */
     assert_int_equal(hm_test_spawn(&pinger, pinger_main, NULL), 0);
     assert_int_equal(hm_test_recv(&pinger, line, sizeof(line), 30000), 0);
-
-    hm_class_t *cls;
-    hm_context_t *ctx;
-    hm_group_t *group;
-    bool dead = false;
-    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
-    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
-    assert_int_equal(hm_test_self_uri(ctx, self_uri, sizeof(self_uri)), 0);
-    const char *uris[2] = {self_uri, endpoint_uri};
+    root_open(&r, endpoint_main, NULL);
     hm_group_opts_t gopts = {
         .field_mask = HM_GROUP_OPT_NAME | HM_GROUP_OPT_DETECT_MS | HM_GROUP_OPT_FAILURE_CB,
         .name = LIVE_GROUP,
         .detect_ms = 400,
         .failure_cb = dead_cb,
         .failure_arg = &dead};
-    assert_int_equal(hm_group_create_list(ctx, uris, 2, 0, &gopts, &group), HM_SUCCESS);
-    assert_int_equal(hm_test_send(&pinger, self_uri), 0);
-    hm_test_child_kill(&endpoint); /* its status: killed, -SIGKILL */
+    root_group(&r, &gopts);
+    assert_int_equal(hm_test_send(&pinger, r.self_uri), 0);
+    hm_test_child_kill(&r.child); /* its status: killed, -SIGKILL */
 
     /* Death is reported within about detect_ms; 30 s is only a bound. */
     for (int i = 0; i < 3000 && !dead; i++)
-        drive_ctx(ctx);
+        drive_ctx(r.ctx);
     assert_true(dead);
 
     assert_int_equal(hm_test_send(&pinger, "stop"), 0);
@@ -434,9 +445,7 @@ static void test_liveness_claims(void **state)
     print_message("forged keepalives answered: %s\n", line);
     assert_true(strtoul(line, NULL, 10) > 0); /* the attack did run */
     assert_int_equal(hm_test_wait(&pinger, 30), 0);
-    assert_int_equal(hm_group_destroy(group), HM_SUCCESS);
-    assert_int_equal(hm_test_context_close(ctx, 100), HM_SUCCESS);
-    assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
+    root_close(&r, false);
 }
 
 /* ---- a join naming a collective in flight --------------------------------------- */
@@ -472,14 +481,10 @@ static int joiner_main(void *arg)
     (void)arg;
     hm_class_t *cls;
     hm_context_t *ctx;
-    hm_id_t coll;
+    hm_id_t coll = hm_rpc_id("hm.group.coll");
     hm_handle_t *forged = NULL;
-    char uri[HM_ADDR_URI_MAX], line[64];
-    if (hm_class_create(protocol, NULL, &cls) != HM_SUCCESS ||
-        hm_register(cls, "hm.group.coll", hmi_coll_in_proc, hmi_coll_out_proc, join_handler,
-                    &coll) != HM_SUCCESS ||
-        hm_context_create(cls, NULL, &ctx) != HM_SUCCESS ||
-        hm_test_self_uri(ctx, uri, sizeof(uri)) != 0 || hm_test_ready(uri) != 0)
+    char line[64];
+    if (child_open(&cls, &ctx, join_handler) != 0)
         return 1;
     while (hm_test_await(line, sizeof(line), 1) != 0) {
         drive_ctx(ctx);
@@ -513,40 +518,18 @@ static void test_forged_join(void **state)
 {
     (void)state;
     hm_test_alarm(120, "hostile_coll join");
-    struct hm_test_child joiner;
-    char joiner_uri[HM_ADDR_URI_MAX], self_uri[HM_ADDR_URI_MAX], line[64];
-    assert_int_equal(hm_test_spawn(&joiner, joiner_main, NULL), 0);
-    assert_int_equal(hm_test_recv(&joiner, joiner_uri, sizeof(joiner_uri), 30000), 0);
-    hm_class_t *cls;
-    hm_context_t *ctx;
-    hm_group_t *group;
-    hm_id_t id;
-    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
-    hm_coll_ops_t ops = {.handler = noop_handler};
-    assert_int_equal(hm_coll_register(cls, "hostile.noop", &ops, &id), HM_SUCCESS);
-    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
-    assert_int_equal(hm_test_self_uri(ctx, self_uri, sizeof(self_uri)), 0);
-    const char *uris[2] = {self_uri, joiner_uri};
-    hm_group_opts_t gopts = {.field_mask = HM_GROUP_OPT_DETECT_MS, .detect_ms = 0};
-    assert_int_equal(hm_group_create_list(ctx, uris, 2, 0, &gopts, &group), HM_SUCCESS);
-
-    struct outcome o = {0};
-    hm_coll_opts_t copts = {.field_mask = HM_COLL_OPT_TIMEOUT, .timeout_ms = 20000};
-    assert_int_equal(hm_coll_start(group, id, NULL, outcome_cb, &o, &copts), HM_SUCCESS);
-    while (!o.done)
-        drive_ctx(ctx);
-    assert_int_equal(hm_test_recv(&joiner, line, sizeof(line), 30000), 0);
+    struct root r;
+    char line[64];
+    root_open(&r, joiner_main, noop_register);
+    root_group(&r, NULL);
+    struct outcome o = root_run(&r, NULL, 20000);
+    assert_int_equal(hm_test_recv(&r.child, line, sizeof(line), 30000), 0);
     print_message("collective: %s, contributed %u; the forged join: %s\n", hm_strerror(o.ret),
                   o.contributed, hm_strerror((hm_return_t)atoi(line)));
     assert_int_equal(atoi(line), HM_PROTOCOL_ERROR);
     assert_int_equal(o.ret, HM_SUCCESS);
     assert_int_equal(o.contributed, 2);
-
-    assert_int_equal(hm_group_destroy(group), HM_SUCCESS);
-    assert_int_equal(hm_test_context_close(ctx, 100), HM_SUCCESS);
-    assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
-    assert_int_equal(hm_test_send(&joiner, "stop"), 0);
-    assert_int_equal(hm_test_wait(&joiner, 30), 0);
+    root_close(&r, true);
 }
 
 int main(int argc, char **argv)
