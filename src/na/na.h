@@ -73,7 +73,9 @@
  *   - Hostile bytes: a transport library that aborts on malformed input
  *     sets c_trusted_only (the core then refuses it unless peers are
  *     declared trusted), or is put behind Hermod's own listener
- *     (na_listen.h, na_hello.h).
+ *     (na_listen.h, na_hello.h). A URI a peer wrote reaches addr_lookup
+ *     with HMI_NA_LOOKUP_PEER_TEXT: parse literals only, resolve nothing
+ *     (na_uri.h's HMI_URI_NUMERIC does it for tcp hosts).
  *   - Its tunables: environment variables HM_<PLUGIN>_*, one const array
  *     of struct hmi_na_tunable (na_tunable.h: name, kind, default, bounds,
  *     help) that the ops table points at (.tunables, .ntunables), read with
