@@ -91,9 +91,9 @@ static void group_free(hm_group_t *group)
 /*
  * The first collective id this caller starts; the next ones count up. Ranks
  * find a collective by its id alone, so ids of different origins must not
- * meet: a random start (not the clock, which ranks released by one PMIx
- * fence read within a few ns of each other) makes that as unlikely as 64
- * bits allow, and the ids of others cannot be guessed by a peer.
+ * meet: a random start (not the clock, which ranks released together by
+ * one PMIx fence might read in the same nanosecond) makes that as unlikely
+ * as 64 bits allow, and the ids of others cannot be guessed by a peer.
  */
 static uint64_t group_coll_seed(void)
 {
