@@ -75,7 +75,8 @@ hm_return_t obj_list_in_proc(hm_proc_t *p, void *d)
 }
 
 /* The key bytes travel with their length; a peer's length above the array is
- * refused before any byte is copied. */
+ * refused before any byte is copied, and keys that do not end with a NUL are
+ * refused after (a reader walks them with strlen). */
 hm_return_t obj_list_out_proc(hm_proc_t *p, void *d)
 {
     struct obj_list_out *out = d;
@@ -88,7 +89,13 @@ hm_return_t obj_list_out_proc(hm_proc_t *p, void *d)
         return ret;
     if (out->used > OBJ_LIST_BYTES || out->truncated > 1)
         return HM_PROTOCOL_ERROR;
-    return out->used > 0 ? hm_proc_raw(p, out->keys, out->used) : HM_SUCCESS;
+    if (out->used == 0)
+        return HM_SUCCESS;
+    ret = hm_proc_raw(p, out->keys, out->used);
+    if (ret == HM_SUCCESS && hm_proc_get_op(p) == HM_PROC_DECODE &&
+        out->keys[out->used - 1] != '\0')
+        return HM_PROTOCOL_ERROR;
+    return ret;
 }
 
 hm_return_t obj_count_aggregate(void *acc, const void *other, void *arg)

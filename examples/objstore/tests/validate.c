@@ -104,6 +104,48 @@ static void run_cases(hm_class_t *cls, hm_context_t *ctx, hm_addr_t *addr)
     hm_bulk_free(wo_small);
 }
 
+/*
+ * A rank's list answer is decoded by every rank above it and by the client,
+ * which walks the keys with strlen: an answer whose last key has no NUL
+ * (built by hand here, as a hostile rank would send it) must be refused.
+ */
+static void list_answer_case(const char *what, const char *keys, uint32_t used,
+                             hm_return_t want)
+{
+    static struct obj_list_out sent, got; /* 4 KiB each: not on the stack */
+    static uint64_t wire[(sizeof(struct obj_list_out) + 64) / 8];
+    size_t wire_len = 0;
+
+    memset(&sent, 0, sizeof(sent));
+    sent.matched = 1;
+    sent.used = used;
+    memcpy(sent.keys, keys, used);
+    hm_return_t ret = hm_proc_encode(NULL, obj_list_out_proc, &sent, wire, sizeof(wire),
+                                     &wire_len);
+    if (ret == HM_SUCCESS)
+        ret = hm_proc_decode(NULL, obj_list_out_proc, wire, wire_len, &got);
+    if (ret == HM_SUCCESS)
+        (void)hm_proc_release(NULL, obj_list_out_proc, &got);
+    if (ret != want) {
+        fprintf(stderr, "validate: FAIL: %s: decode %s (want %s)\n", what, hm_strerror(ret),
+                hm_strerror(want));
+        failures++;
+    } else {
+        printf("validate: %s -> %s\n", what, hm_strerror(want));
+    }
+}
+
+static void list_answer_cases(void)
+{
+    list_answer_case("list answer a\\0bc\\0", "a\0bc", 5, HM_SUCCESS);
+    list_answer_case("list answer a\\0bc without its last NUL", "a\0bc", 4,
+                     HM_PROTOCOL_ERROR);
+    static char full[OBJ_LIST_BYTES];
+    memset(full, 'k', sizeof(full));
+    list_answer_case("list answer of 4096 bytes without a NUL", full, OBJ_LIST_BYTES,
+                     HM_PROTOCOL_ERROR);
+}
+
 int main(int argc, char **argv)
 {
     hm_class_t *cls = NULL;
@@ -128,6 +170,7 @@ int main(int argc, char **argv)
         ret = hm_group_create_file(ctx, argv[1], HM_RANK_NONE, &gopts, &group);
     if (ret == HM_SUCCESS)
         ret = hm_group_addr(group, 0, HM_GROUP_CTX_SAME, &addr);
+    list_answer_cases();
     if (ret == HM_SUCCESS)
         run_cases(cls, ctx, addr);
     else
