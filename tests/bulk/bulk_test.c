@@ -623,7 +623,7 @@ int bulk_teardown(void **state)
     (void)state;
     if (bulk_cli.server)
         bulk_call(&bulk_cli, bulk_cli.ids.shutdown, NULL, NULL);
-    int status = hm_test_server_stop(&bulk_server, 10);
+    int status = hm_test_server_stop_ctx(&bulk_server, 10, bulk_cli.ctx);
     hm_return_t ret = bulk_client_close(&bulk_cli);
     if (ret != HM_SUCCESS)
         fprintf(stderr, "bulk_teardown: closing the client: %s\n", hm_strerror(ret));

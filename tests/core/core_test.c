@@ -286,7 +286,7 @@ void core_server_stop(struct hm_test_server *server, hm_context_t *ctx, hm_addr_
             hm_handle_destroy(handle);
         }
     }
-    hm_test_server_stop(server, 5);
+    hm_test_server_stop_ctx(server, 5, ctx);
 }
 
 /* ---- client -------------------------------------------------------------------- */

@@ -383,7 +383,7 @@ int ctx_server_stop(struct hm_test_server *server, hm_context_t *ctx, hm_addr_t 
 {
     if (ctx != NULL && addr != NULL)
         (void)ctx_call(ctx, addr, ids->stop, NULL, NULL, 5000);
-    return hm_test_server_stop(server, 30); /* kills it past the bound */
+    return hm_test_server_stop_ctx(server, 30, ctx); /* kills it past the bound */
 }
 
 int ctx_env_open(struct ctx_env *env, struct ctx_server_args *args, const char *protocol)

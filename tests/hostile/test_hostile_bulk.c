@@ -316,7 +316,7 @@ static int h_teardown(void **state)
     (void)state;
     hm_bulk_free(g_local_bulk);
     bulk_call(&g_cli, g_ids.shutdown, NULL, NULL);
-    int status = hm_test_server_stop(&g_server, 20);
+    int status = hm_test_server_stop_ctx(&g_server, 20, g_cli.ctx);
     return status == 0 && bulk_client_close(&g_cli) == HM_SUCCESS ? 0 : -1;
 }
 

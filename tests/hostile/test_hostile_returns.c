@@ -561,7 +561,7 @@ static int server_stop(struct client *cl)
         hm_call(handle, NULL, NULL, CALL_TIMEOUT_MS);
         hm_handle_destroy(handle);
     }
-    return hm_test_server_stop(&cl->server, 20);
+    return hm_test_server_stop_ctx(&cl->server, 20, cl->ctx);
 }
 
 static hm_return_t client_call(struct client *cl, uint32_t no, struct ret_out *out,

@@ -780,7 +780,7 @@ static int stop(void **state)
     hm_bulk_free(g_local_bulk);
     g_local_bulk = NULL;
     bool clean = bulk_call(&g_cli, g_ids.shutdown, NULL, NULL) == HM_SUCCESS &&
-                 hm_test_server_stop(&g_server, 20) == 0;
+                 hm_test_server_stop_ctx(&g_server, 20, g_cli.ctx) == 0;
     if (!clean)
         hm_test_server_kill(&g_server);
     clean = bulk_client_close(&g_cli) == HM_SUCCESS && clean;

@@ -39,6 +39,12 @@ int hm_test_server_stop(struct hm_test_server *srv, int timeout_s)
     return hm_test_wait(&srv->child, timeout_s);
 }
 
+int hm_test_server_stop_while(struct hm_test_server *srv, int timeout_s, hm_test_idle_fn_t idle,
+                              void *arg)
+{
+    return hm_test_wait_while(&srv->child, timeout_s, idle, arg);
+}
+
 int hm_test_server_kill(struct hm_test_server *srv)
 {
     return hm_test_child_kill(&srv->child);

@@ -79,6 +79,11 @@ int hm_test_server_exec(struct hm_test_server *srv, char *const argv[], unsigned
  */
 int hm_test_server_stop(struct hm_test_server *srv, int timeout_s);
 
+/* hm_test_server_stop_while: the same, calling idle(arg) while it waits
+ * (hm_test_wait_while). */
+int hm_test_server_stop_while(struct hm_test_server *srv, int timeout_s, hm_test_idle_fn_t idle,
+                              void *arg);
+
 /* hm_test_server_kill: SIGKILL the server by its pid and reap it; its status. */
 int hm_test_server_kill(struct hm_test_server *srv);
 

@@ -1,8 +1,11 @@
 /* Hermod-level pieces of the test fixture; see fixture_hm.h. */
 #include "fixture_hm.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int hm_test_self_uri(hm_context_t *ctx, char *buf, size_t size)
 {
@@ -41,4 +44,58 @@ hm_return_t hm_test_context_close(hm_context_t *ctx, int tries)
         ret = hm_context_destroy(ctx);
     }
     return ret;
+}
+
+struct close_job {
+    hm_context_t *ctx;
+    int tries;
+    hm_return_t ret;
+};
+
+static void *close_job_run(void *arg)
+{
+    struct close_job *job = arg;
+    job->ret = hm_test_context_close(job->ctx, job->tries);
+    return NULL;
+}
+
+hm_return_t hm_test_contexts_close(hm_context_t *const *ctxs, int n, int tries)
+{
+    struct close_job *jobs = calloc((size_t)n, sizeof(*jobs));
+    pthread_t *threads = calloc((size_t)n, sizeof(*threads));
+    bool *started = calloc((size_t)n, sizeof(*started));
+    hm_return_t ret = HM_NOMEM;
+
+    if (jobs != NULL && threads != NULL && started != NULL) {
+        for (int i = 0; i < n; i++) {
+            jobs[i] = (struct close_job){.ctx = ctxs[i], .tries = tries};
+            started[i] = pthread_create(&threads[i], NULL, close_job_run, &jobs[i]) == 0;
+            if (!started[i])
+                close_job_run(&jobs[i]); /* no thread: close it here */
+        }
+        ret = HM_SUCCESS;
+        for (int i = 0; i < n; i++) {
+            if (started[i])
+                pthread_join(threads[i], NULL);
+            if (ret == HM_SUCCESS)
+                ret = jobs[i].ret;
+        }
+    }
+    free(started);
+    free(threads);
+    free(jobs);
+    return ret;
+}
+
+/* Never triggers: what the client's callbacks would do is the suite's. So
+ * once something waits to be triggered, progress returns at once: sleep. */
+static void progress_idle(void *ctx)
+{
+    if (hm_progress(ctx, 5) != HM_TIMEOUT)
+        usleep(1000);
+}
+
+int hm_test_server_stop_ctx(struct hm_test_server *srv, int timeout_s, hm_context_t *ctx)
+{
+    return hm_test_server_stop_while(srv, timeout_s, ctx != NULL ? progress_idle : NULL, ctx);
 }

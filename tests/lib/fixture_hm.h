@@ -38,4 +38,20 @@ int hm_test_client_uri(const char *protocol, char *buf, size_t size);
  */
 hm_return_t hm_test_context_close(hm_context_t *ctx, int tries);
 
+/*
+ * hm_test_contexts_close: hm_test_context_close(ctxs[i], tries) for the n
+ * contexts at once, each from a thread of its own, so that contexts of this
+ * process that talk to each other answer each other's closes (one at a time,
+ * each would wait for the others' acks: up to 2 s each on ucx+tcp).
+ * HM_SUCCESS, or the first context's error in array order.
+ */
+hm_return_t hm_test_contexts_close(hm_context_t *const *ctxs, int n, int tries);
+
+/*
+ * hm_test_server_stop_ctx: hm_test_server_stop, progressing ctx (a client
+ * of the server; NULL: none) while it waits, so that the exiting server's
+ * closes to it are answered (on ucx+tcp they wait up to 2 s otherwise).
+ */
+int hm_test_server_stop_ctx(struct hm_test_server *srv, int timeout_s, hm_context_t *ctx);
+
 #endif

@@ -391,6 +391,12 @@ static int ht_decode(int wstatus)
 
 int hm_test_wait(struct hm_test_child *child, int timeout_s)
 {
+    return hm_test_wait_while(child, timeout_s, NULL, NULL);
+}
+
+int hm_test_wait_while(struct hm_test_child *child, int timeout_s, hm_test_idle_fn_t idle,
+                       void *arg)
+{
     if (child->pid == 0)
         return child->status;
     uint64_t deadline = ht_now_ms() + (uint64_t)timeout_s * 1000u;
@@ -413,7 +419,10 @@ int hm_test_wait(struct hm_test_child *child, int timeout_s)
             child->status = HM_TEST_TIMED_OUT;
             break;
         }
-        usleep(5000);
+        if (idle != NULL)
+            idle(arg);
+        else
+            usleep(5000);
     }
     pid_t pid = child->pid;
     ht_untrack(pid);

@@ -115,6 +115,16 @@ int hm_test_send(struct hm_test_child *child, const char *line);
  */
 int hm_test_wait(struct hm_test_child *child, int timeout_s);
 
+/*
+ * hm_test_wait_while: hm_test_wait, calling idle(arg) between looks instead
+ * of sleeping (idle returns within a few ms). A client whose transport
+ * needs it to answer the exiting child (a ucx+tcp server's close waits up
+ * to 2 s for its peers' acks) progresses its context there.
+ */
+typedef void (*hm_test_idle_fn_t)(void *arg);
+int hm_test_wait_while(struct hm_test_child *child, int timeout_s, hm_test_idle_fn_t idle,
+                       void *arg);
+
 /* hm_test_child_kill: SIGKILL the child (by its pid only) and reap it. */
 int hm_test_child_kill(struct hm_test_child *child);
 
