@@ -65,6 +65,7 @@ static void fetch_done(const hm_bulk_cb_info_t *info)
     struct coll_fetch *f = info->arg;
     struct hmi_coll_node *node = f->f_node;
     hm_return_t ret = info->ret;
+    node->n_fetch = NULL;
     if (ret == HM_SUCCESS)
         ret = fetch_reencode(node, f->f_in);
     fetch_end(f);
@@ -105,6 +106,11 @@ static hm_return_t fetch_start(struct hmi_coll_node *node, struct coll_fetch *f,
                           : HM_INVALID_ARG; /* only a request's node fetches */
     if (ret != HM_SUCCESS)
         return ret;
+    /* Released with the request's handle: keep one until the copy goes, or
+     * an answer at the deadline would release the charge of a pull still
+     * in flight. */
+    node->n_bulk_charged = node->n_parents[0];
+    hm_handle_ref(node->n_bulk_charged);
     node->n_bulk_mem = malloc(node->n_bulk_len > 0 ? node->n_bulk_len : 1);
     if (node->n_bulk_mem == NULL)
         return HM_NOMEM;
@@ -119,7 +125,10 @@ static hm_return_t fetch_start(struct hmi_coll_node *node, struct coll_fetch *f,
         .local = node->n_bulk,
         .size = node->n_bulk_len,
     };
-    return hm_bulk_transfer(group->g_ctx, &xfer, NULL, fetch_done, f, NULL);
+    ret = hm_bulk_transfer(group->g_ctx, &xfer, NULL, fetch_done, f, &node->n_fetch);
+    if (ret != HM_SUCCESS)
+        node->n_fetch = NULL;
+    return ret;
 }
 
 void hmi_coll_bulk_fetch(struct hmi_coll_node *node, hm_addr_t *from)
@@ -169,4 +178,13 @@ void hmi_coll_bulk_release(struct hmi_coll_node *node)
     node->n_bulk = NULL;
     node->n_bulk_mem = NULL;
     node->n_bulk_len = 0;
+    if (node->n_bulk_charged != NULL)
+        hm_handle_destroy(node->n_bulk_charged);
+    node->n_bulk_charged = NULL;
+}
+
+void hmi_coll_bulk_abandon(struct hmi_coll_node *node)
+{
+    if (node->n_fetch != NULL)
+        (void)hm_bulk_cancel(node->n_fetch); /* HM_NOENTRY: its callback is queued */
 }

@@ -505,6 +505,7 @@ static void node_answer(struct hmi_coll_node *node)
     size_t len = 0;
     node->n_answered = true;
     hm_timer_disarm(node->n_timer);
+    hmi_coll_bulk_abandon(node);
     hmi_list_remove(&node->n_link);
     node_sort_failed(node);
     hm_return_t ret = node_encode_acc(node, &out, &len);

@@ -88,6 +88,9 @@ struct hmi_coll_node {
     hm_bulk_t *n_bulk;          /* this rank's copy, passed to children */
     void *n_bulk_mem;
     size_t n_bulk_len;
+    hm_handle_t *n_bulk_charged; /* the request its bytes are charged to (a ref): the
+                                    charge lasts as long as the copy */
+    hm_bulk_op_id_t *n_fetch;   /* the pull into it while in flight (canceled at answer) */
 };
 
 /* What a node is made from: the request's fields, or the origin's call. */
@@ -132,5 +135,8 @@ hm_return_t hmi_coll_node_add_parent(struct hmi_coll_node *node, hm_handle_t *pa
  */
 void hmi_coll_bulk_fetch(struct hmi_coll_node *node, hm_addr_t *from);
 void hmi_coll_bulk_release(struct hmi_coll_node *node);
+/* The node answered: a pull still in flight is canceled (its callback then
+ * frees the copy), so a sender that never serves it holds nothing. */
+void hmi_coll_bulk_abandon(struct hmi_coll_node *node);
 
 #endif

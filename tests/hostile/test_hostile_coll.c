@@ -22,6 +22,13 @@
  * budget before allocating: a 4 MiB broadcast fails there with HM_MSGSIZE
  * (it pulled the 4 MiB before), a 512 KiB one succeeds.
  *
+ * test_stalled_source: the same member (its pulls by messages, HM_CMA=0)
+ * gets four 512 KiB broadcasts from a root that drops the member's pull
+ * requests (GET_REQ): each times out at the member. Promise: the member lets
+ * go of each copy when it answers (its pull canceled), so it holds no
+ * collective afterwards; before, it held all four (2 MiB past a 1 MiB
+ * budget, whose charge went with each answer), and would any number.
+ *
  * test_liveness_claims: a keepalive request names its sender, and hearing
  * from a rank spares it the next keepalive. A process outside the group
  * sends this rank pings naming rank 1, every 20 ms, after rank 1 was
@@ -38,6 +45,7 @@
  * waited on rank 1), and the real collective completes.
  * Usage: test_hostile_coll <protocol URI>.
  */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -50,8 +58,10 @@
 
 #include <hermod/group.h>
 
+#include "core/core_internal.h"
 #include "group/coll_wire.h"
 #include "group/group_internal.h"
+#include "na/na_rma.h"
 #include "harness.h"
 #include "fixture_hm.h"
 
@@ -292,6 +302,7 @@ static int member_main(void *arg)
     char budget[32], uri[HM_ADDR_URI_MAX], root_uri[HM_ADDR_URI_MAX], line[64];
     snprintf(budget, sizeof(budget), "%u", BUDGET_PEER);
     setenv("HM_MAX_OVERFLOW_PEER", budget, 1);
+    setenv("HM_CMA", "0", 1); /* shm pulls go by messages too: the root can withhold them */
     hm_class_t *cls;
     hm_context_t *ctx;
     hm_group_t *group;
@@ -306,15 +317,22 @@ static int member_main(void *arg)
     if (hm_group_create_list(ctx, uris, 2, 1, &gopts, &group) != HM_SUCCESS ||
         hm_test_signal("grouped") != 0)
         return 1;
-    while (hm_test_await(line, sizeof(line), 1) != 0) /* 0 would never look */
-        drive_ctx(ctx);
+    for (;;) {
+        while (hm_test_await(line, sizeof(line), 1) != 0) /* 0 would never look */
+            drive_ctx(ctx);
+        if (strcmp(line, "nodes") != 0)
+            break;
+        char count[32]; /* collectives this rank still holds state for */
+        snprintf(count, sizeof(count), "%u", group->g_nodes_alive);
+        hm_test_signal(count);
+    }
     hm_group_destroy(group);
     hm_test_context_close(ctx, 100);
     hm_class_destroy(cls);
     return strcmp(line, "stop") == 0 ? 0 : 1;
 }
 
-static struct outcome broadcast(struct root *r, uint32_t size)
+static struct outcome broadcast_within(struct root *r, uint32_t size, uint32_t timeout_ms)
 {
     uint8_t *buf = malloc(size);
     assert_non_null(buf);
@@ -324,12 +342,17 @@ static struct outcome broadcast(struct root *r, uint32_t size)
     struct bcast_in in = {.size = size};
     assert_int_equal(hm_bulk_create(r->cls, 1, (void **)&buf, &len, HM_BULK_READ_ONLY, &in.data),
                      HM_SUCCESS);
-    struct outcome o = root_run(r, &in, 20000);
+    struct outcome o = root_run(r, &in, timeout_ms);
     hm_bulk_free(in.data);
     free(buf);
     print_message("broadcast of %u bytes: %s, contributed %u, failed %u\n", size,
                   hm_strerror(o.ret), o.contributed, o.failed_count);
     return o;
+}
+
+static struct outcome broadcast(struct root *r, uint32_t size)
+{
+    return broadcast_within(r, size, 20000);
 }
 
 static void test_bulk_budget(void **state)
@@ -351,6 +374,93 @@ static void test_bulk_budget(void **state)
     struct outcome fits = broadcast(&r, BUDGET_PEER / 2);
     assert_int_equal(fits.ret, HM_SUCCESS);
     assert_int_equal(fits.contributed, 2);
+    root_close(&r, true);
+}
+
+/* The root's RMA messages (the member's GET_REQs) go nowhere while withheld. */
+static struct {
+    hmi_na_context_t *na;
+    void *saved_rma;
+    hmi_na_recv_cb_t saved_cb;
+    void *saved_arg;
+} withheld;
+
+static void withhold_recv(void *arg, hmi_na_addr_t *source, void *buf, size_t len,
+                          uintptr_t token)
+{
+    uint32_t magic = 0;
+    (void)arg;
+    if (len >= sizeof(magic))
+        memcpy(&magic, buf, sizeof(magic));
+    if (magic != HMI_SWRMA_MAGIC)
+        withheld.saved_cb(withheld.saved_arg, source, buf, len, token);
+    else
+        hmi_na_msg_release(withheld.na, token);
+}
+
+static void withhold_pulls(hm_context_t *ctx, bool on)
+{
+    hmi_na_context_t *na = ctx->c_na;
+    if (on) {
+        withheld = (__typeof__(withheld)){.na = na, .saved_rma = na->x_rma,
+                                          .saved_cb = na->x_recv_cb,
+                                          .saved_arg = na->x_recv_arg};
+        na->x_rma = NULL; /* hmi_na_deliver gives RMA messages to the receive callback */
+        na->x_recv_cb = withhold_recv;
+    } else {
+        na->x_rma = withheld.saved_rma;
+        na->x_recv_cb = withheld.saved_cb;
+    }
+}
+
+/* The member's count of collectives it holds state for, once it is `want`
+ * or after 5 s. */
+static unsigned long member_nodes(struct root *r, unsigned long want)
+{
+    char line[32];
+    unsigned long nodes = ULONG_MAX;
+    for (int i = 0; i < 50 && nodes != want; i++) {
+        if (i > 0)
+            drive_ctx(r->ctx); /* 10 ms */
+        assert_int_equal(hm_test_send(&r->child, "nodes"), 0);
+        assert_int_equal(hm_test_recv(&r->child, line, sizeof(line), 10000), 0);
+        nodes = strtoul(line, NULL, 10);
+    }
+    return nodes;
+}
+
+/*
+ * A sender that never serves the pull of its broadcast: the member answers
+ * at its deadline, and must let go of the copy then (cancel the pull), or a
+ * sender could make it hold any number of copies, each freed from the byte
+ * budget at the answer. Before, every such copy stayed for good.
+ */
+static void test_stalled_source(void **state)
+{
+    (void)state;
+    hm_test_alarm(120, "hostile_coll stalled source");
+    struct root r;
+    char line[64];
+    root_open(&r, member_main, bcast_register);
+    assert_int_equal(hm_test_send(&r.child, r.self_uri), 0);
+    assert_int_equal(hm_test_recv(&r.child, line, sizeof(line), 30000), 0);
+    root_group(&r, NULL);
+    assert_int_equal(broadcast(&r, BUDGET_PEER / 2).ret, HM_SUCCESS);
+    withhold_pulls(r.ctx, true);
+    for (int i = 0; i < 4; i++) {
+        struct outcome o = broadcast_within(&r, BUDGET_PEER / 2, 400);
+        assert_int_equal(o.ret, HM_TIMEOUT);
+        assert_int_equal(o.failed_count, 1);
+        assert_int_equal(o.failed[0].rank, 1);
+        assert_int_equal(o.failed[0].error, HM_TIMEOUT);
+    }
+    unsigned long nodes = member_nodes(&r, 0);
+    print_message("member after 4 pulls withheld: %lu collectives held\n", nodes);
+    assert_int_equal(nodes, 0);
+    withhold_pulls(r.ctx, false);
+    struct outcome after = broadcast(&r, BUDGET_PEER / 2);
+    assert_int_equal(after.ret, HM_SUCCESS);
+    assert_int_equal(after.contributed, 2);
     root_close(&r, true);
 }
 
@@ -542,6 +652,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forged_answers),
         cmocka_unit_test(test_bulk_budget),
+        cmocka_unit_test(test_stalled_source),
         cmocka_unit_test(test_liveness_claims),
         cmocka_unit_test(test_forged_join),
     };
