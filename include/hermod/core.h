@@ -297,7 +297,9 @@ typedef struct hm_context_opts {
      * (HM_MAX_OVERFLOW_DEFAULT, env HM_MAX_OVERFLOW) and
      * max_overflow_bytes_per_peer (HM_MAX_OVERFLOW_PEER_DEFAULT, env
      * HM_MAX_OVERFLOW_PEER); an announcement larger than the per-peer budget
-     * is answered HM_MSGSIZE. A request past a budget is not run: it is
+     * is answered HM_MSGSIZE, and one whose bytes have not arrived by the
+     * request's deadline (without one: 30 s plus 100 ms per MiB) is
+     * answered HM_TIMEOUT, its pull canceled. A request past a budget is not run: it is
      * answered HM_OVERLOADED with a hint of retry_hint_us microseconds
      * (HM_RETRY_HINT_DEFAULT_US, env HM_RETRY_HINT_US), and the client's
      * hm_forward sends it again by itself, within its deadline.

@@ -33,8 +33,11 @@
 #define HMI_HANDLE_PINS 8u /* bulk handles one request may carry */
 /* Largest encoded arguments an RPC may carry by overflow (1 GiB). */
 #define HMI_OVERFLOW_MAX ((uint64_t)1 << 30)
-/* How long a server keeps an overflowed response with no deadline and no ACK. */
+/* How long a server keeps an overflowed response with no deadline and no ACK;
+ * and, plus HMI_OVERFLOW_PULL_MS_PER_MIB per MiB, how long it pulls the
+ * overflowed arguments of a request with no deadline. */
 #define HMI_OVERFLOW_HOLD_MS 30000u
+#define HMI_OVERFLOW_PULL_MS_PER_MIB 100u
 /* How long a timed-out or canceled request's bulk pins wait for a late response. */
 #define HMI_LINGER_MS 60000u
 /* Error replies (HM_OVERLOADED, HM_NOENTRY, ...) a server keeps posted and not yet
@@ -281,7 +284,9 @@ struct hm_handle {
     /* Overflowed arguments we sent: the request's (client, released with the
      * pins) or the response's (server, until the ACK: overflow.c). */
     hm_bulk_t *h_overflow;
-    hm_bulk_op_id_t *h_fetch;        /* client: pull of an overflowed response */
+    hm_bulk_op_id_t *h_fetch;        /* pull of overflowed arguments: the response's
+                                        (client) or the request's (server, bounded by
+                                        h_timer: overflow.c) */
     bool h_retry_wait;               /* client: answered HM_OVERLOADED, h_timer is
                                         the time to send the staged request again */
     uint32_t h_retries;              /* client: of the RPC in flight */
@@ -743,6 +748,9 @@ void hmi_overflow_hold(hm_handle_t *handle, hm_bulk_t *bulk);
 void hmi_overflow_release(hm_handle_t *handle);
 void hmi_overflow_ack(hm_context_t *ctx, hmi_na_addr_t *source, const struct hmi_wire_header *hdr);
 void hmi_overflow_release_peer(hm_context_t *ctx, hmi_na_addr_t *peer);
+/* Server: the pull of a request's arguments passed its bound (h_timer): cancel
+ * it; the request is then answered HM_TIMEOUT and its budget released. */
+void hmi_overflow_pull_expired(hm_handle_t *handle);
 void hmi_overflow_release_all(hm_context_t *ctx);
 /* Count the held response buffers; with `out`, also store one new reference to each. */
 uint32_t hmi_overflow_ref_all(hm_context_t *ctx, hm_bulk_t **out);

@@ -14,6 +14,13 @@
  * the request reaches its handler or the RPC completes, so the user's code
  * is the same for 10 bytes and 10 MiB.
  *
+ * How long a server pulls a request's arguments: until the caller's
+ * deadline, or without one HMI_OVERFLOW_HOLD_MS plus
+ * HMI_OVERFLOW_PULL_MS_PER_MIB per MiB. Then the pull is canceled and the
+ * request answered HM_TIMEOUT: a sender that never serves the pull (stalled,
+ * or hostile) would otherwise hold the bytes it announced, charged to the
+ * context's admission budgets, for good.
+ *
  * Who frees the sender's buffer: a request's is pinned on the client handle
  * until the RPC completes (the server pulls before it can respond). A
  * response's is held by the server handle until the client's ACK (sent once
@@ -273,6 +280,10 @@ static void overflow_request_pulled(struct overflow_fetch *f, hm_return_t status
 {
     hm_handle_t *handle = f->f_handle;
     hm_context_t *ctx = f->f_ctx;
+    handle->h_fetch = NULL;
+    hmi_timer_remove(&ctx->c_timers, &handle->h_timer);
+    if (status == HM_CANCELED) /* only its bound cancels it (hmi_overflow_pull_expired) */
+        status = HM_TIMEOUT;
     status = overflow_verify(f, status);
     if (status == HM_SUCCESS) {
         overflow_give(f, handle);
@@ -287,6 +298,16 @@ static void overflow_request_pulled(struct overflow_fetch *f, hm_return_t status
     overflow_fetch_free(f);
 }
 
+/* When the pull of a request's `len` bytes of arguments is given up. */
+static uint64_t overflow_pull_limit(const hm_handle_t *handle, size_t len)
+{
+    uint64_t now = hmi_time_ns();
+    if (handle->h_deadline_ns != 0)
+        return handle->h_deadline_ns > now ? handle->h_deadline_ns : now;
+    uint64_t ms = HMI_OVERFLOW_HOLD_MS + (uint64_t)HMI_OVERFLOW_PULL_MS_PER_MIB * (len >> 20);
+    return now + ms * 1000000u;
+}
+
 hm_return_t hmi_overflow_request(hm_handle_t *handle, const struct hmi_wire_header *hdr,
                                  void *buf)
 {
@@ -298,12 +319,31 @@ hm_return_t hmi_overflow_request(hm_handle_t *handle, const struct hmi_wire_head
     f->f_handle = handle;
     hm_return_t ret = overflow_read_desc(ctx, hdr, buf, f);
     if (ret == HM_SUCCESS)
-        ret = overflow_pull(f, handle->h_addr, NULL);
+        ret = overflow_pull(f, handle->h_addr, &handle->h_fetch);
     if (ret != HM_SUCCESS) {
+        handle->h_fetch = NULL;
         ctx->c_stats.dropped_overflow++;
         overflow_fetch_free(f);
+        return ret;
     }
-    return ret;
+    if (hmi_timer_add(&ctx->c_timers, &handle->h_timer,
+                      overflow_pull_limit(handle, f->f_len)) != HM_SUCCESS)
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                "no timer for the pull of a request's arguments: unbounded");
+    return HM_SUCCESS;
+}
+
+void hmi_overflow_pull_expired(hm_handle_t *handle)
+{
+    static struct hmi_log_limit expired_log; /* a peer can cause it: rate-limited */
+    hmi_log_limited(&expired_log, HMI_SUBSYS_CORE, HMI_LOG_WARN,
+                    "the arguments of a request for RPC 0x%08x did not arrive in time: "
+                    "pull canceled",
+                    handle->h_id);
+    hm_bulk_op_id_t *fetch = handle->h_fetch;
+    handle->h_fetch = NULL; /* its callback answers the request */
+    if (fetch != NULL)
+        (void)hmi_bulk_cancel(fetch);
 }
 
 /* ---- client: a response whose output overflowed --------------------------------------- */

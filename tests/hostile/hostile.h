@@ -21,6 +21,7 @@
 #define HOSTILE_GATE "hostile.gate"   /* u32 in and out: held until "open" */
 #define HOSTILE_OPEN "hostile.open"   /* answers every held "gate" and keeps the gate open */
 #define HOSTILE_ECHO "hostile.echo"   /* u32 in and out, at once */
+#define HOSTILE_BYTES "hostile.bytes" /* hm_bytes_t in, no out: answered at once */
 #define HOSTILE_STATS "hostile.stats" /* out: struct hostile_report */
 #define HOSTILE_STOP "hostile.stop"   /* answers, then the server exits */
 
@@ -46,6 +47,7 @@ struct hostile_report {
     uint64_t retain;          /* send slots the trim keeps */
     uint64_t admit_replies;   /* error replies posted, not yet completed (internals) */
     uint64_t admit_waiting;   /* error replies waiting as records (internals) */
+    uint64_t admit_bytes;     /* bytes charged to the byte budgets now (internals) */
 };
 
 hm_return_t hostile_register(hm_class_t *cls);
@@ -71,6 +73,10 @@ enum hostile_attack {
     HOSTILE_STALL,    /* `count` "fill" requests, then never progresses again */
     HOSTILE_CYCLE,    /* `count` "sink" requests claiming origin contexts 0..`contexts`-1
                          in turn, then progresses until killed */
+    HOSTILE_HOLD,     /* one "bytes" request whose `overflow_bytes` of arguments the
+                         server must pull, with a deadline of `budget_ms` (0: none);
+                         it serves the pull for `serve_ms` (0: never), then never
+                         progresses again (the answer is never taken) */
 };
 
 struct hostile_attacker_args {
@@ -80,6 +86,8 @@ struct hostile_attacker_args {
     uint32_t count;          /* STALL: requests to send */
     uint64_t overflow_bytes; /* FLOOD: the largest overflow announced (<= 1 GiB) */
     uint16_t contexts;       /* CYCLE: distinct context indexes claimed */
+    uint32_t budget_ms;      /* HOLD: the request's deadline (0: none) */
+    uint32_t serve_ms;       /* HOLD: how long it serves the pull (0: never) */
 };
 
 /* Child body: an attacker. Signals "sent N" once it has sent its first batch

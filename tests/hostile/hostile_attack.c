@@ -9,7 +9,9 @@
 
 #include "core/core_internal.h"
 #include "hostile.h"
+#include "na/na_rma.h"
 #include "proc/proc_internal.h"
+#include "util/time.h"
 
 #define MID_OVERFLOW (768u << 10) /* an overflow a small budget can hold, once */
 #define FLOOD_BATCH 64u
@@ -20,6 +22,7 @@ struct craft {
     uint64_t sent;
     bool claim;        /* claim `origin` instead of our context's index */
     uint16_t origin;
+    uint32_t budget_us; /* the requests' deadline; 0: none */
 };
 
 /* Payload of an overflow descriptor for `bulk` (`len` bytes) into `buf`. */
@@ -61,7 +64,7 @@ static hm_return_t craft_send(struct craft *c, const char *name, hm_bulk_t *bulk
         .rpc_id = hm_rpc_id(name),
         .payload_len = (uint32_t)used,
         .cookie = (c->sent << 32) | UINT32_MAX,
-        .budget_us = HMI_WIRE_NO_BUDGET,
+        .budget_us = c->budget_us ? c->budget_us : HMI_WIRE_NO_BUDGET,
     };
     hmi_wire_encode(slot->s_buf, &hdr, false);
     slot->s_kind = HMI_SEND_RAW;
@@ -142,6 +145,65 @@ static int attack_stall(struct craft *c, uint32_t count)
     return 0;
 }
 
+/* The pull requests (RMA messages) that reach us go nowhere. */
+static hmi_na_recv_cb_t hold_saved_cb;
+static void *hold_saved_arg;
+
+static void hold_recv(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token)
+{
+    hmi_na_context_t *na = arg;
+    uint32_t magic = 0;
+    if (len >= sizeof(magic))
+        memcpy(&magic, buf, sizeof(magic));
+    if (magic == HMI_SWRMA_MAGIC)
+        hmi_na_msg_release(na, token);
+    else
+        hold_saved_cb(hold_saved_arg, source, buf, len, token);
+}
+
+static void hold_pulls(hm_context_t *ctx)
+{
+    hmi_na_context_t *na = ctx->c_na;
+    hold_saved_cb = na->x_recv_cb;
+    hold_saved_arg = na->x_recv_arg;
+    na->x_rma = NULL; /* hmi_na_deliver gives RMA messages to the receive callback */
+    na->x_recv_cb = hold_recv;
+    na->x_recv_arg = na;
+}
+
+/* One request whose arguments the server must pull from us, which we never serve. */
+static int attack_hold(struct craft *c, hm_class_t *cls, uint64_t len, uint32_t budget_ms,
+                       uint32_t serve_ms)
+{
+    char line[64];
+    void *region = attack_region(len);
+    size_t size = len, used = 0;
+    hm_bulk_t *bulk;
+    /* Arguments that decode: an hm_bytes_t whose encoding is `len` bytes. */
+    hm_bytes_t bytes = {.data = region, .len = len};
+    if (region == NULL ||
+        hm_proc_encode(cls, hm_proc_bytes, &bytes, NULL, 0, &used) != HM_MSGSIZE)
+        return 10;
+    bytes.len = len - (used - len);
+    if (hm_proc_encode(cls, hm_proc_bytes, &bytes, region, len, &used) != HM_SUCCESS ||
+        used != len ||
+        hm_bulk_create(cls, 1, &region, &size, HM_BULK_READ_ONLY, &bulk) != HM_SUCCESS)
+        return 10;
+    c->budget_us = budget_ms * 1000u;
+    if (serve_ms == 0)
+        hold_pulls(c->ctx); /* not even while our send leaves */
+    if (craft_send(c, HOSTILE_BYTES, bulk, len) != HM_SUCCESS) /* answered, if it comes */
+        return 11;
+    craft_drain(c);
+    for (uint64_t end = hmi_time_ns() + (uint64_t)serve_ms * 1000000u; hmi_time_ns() < end;)
+        hm_progress(c->ctx, 1); /* serves the pull; the answer is never triggered */
+    snprintf(line, sizeof(line), "sent %llu", (unsigned long long)c->sent);
+    hm_test_signal(line);
+    for (;;)
+        pause(); /* never progress again: the parent kills us */
+    return 0;
+}
+
 /* Requests claiming ever other origin contexts: each once had a budget of its own. */
 static int attack_cycle(struct craft *c, uint32_t count, uint16_t contexts)
 {
@@ -177,6 +239,8 @@ int hostile_attacker_main(void *arg)
         return 9;
     if (args->attack == HOSTILE_FLOOD)
         return attack_flood(&c, cls, args->overflow_bytes);
+    if (args->attack == HOSTILE_HOLD)
+        return attack_hold(&c, cls, args->overflow_bytes, args->budget_ms, args->serve_ms);
     if (args->attack == HOSTILE_CYCLE)
         return attack_cycle(&c, args->count, args->contexts ? args->contexts : 1);
     return attack_stall(&c, args->count);

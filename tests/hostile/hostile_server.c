@@ -26,6 +26,7 @@ static const hm_proc_field_t report_fields[] = {
     HM_PROC_FIELD(struct hostile_report, retain, hm_proc_uint64),
     HM_PROC_FIELD(struct hostile_report, admit_replies, hm_proc_uint64),
     HM_PROC_FIELD(struct hostile_report, admit_waiting, hm_proc_uint64),
+    HM_PROC_FIELD(struct hostile_report, admit_bytes, hm_proc_uint64),
 };
 
 static hm_return_t proc_report(hm_proc_t *p, void *data)
@@ -70,12 +71,20 @@ static hm_return_t srv_fill(hm_handle_t *h)
     return srv_answer(h, &out);
 }
 
+/* Input that does not decode: answered with the error (the handler's
+ * reference is ours to drop). */
+static hm_return_t srv_refuse(hm_handle_t *h, hm_return_t ret)
+{
+    hm_handle_destroy(h);
+    return ret;
+}
+
 static hm_return_t srv_gate(hm_handle_t *h)
 {
     uint32_t in = 0;
     hm_return_t ret = hm_get_input(h, &in);
     if (ret != HM_SUCCESS)
-        return ret;
+        return srv_refuse(h, ret);
     hm_free_input(h, &in);
     if (srv.gate_open || srv.ngated == HELD_MAX)
         return srv_answer(h, &in);
@@ -98,9 +107,19 @@ static hm_return_t srv_echo(hm_handle_t *h)
     uint32_t in = 0;
     hm_return_t ret = hm_get_input(h, &in);
     if (ret != HM_SUCCESS)
-        return ret;
+        return srv_refuse(h, ret);
     hm_free_input(h, &in);
     return srv_answer(h, &in);
+}
+
+static hm_return_t srv_bytes(hm_handle_t *h)
+{
+    hm_bytes_t in;
+    hm_return_t ret = hm_get_input(h, &in);
+    if (ret != HM_SUCCESS)
+        return srv_refuse(h, ret);
+    hm_free_input(h, &in);
+    return srv_answer(h, NULL);
 }
 
 static hm_return_t srv_stats(hm_handle_t *h)
@@ -120,6 +139,7 @@ static hm_return_t srv_stats(hm_handle_t *h)
         .retain = ctx->c_retain,
         .admit_replies = ctx->c_admit.ad_replies,
         .admit_waiting = ctx->c_admit.ad_deferred_count,
+        .admit_bytes = ctx->c_admit.ad_bytes,
     };
     return srv_answer(h, &rep);
 }
@@ -142,6 +162,7 @@ hm_return_t hostile_register(hm_class_t *cls)
         {HOSTILE_GATE, hm_proc_uint32, hm_proc_uint32, srv_gate},
         {HOSTILE_OPEN, NULL, NULL, srv_open},
         {HOSTILE_ECHO, hm_proc_uint32, hm_proc_uint32, srv_echo},
+        {HOSTILE_BYTES, hm_proc_bytes, NULL, srv_bytes},
         {HOSTILE_STATS, NULL, proc_report, srv_stats},
         {HOSTILE_STOP, NULL, NULL, srv_stop},
     };

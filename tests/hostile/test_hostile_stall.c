@@ -9,6 +9,10 @@
  * the server runs every request and keeps every response, a 64 KiB send
  * buffer each, queued towards the stalled peer, and its VmHWM passes the
  * bound.
+ *
+ * test_held_pulls: senders that never serve the pull of their overflowed
+ * arguments hold the server's byte budget only until their requests'
+ * deadline (below).
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -16,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -117,6 +122,84 @@ static void test_stalled_client(void **state)
     hm_test_alarm(0, NULL);
 }
 
+/*
+ * Two clients each send one request whose 1 MiB of arguments the server must
+ * pull from them (with a 500 ms deadline), then never progress again, so
+ * the pull is never served. Their 2 MiB fill the server's byte budget
+ * (2 MiB, 1 MiB per sender): every other client's overflowed request is
+ * refused while they hold it. Promise: the pull ends with the request's
+ * deadline and the bytes go back to the budget. Before, they stayed charged
+ * for good. A second round has them serve the pull and then stall: their
+ * requests are answered (the answers never taken) and the bytes go back.
+ */
+#define HELD_BYTES (1u << 20)
+#define HELD_SENDERS 2
+
+static void held_round(uint32_t serve_ms)
+{
+    struct hm_test_server srv;
+    struct hm_test_child held[HELD_SENDERS];
+    struct hostile_server_args sargs = {
+        .protocol = protocol,
+        .life_s = 100,
+        .opts = {.field_mask = HM_CONTEXT_OPT_MAX_OVERFLOW | HM_CONTEXT_OPT_MAX_OVERFLOW_PEER,
+                 .max_overflow_bytes = HELD_SENDERS * HELD_BYTES,
+                 .max_overflow_bytes_per_peer = HELD_BYTES},
+    };
+    char line[HM_TEST_LINE_MAX];
+    assert_int_equal(setenv("HM_CMA", "0", 1), 0); /* shm pulls by messages, as on tcp */
+    assert_int_equal(hostile_server_start(&srv, &sargs), 0);
+    unsetenv("HM_CMA");
+    struct hostile_attacker_args aargs = {.protocol = protocol, .server_uri = srv.uri,
+                                          .attack = HOSTILE_HOLD, .overflow_bytes = HELD_BYTES,
+                                          .budget_ms = 500, .serve_ms = serve_ms};
+    for (int i = 0; i < HELD_SENDERS; i++) {
+        assert_int_equal(hm_test_spawn(&held[i], hostile_attacker_main, &aargs), 0);
+        assert_int_equal(hm_test_recv(&held[i], line, sizeof(line), 60000), 0);
+    }
+    /* Children forked: this process may open its class now. */
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    hm_addr_t *to;
+    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
+    assert_int_equal(hostile_register(cls), HM_SUCCESS);
+    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
+    assert_int_equal(hm_addr_lookup(ctx, srv.uri, &to), HM_SUCCESS);
+    struct hostile_report rep = {0};
+    uint64_t first = UINT64_MAX;
+    for (int i = 0; i < 100; i++) { /* 10 s */
+        assert_int_equal(hostile_report_of(ctx, to, &rep), HM_SUCCESS);
+        if (first == UINT64_MAX)
+            first = rep.admit_bytes;
+        if (rep.admit_bytes == 0)
+            break;
+        hm_progress(ctx, 100);
+    }
+    print_message("pulls %s: server: %llu bytes charged at first look, %llu at the last; "
+                  "%llu overflowed requests dropped, %llu pulled\n",
+                  serve_ms ? "served, answers never taken" : "never served",
+                  (unsigned long long)first, (unsigned long long)rep.admit_bytes,
+                  (unsigned long long)rep.dropped_overflow,
+                  (unsigned long long)rep.overflows_received);
+    assert_int_equal(rep.admit_bytes, 0);
+    for (int i = 0; i < HELD_SENDERS; i++)
+        hm_test_child_kill(&held[i]);
+    assert_int_equal(hostile_call(ctx, to, HOSTILE_STOP, NULL, NULL, 10000), HM_SUCCESS);
+    assert_int_equal(hm_test_server_stop_ctx(&srv, 30, ctx), 0);
+    hm_addr_free(to);
+    assert_int_equal(hm_test_context_close(ctx, 100), HM_SUCCESS);
+    assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
+}
+
+static void test_held_pulls(void **state)
+{
+    (void)state;
+    hm_test_alarm(120, "hostile_stall held pulls");
+    held_round(0);
+    held_round(300);
+    hm_test_alarm(0, NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -127,6 +210,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN); /* a child that died is reported, not fatal to us */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stalled_client),
+        cmocka_unit_test(test_held_pulls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
