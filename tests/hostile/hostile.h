@@ -55,6 +55,12 @@ hm_return_t hostile_register(hm_class_t *cls);
 int hostile_server_main(void *arg);
 /* Start it (the fixture, fixture.h); its URI is server->uri. 0 or -1. */
 int hostile_server_start(struct hm_test_server *server, const struct hostile_server_args *args);
+/* A client of the hostile server: a `protocol` class with its RPCs, one
+ * context (default options) and the server's address. HM_SUCCESS or the
+ * first error (what was made is then left to the process's end). */
+hm_return_t hostile_client_open(const char *protocol, const char *server_uri,
+                                hm_class_t **cls_out, hm_context_t **ctx_out,
+                                hm_addr_t **srv_out);
 /* hm_call of `name` with `in`, output decoded into `out` and freed (NULL: none). */
 hm_return_t hostile_call(hm_context_t *ctx, hm_addr_t *srv, const char *name, void *in,
                          void *out, unsigned int timeout_ms);

@@ -230,6 +230,20 @@ int hostile_server_main(void *arg)
 
 /* ---- client helpers ---------------------------------------------------------------- */
 
+hm_return_t hostile_client_open(const char *protocol, const char *server_uri,
+                                hm_class_t **cls_out, hm_context_t **ctx_out,
+                                hm_addr_t **srv_out)
+{
+    hm_return_t ret = hm_class_create(protocol, NULL, cls_out);
+    if (ret == HM_SUCCESS)
+        ret = hostile_register(*cls_out);
+    if (ret == HM_SUCCESS)
+        ret = hm_context_create(*cls_out, NULL, ctx_out);
+    if (ret == HM_SUCCESS)
+        ret = hm_addr_lookup(*ctx_out, server_uri, srv_out);
+    return ret;
+}
+
 hm_return_t hostile_call(hm_context_t *ctx, hm_addr_t *srv_addr, const char *name, void *in,
                          void *out, unsigned int timeout_ms)
 {

@@ -355,16 +355,22 @@ static struct outcome broadcast(struct root *r, uint32_t size)
     return broadcast_within(r, size, 20000);
 }
 
+/* Rank 0 of {us, a forked member_main}, the broadcast registered, grouped. */
+static void root_open_member(struct root *r)
+{
+    char line[64];
+    root_open(r, member_main, bcast_register);
+    assert_int_equal(hm_test_send(&r->child, r->self_uri), 0); /* the member makes its group */
+    assert_int_equal(hm_test_recv(&r->child, line, sizeof(line), 30000), 0);
+    root_group(r, NULL);
+}
+
 static void test_bulk_budget(void **state)
 {
     (void)state;
     hm_test_alarm(120, "hostile_coll bulk");
     struct root r;
-    char line[64];
-    root_open(&r, member_main, bcast_register);
-    assert_int_equal(hm_test_send(&r.child, r.self_uri), 0); /* the member makes its group */
-    assert_int_equal(hm_test_recv(&r.child, line, sizeof(line), 30000), 0);
-    root_group(&r, NULL);
+    root_open_member(&r);
     struct outcome big = broadcast(&r, 4u * BUDGET_PEER);
     assert_int_equal(big.ret, HM_MSGSIZE);
     assert_int_equal(big.contributed, 1);
@@ -440,11 +446,7 @@ static void test_stalled_source(void **state)
     (void)state;
     hm_test_alarm(120, "hostile_coll stalled source");
     struct root r;
-    char line[64];
-    root_open(&r, member_main, bcast_register);
-    assert_int_equal(hm_test_send(&r.child, r.self_uri), 0);
-    assert_int_equal(hm_test_recv(&r.child, line, sizeof(line), 30000), 0);
-    root_group(&r, NULL);
+    root_open_member(&r);
     assert_int_equal(broadcast(&r, BUDGET_PEER / 2).ret, HM_SUCCESS);
     withhold_pulls(r.ctx, true);
     for (int i = 0; i < 4; i++) {

@@ -229,10 +229,7 @@ static void test_claimed_contexts(void **state)
     hm_class_t *cls;
     hm_context_t *ctx;
     hm_addr_t *addr;
-    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
-    assert_int_equal(hostile_register(cls), HM_SUCCESS);
-    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
-    assert_int_equal(hm_addr_lookup(ctx, uri, &addr), HM_SUCCESS);
+    assert_int_equal(hostile_client_open(protocol, uri, &cls, &ctx, &addr), HM_SUCCESS);
     /* Until the server has seen every request: served, refused or dropped. */
     struct hostile_report rep = {0};
     uint64_t reports = 0, seen = 0;

@@ -92,10 +92,7 @@ static void control(void)
     hm_context_t *ctx;
     hm_addr_t *srv;
     char line[64];
-    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
-    assert_int_equal(hostile_register(cls), HM_SUCCESS);
-    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
-    assert_int_equal(hm_addr_lookup(ctx, server_uri, &srv), HM_SUCCESS);
+    assert_int_equal(hostile_client_open(protocol, server_uri, &cls, &ctx, &srv), HM_SUCCESS);
     struct hostile_report rep = {0};
     for (int i = 0; i < 3000 && rep.requests_received < CLIENTS * INFLIGHT; i++) {
         hm_progress(ctx, 10);

@@ -46,10 +46,7 @@ static void good_client(const char *uri)
     hm_class_t *cls;
     hm_context_t *ctx;
     hm_addr_t *srv;
-    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
-    assert_int_equal(hostile_register(cls), HM_SUCCESS);
-    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
-    assert_int_equal(hm_addr_lookup(ctx, uri, &srv), HM_SUCCESS);
+    assert_int_equal(hostile_client_open(protocol, uri, &cls, &ctx, &srv), HM_SUCCESS);
     for (uint32_t k = 0; k < GOOD_RPCS; k++) {
         uint32_t in = k, out = 0;
         hm_handle_t *h;
@@ -161,10 +158,7 @@ static void held_round(uint32_t serve_ms)
     hm_class_t *cls;
     hm_context_t *ctx;
     hm_addr_t *to;
-    assert_int_equal(hm_class_create(protocol, NULL, &cls), HM_SUCCESS);
-    assert_int_equal(hostile_register(cls), HM_SUCCESS);
-    assert_int_equal(hm_context_create(cls, NULL, &ctx), HM_SUCCESS);
-    assert_int_equal(hm_addr_lookup(ctx, srv.uri, &to), HM_SUCCESS);
+    assert_int_equal(hostile_client_open(protocol, srv.uri, &cls, &ctx, &to), HM_SUCCESS);
     struct hostile_report rep = {0};
     uint64_t first = UINT64_MAX;
     for (int i = 0; i < 100; i++) { /* 10 s */
