@@ -167,16 +167,19 @@ typedef struct hm_bulk_xfer {
 enum hm_bulk_opt_field {
     HM_BULK_OPT_CHUNK_SIZE = 1u << 0, /* .chunk_size */
     HM_BULK_OPT_DEPTH = 1u << 1,      /* .depth */
+    HM_BULK_OPT_TIMEOUT = 1u << 2,    /* .timeout_ms */
 };
 
 typedef struct hm_bulk_opts {
     uint64_t field_mask;
-    size_t chunk_size; /* largest piece per transport operation (default 1 MiB) */
-    uint32_t depth;    /* pieces in flight at most (default 4, at most 256) */
+    size_t chunk_size;   /* largest piece per transport operation (default 1 MiB) */
+    uint32_t depth;      /* pieces in flight at most (default 4, at most 256) */
+    uint32_t timeout_ms; /* not finished this long after it started: canceled, and
+                            the callback gets HM_TIMEOUT (default 0: no bound) */
 } hm_bulk_opts_t;
 
 typedef struct hm_bulk_cb_info {
-    hm_return_t ret;     /* HM_SUCCESS, the first error met, or HM_CANCELED */
+    hm_return_t ret;     /* HM_SUCCESS, the first error met, HM_CANCELED or HM_TIMEOUT */
     hm_bulk_op_id_t *op; /* the transfer (valid until the callback returns) */
     void *arg;           /* the user's argument */
 } hm_bulk_cb_info_t;
@@ -193,7 +196,10 @@ typedef void (*hm_bulk_cb_t)(const hm_bulk_cb_info_t *info);
  * keys that do not unpack (HM_PROTOCOL_ERROR), HM_NOMEM. Both handles are
  * referenced until the callback has run. `opts` and `cb` may be NULL;
  * `op_out` (may be NULL) gets the transfer for hm_bulk_cancel, valid until
- * cb returns.
+ * cb returns. With a timeout (HM_BULK_OPT_TIMEOUT), a transfer still running
+ * then is canceled and ends with HM_TIMEOUT: a peer that never serves a
+ * pull or push (stalled, or hostile) holds the local memory no longer; the
+ * transfer then costs one timer (an allocation).
  * A transfer of 0 bytes is valid: checked as any other (offsets up to the
  * handles' sizes, permissions), then it completes with HM_SUCCESS through
  * `cb`, from hm_trigger, without reaching the transport (the origin's keys

@@ -39,6 +39,7 @@ struct hmi_bulk_host;   /* a context's bulk state */
 
 /* ---- the host interface --------------------------------------------------------- */
 
+struct hm_timer;
 struct hmi_bulk_host_ops {
     /* The registration cache of `cls`, or NULL when `cls` is not a class.
      * Any thread, no lock held; the class outlives the call (the user's
@@ -54,6 +55,12 @@ struct hmi_bulk_host_ops {
      * a host and its transfers is made between enter and leave. */
     bool (*enter)(hm_context_t *ctx);
     void (*leave)(hm_context_t *ctx, bool took);
+    /* A timer of `ctx` (the core's hm_timer) that calls fire(timer, arg) once,
+     * from hm_trigger, `ms` from now; NULL when out of memory. Freed with
+     * timer_free (also from inside its own callback). */
+    struct hm_timer *(*timer_start)(hm_context_t *ctx, unsigned int ms,
+                                    void (*fire)(struct hm_timer *timer, void *arg), void *arg);
+    void (*timer_free)(struct hm_timer *timer);
 };
 
 /* Register the host's table (static storage); later calls with the same

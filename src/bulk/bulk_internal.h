@@ -167,6 +167,7 @@ struct hm_bulk_op_id {
     uint64_t t_pieces;           /* walk pieces they carried (>= t_na_ops) */
     hm_bulk_cb_t t_cb;
     void *t_cb_arg;
+    struct hm_timer *t_timer;     /* its timeout (HM_BULK_OPT_TIMEOUT), until it finishes */
     hmi_na_op_t **t_ops;          /* [t_cap] all NA ops; o_arg is the transfer */
     hmi_na_op_t **t_idle;         /* [t_cap] stack of idle NA ops */
 };

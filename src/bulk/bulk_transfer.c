@@ -27,6 +27,7 @@
 #define BULK_MAX_DEPTH 256u
 
 static void xfer_piece_done(hmi_na_op_t *nop, hm_return_t status);
+static hm_return_t xfer_arm_timeout(hm_bulk_op_id_t *op, uint32_t ms);
 
 /* ---- checks ------------------------------------------------------------------ */
 
@@ -70,6 +71,11 @@ static hm_return_t xfer_check(const hm_bulk_xfer_t *xfer)
 
 /* ---- options ------------------------------------------------------------------ */
 
+static uint32_t xfer_timeout_ms(const hm_bulk_opts_t *opts)
+{
+    return opts != NULL && (opts->field_mask & HM_BULK_OPT_TIMEOUT) ? opts->timeout_ms : 0;
+}
+
 static void xfer_apply_opts(const hm_bulk_opts_t *opts, size_t *chunk, uint32_t *depth)
 {
     uint64_t mask = opts ? opts->field_mask : 0;
@@ -99,6 +105,10 @@ static void xfer_maybe_finish(hm_bulk_op_id_t *op)
     if (op->t_finished || op->t_inflight != 0 || !xfer_stopped(op))
         return;
     op->t_finished = true;
+    if (op->t_timer != NULL) {
+        hmi_bulk_host_table()->timer_free(op->t_timer);
+        op->t_timer = NULL;
+    }
     hmi_list_push_back(op->t_host->h_queue, &op->t_comp.cp_link);
     if (op->t_host->h_queue_gen != NULL)
         atomic_fetch_add_explicit(op->t_host->h_queue_gen, 1, memory_order_relaxed);
@@ -222,6 +232,11 @@ hm_return_t hmi_bulk_transfer_start(struct hmi_bulk_host *host, hmi_na_addr_t *p
         hmi_log(HMI_SUBSYS_BULK, HMI_LOG_ERROR, "out of memory for a transfer");
         return HM_NOMEM;
     }
+    uint32_t timeout_ms = xfer_timeout_ms(opts);
+    if (timeout_ms > 0 && (ret = xfer_arm_timeout(op, timeout_ms)) != HM_SUCCESS) {
+        hmi_bulk_xfer_put(op);
+        return ret;
+    }
     op->t_peer = peer;
     /* hmi_na_class_open keeps the limit in 1..HM_NA_RMA_IOV_MAX, the size of the
      * stack arrays xfer_post_more uses; the check guards them all the same. */
@@ -269,17 +284,52 @@ void hmi_bulk_comp_release(struct hmi_comp *comp)
     hmi_bulk_xfer_put(op);
 }
 
+/* Stop posting, give up the pieces in flight; the transfer ends with `status`
+ * (unless an error came first) once the last one has let go. */
+static void xfer_abort(hm_bulk_op_id_t *op, hm_return_t status)
+{
+    op->t_canceled = true;
+    xfer_fail(op, status);
+    for (uint32_t i = 0; i < op->t_depth; i++)
+        if (op->t_ops[i]->o_state == HM_NA_OP_POSTED)
+            (void)hmi_na_cancel(op->t_ops[i]);
+    xfer_maybe_finish(op);
+}
+
 hm_return_t hmi_bulk_cancel(hm_bulk_op_id_t *op)
 {
     if (op == NULL)
         return HM_INVALID_ARG;
     if (op->t_host == NULL || op->t_finished) /* idle in the pool, or done */
         return HM_NOENTRY;
-    op->t_canceled = true;
-    xfer_fail(op, HM_CANCELED);
-    for (uint32_t i = 0; i < op->t_depth; i++)
-        if (op->t_ops[i]->o_state == HM_NA_OP_POSTED)
-            (void)hmi_na_cancel(op->t_ops[i]);
-    xfer_maybe_finish(op);
+    xfer_abort(op, HM_CANCELED);
     return HM_SUCCESS;
+}
+
+/* The timeout: a transfer still running is aborted with HM_TIMEOUT. The
+ * timer is freed when the transfer finishes, so `op` is still this one. */
+static void xfer_timeout_fire(struct hm_timer *timer, void *arg)
+{
+    hm_bulk_op_id_t *op = arg;
+    const struct hmi_bulk_host_ops *ops = hmi_bulk_host_table();
+    hm_context_t *ctx = op->t_host->h_owner;
+    (void)timer;
+    bool took = ops->enter(ctx);
+    if (!op->t_finished) {
+        hmi_log(HMI_SUBSYS_BULK, HMI_LOG_INFO, "a %s timed out: canceled",
+                op->t_pull ? "pull" : "push");
+        xfer_abort(op, HM_TIMEOUT);
+    }
+    ops->leave(ctx, took);
+}
+
+/* Arm the transfer's timeout: HM_SUCCESS, HM_NOMEM, or HM_INVALID_ARG for a
+ * host without a core (the bulk layer's own tests have no timers). */
+static hm_return_t xfer_arm_timeout(hm_bulk_op_id_t *op, uint32_t ms)
+{
+    const struct hmi_bulk_host_ops *ops = hmi_bulk_host_table();
+    if (ops == NULL || op->t_host->h_owner == NULL)
+        return HM_INVALID_ARG;
+    op->t_timer = ops->timer_start(op->t_host->h_owner, ms, xfer_timeout_fire, op);
+    return op->t_timer != NULL ? HM_SUCCESS : HM_NOMEM;
 }

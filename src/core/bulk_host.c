@@ -21,12 +21,28 @@ static hmi_na_addr_t *host_addr_peer(hm_context_t *ctx, const hm_addr_t *addr)
     return addr->a_ctx == ctx ? addr->a_na : NULL;
 }
 
+/* A transfer's timeout: one of the context's user timers, armed at once. */
+static hm_timer_t *host_timer_start(hm_context_t *ctx, unsigned int ms,
+                                    void (*fire)(hm_timer_t *timer, void *arg), void *arg)
+{
+    hm_timer_t *timer = NULL;
+    if (hm_timer_create(ctx, fire, arg, &timer) != HM_SUCCESS)
+        return NULL;
+    if (hm_timer_arm(timer, ms) != HM_SUCCESS) {
+        hm_timer_destroy(timer);
+        return NULL;
+    }
+    return timer;
+}
+
 static const struct hmi_bulk_host_ops core_bulk_host = {
     .class_rcache = host_class_rcache,
     .context_host = host_context,
     .addr_peer = host_addr_peer,
     .enter = hmi_ctx_enter,
     .leave = hmi_ctx_leave,
+    .timer_start = host_timer_start,
+    .timer_free = hm_timer_destroy,
 };
 
 void hmi_core_bulk_host_register(void)

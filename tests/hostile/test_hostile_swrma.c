@@ -16,6 +16,9 @@
  *    ss_foreign, the op untouched; once the owner answers, the pull completes
  *    with exactly its bytes, nothing malformed, and the connection serves an
  *    RPC (before the owner check, the pull completed HM_SUCCESS with 0xab);
+ *  - a timeout: the owner holds our GET_REQ and never answers it; a pull
+ *    with HM_BULK_OPT_TIMEOUT (300 ms) must end with HM_TIMEOUT (it never
+ *    ended before the option existed), and the connection serve an RPC;
  *  - cancel: pulls canceled while the owner streams them; the owner must
  *    drop their jobs on the requester's CANCEL (its job gauge back to 0,
  *    counted), and CANCELs for ids it does not know are counted;
@@ -941,6 +944,35 @@ static void test_foreign_replies(void **state)
     hm_bulk_free(region);
 }
 
+/* A pull from an owner that never answers ends at its timeout, with HM_TIMEOUT. */
+static void test_timeout(void **state)
+{
+    (void)state;
+    hm_bulk_t *region = s_expose(&g_cli, &g_ids);
+    assert_non_null(region);
+    static struct pull_wait w; /* static: the op may outlive a failed test */
+    w = (struct pull_wait){0};
+    hm_bulk_xfer_t x = {.op = HM_BULK_PULL, .origin_addr = g_cli.server, .origin = region,
+                        .local = g_local_bulk, .size = PULL};
+    hm_bulk_opts_t opts = {.field_mask = HM_BULK_OPT_TIMEOUT, .timeout_ms = 300};
+    assert_int_equal(hm_bulk_transfer(g_cli.ctx, &x, &opts, pull_wait_cb, &w, NULL),
+                     HM_SUCCESS);
+    char line[64];
+    assert_int_equal(recv_progressing(&g_server.child, line, sizeof(line)), 0); /* "id <hex>" */
+    double start = bulk_now_ms(), end = start + HANG_GUARD_MS;
+    while (w.calls == 0 && bulk_now_ms() < end) {
+        hm_progress(g_cli.ctx, 1);
+        hm_trigger(g_cli.ctx, UINT32_MAX, NULL);
+    }
+    printf("pull held by its owner: %s after %.0f ms\n",
+           w.calls ? hm_strerror(w.ret) : "still pending", bulk_now_ms() - start);
+    assert_int_equal(w.calls, 1);
+    assert_int_equal(w.ret, HM_TIMEOUT);
+    struct s_stats st;
+    server_stats(&st); /* the same connection still serves RPCs */
+    hm_bulk_free(region);
+}
+
 /* Canceled pulls: the owner drops their jobs on CANCEL; unknown CANCELs are ignored. */
 static void test_cancel(void **state)
 {
@@ -1243,6 +1275,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_forged_get_data, start_forging, stop),
         cmocka_unit_test_setup_teardown(test_foreign_replies, start_holding, stop),
+        cmocka_unit_test_setup_teardown(test_timeout, start_holding, stop),
         cmocka_unit_test_setup_teardown(test_cancel, start_honest, stop),
         cmocka_unit_test_setup_teardown(test_peer_cap, start_honest, stop),
         cmocka_unit_test_setup_teardown(test_stalled_reader, start_honest, stop),
