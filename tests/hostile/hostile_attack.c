@@ -176,12 +176,13 @@ static int attack_hold(struct craft *c, hm_class_t *cls, uint64_t len, uint32_t 
                        uint32_t serve_ms)
 {
     char line[64];
-    void *region = attack_region(len);
+    void *region = attack_region(len), *zeros = attack_region(len);
     size_t size = len, used = 0;
     hm_bulk_t *bulk;
-    /* Arguments that decode: an hm_bytes_t whose encoding is `len` bytes. */
-    hm_bytes_t bytes = {.data = region, .len = len};
-    if (region == NULL ||
+    /* Arguments that decode: an hm_bytes_t whose encoding is `len` bytes
+     * (its bytes from another mapping: encoding copies them into `region`). */
+    hm_bytes_t bytes = {.data = zeros, .len = len};
+    if (region == NULL || zeros == NULL ||
         hm_proc_encode(cls, hm_proc_bytes, &bytes, NULL, 0, &used) != HM_MSGSIZE)
         return 10;
     bytes.len = len - (used - len);
