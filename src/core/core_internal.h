@@ -284,9 +284,7 @@ struct hm_handle {
     /* Overflowed arguments we sent: the request's (client, released with the
      * pins) or the response's (server, until the ACK: overflow.c). */
     hm_bulk_t *h_overflow;
-    hm_bulk_op_id_t *h_fetch;        /* pull of overflowed arguments: the response's
-                                        (client) or the request's (server, bounded by
-                                        h_timer: overflow.c) */
+    hm_bulk_op_id_t *h_fetch;        /* client: pull of an overflowed response */
     bool h_retry_wait;               /* client: answered HM_OVERLOADED, h_timer is
                                         the time to send the staged request again */
     uint32_t h_retries;              /* client: of the RPC in flight */
@@ -748,9 +746,6 @@ void hmi_overflow_hold(hm_handle_t *handle, hm_bulk_t *bulk);
 void hmi_overflow_release(hm_handle_t *handle);
 void hmi_overflow_ack(hm_context_t *ctx, hmi_na_addr_t *source, const struct hmi_wire_header *hdr);
 void hmi_overflow_release_peer(hm_context_t *ctx, hmi_na_addr_t *peer);
-/* Server: the pull of a request's arguments passed its bound (h_timer): cancel
- * it; the request is then answered HM_TIMEOUT and its budget released. */
-void hmi_overflow_pull_expired(hm_handle_t *handle);
 void hmi_overflow_release_all(hm_context_t *ctx);
 /* Count the held response buffers; with `out`, also store one new reference to each. */
 uint32_t hmi_overflow_ref_all(hm_context_t *ctx, hm_bulk_t **out);

@@ -442,11 +442,6 @@ void hmi_forward_expire(hm_context_t *ctx, uint64_t now_ns)
     while ((timer = hmi_timer_first(&ctx->c_timers)) != NULL &&
            timer->t_deadline_ns <= now_ns) {
         hm_handle_t *handle = hmi_container_of(timer, hm_handle_t, h_timer);
-        if (handle->h_server && handle->h_fetch != NULL) { /* a request's arguments, late */
-            hmi_timer_remove(&ctx->c_timers, &handle->h_timer);
-            hmi_overflow_pull_expired(handle);
-            continue;
-        }
         if (handle->h_server) { /* an overflowed response nobody acknowledged */
             hmi_log(HMI_SUBSYS_CORE, HMI_LOG_INFO,
                     "overflowed response of RPC 0x%08x freed without an ACK", handle->h_id);

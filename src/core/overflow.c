@@ -16,10 +16,10 @@
  *
  * How long a server pulls a request's arguments: until the caller's
  * deadline, or without one HMI_OVERFLOW_HOLD_MS plus
- * HMI_OVERFLOW_PULL_MS_PER_MIB per MiB. Then the pull is canceled and the
- * request answered HM_TIMEOUT: a sender that never serves the pull (stalled,
- * or hostile) would otherwise hold the bytes it announced, charged to the
- * context's admission budgets, for good.
+ * HMI_OVERFLOW_PULL_MS_PER_MIB per MiB (the pull's HM_BULK_OPT_TIMEOUT).
+ * Then the request is answered HM_TIMEOUT: a sender that never serves the
+ * pull (stalled, or hostile) would otherwise hold the bytes it announced,
+ * charged to the context's admission budgets, for good.
  *
  * Who frees the sender's buffer: a request's is pinned on the client handle
  * until the RPC completes (the server pulls before it can respond). A
@@ -216,8 +216,9 @@ static void overflow_fetch_free(struct overflow_fetch *f)
 
 static void overflow_pulled(const hm_bulk_cb_info_t *info);
 
-/* Allocate our buffer (a header's room first) and start pulling into it. */
-static hm_return_t overflow_pull(struct overflow_fetch *f, hm_addr_t *from,
+/* Allocate our buffer (a header's room first) and start pulling into it,
+ * for `timeout_ms` at most (0: no bound). */
+static hm_return_t overflow_pull(struct overflow_fetch *f, hm_addr_t *from, uint32_t timeout_ms,
                                  hm_bulk_op_id_t **op_out)
 {
     hm_context_t *ctx = f->f_ctx;
@@ -241,7 +242,8 @@ static hm_return_t overflow_pull(struct overflow_fetch *f, hm_addr_t *from,
         .local_off = HMI_WIRE_HEADER_SIZE,
         .size = f->f_len,
     };
-    return hm_bulk_transfer(ctx, &xfer, NULL, overflow_pulled, f, op_out);
+    hm_bulk_opts_t opts = {.field_mask = HM_BULK_OPT_TIMEOUT, .timeout_ms = timeout_ms};
+    return hm_bulk_transfer(ctx, &xfer, &opts, overflow_pulled, f, op_out);
 }
 
 /* The pulled bytes, checked: HM_SUCCESS or why not. */
@@ -280,10 +282,6 @@ static void overflow_request_pulled(struct overflow_fetch *f, hm_return_t status
 {
     hm_handle_t *handle = f->f_handle;
     hm_context_t *ctx = f->f_ctx;
-    handle->h_fetch = NULL;
-    hmi_timer_remove(&ctx->c_timers, &handle->h_timer);
-    if (status == HM_CANCELED) /* only its bound cancels it (hmi_overflow_pull_expired) */
-        status = HM_TIMEOUT;
     status = overflow_verify(f, status);
     if (status == HM_SUCCESS) {
         overflow_give(f, handle);
@@ -298,14 +296,17 @@ static void overflow_request_pulled(struct overflow_fetch *f, hm_return_t status
     overflow_fetch_free(f);
 }
 
-/* When the pull of a request's `len` bytes of arguments is given up. */
-static uint64_t overflow_pull_limit(const hm_handle_t *handle, size_t len)
+/* How long the pull of a request's `len` bytes of arguments may take (ms, >= 1). */
+static uint32_t overflow_pull_ms(const hm_handle_t *handle, size_t len)
 {
     uint64_t now = hmi_time_ns();
-    if (handle->h_deadline_ns != 0)
-        return handle->h_deadline_ns > now ? handle->h_deadline_ns : now;
-    uint64_t ms = HMI_OVERFLOW_HOLD_MS + (uint64_t)HMI_OVERFLOW_PULL_MS_PER_MIB * (len >> 20);
-    return now + ms * 1000000u;
+    if (handle->h_deadline_ns != 0) {
+        uint64_t left_ms = handle->h_deadline_ns > now
+                               ? (handle->h_deadline_ns - now + 999999u) / 1000000u
+                               : 1;
+        return left_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)left_ms;
+    }
+    return HMI_OVERFLOW_HOLD_MS + HMI_OVERFLOW_PULL_MS_PER_MIB * (uint32_t)(len >> 20);
 }
 
 hm_return_t hmi_overflow_request(hm_handle_t *handle, const struct hmi_wire_header *hdr,
@@ -319,31 +320,12 @@ hm_return_t hmi_overflow_request(hm_handle_t *handle, const struct hmi_wire_head
     f->f_handle = handle;
     hm_return_t ret = overflow_read_desc(ctx, hdr, buf, f);
     if (ret == HM_SUCCESS)
-        ret = overflow_pull(f, handle->h_addr, &handle->h_fetch);
+        ret = overflow_pull(f, handle->h_addr, overflow_pull_ms(handle, f->f_len), NULL);
     if (ret != HM_SUCCESS) {
-        handle->h_fetch = NULL;
         ctx->c_stats.dropped_overflow++;
         overflow_fetch_free(f);
-        return ret;
     }
-    if (hmi_timer_add(&ctx->c_timers, &handle->h_timer,
-                      overflow_pull_limit(handle, f->f_len)) != HM_SUCCESS)
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN,
-                "no timer for the pull of a request's arguments: unbounded");
-    return HM_SUCCESS;
-}
-
-void hmi_overflow_pull_expired(hm_handle_t *handle)
-{
-    static struct hmi_log_limit expired_log; /* a peer can cause it: rate-limited */
-    hmi_log_limited(&expired_log, HMI_SUBSYS_CORE, HMI_LOG_WARN,
-                    "the arguments of a request for RPC 0x%08x did not arrive in time: "
-                    "pull canceled",
-                    handle->h_id);
-    hm_bulk_op_id_t *fetch = handle->h_fetch;
-    handle->h_fetch = NULL; /* its callback answers the request */
-    if (fetch != NULL)
-        (void)hmi_bulk_cancel(fetch);
+    return ret;
 }
 
 /* ---- client: a response whose output overflowed --------------------------------------- */
@@ -406,7 +388,7 @@ hm_return_t hmi_overflow_response(hm_handle_t *handle, const struct hmi_wire_hea
     f->f_returns = (hdr->flags & HMI_WIRE_F_RETURNS) != 0;
     hm_return_t ret = overflow_read_desc(ctx, hdr, buf, f);
     if (ret == HM_SUCCESS)
-        ret = overflow_pull(f, handle->h_addr, &handle->h_fetch);
+        ret = overflow_pull(f, handle->h_addr, 0, &handle->h_fetch);
     if (ret != HM_SUCCESS) {
         ctx->c_stats.dropped_overflow++;
         if (f->f_release != 0)
