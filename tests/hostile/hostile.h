@@ -96,6 +96,11 @@ struct hostile_attacker_args {
     uint32_t serve_ms;       /* HOLD: how long it serves the pull (0: never) */
 };
 
+/* Withhold (on) or give back (off) the RMA messages that reach `ctx`: peers'
+ * pulls from it are never served, and nothing else changes. One context per
+ * process at a time. */
+void hostile_withhold_rma(hm_context_t *ctx, bool on);
+
 /* Child body: an attacker. Signals "sent N" once it has sent its first batch
  * (FLOOD) or everything (STALL, CYCLE); a FLOOD attacker stops at the parent's "stop"
  * line and prints "done N"; a STALL attacker waits to be killed. */

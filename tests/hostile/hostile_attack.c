@@ -145,30 +145,43 @@ static int attack_stall(struct craft *c, uint32_t count)
     return 0;
 }
 
-/* The pull requests (RMA messages) that reach us go nowhere. */
-static hmi_na_recv_cb_t hold_saved_cb;
-static void *hold_saved_arg;
+/* While withheld, the RMA messages that reach a context (peers' pull
+ * requests) go nowhere; the rest go on to its receive callback. One
+ * context per process. */
+static struct {
+    hmi_na_context_t *na;
+    void *saved_rma;
+    hmi_na_recv_cb_t saved_cb;
+    void *saved_arg;
+} withheld;
 
-static void hold_recv(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token)
+static void withhold_recv(void *arg, hmi_na_addr_t *source, void *buf, size_t len,
+                          uintptr_t token)
 {
-    hmi_na_context_t *na = arg;
     uint32_t magic = 0;
+    (void)arg;
     if (len >= sizeof(magic))
         memcpy(&magic, buf, sizeof(magic));
     if (magic == HMI_SWRMA_MAGIC)
-        hmi_na_msg_release(na, token);
+        hmi_na_msg_release(withheld.na, token);
     else
-        hold_saved_cb(hold_saved_arg, source, buf, len, token);
+        withheld.saved_cb(withheld.saved_arg, source, buf, len, token);
 }
 
-static void hold_pulls(hm_context_t *ctx)
+void hostile_withhold_rma(hm_context_t *ctx, bool on)
 {
     hmi_na_context_t *na = ctx->c_na;
-    hold_saved_cb = na->x_recv_cb;
-    hold_saved_arg = na->x_recv_arg;
-    na->x_rma = NULL; /* hmi_na_deliver gives RMA messages to the receive callback */
-    na->x_recv_cb = hold_recv;
-    na->x_recv_arg = na;
+    if (on) {
+        withheld.na = na;
+        withheld.saved_rma = na->x_rma;
+        withheld.saved_cb = na->x_recv_cb;
+        withheld.saved_arg = na->x_recv_arg;
+        na->x_rma = NULL; /* hmi_na_deliver gives RMA messages to the receive callback */
+        na->x_recv_cb = withhold_recv;
+    } else {
+        na->x_rma = withheld.saved_rma;
+        na->x_recv_cb = withheld.saved_cb;
+    }
 }
 
 /* One request whose arguments the server must pull from us, which we never serve. */
@@ -192,7 +205,7 @@ static int attack_hold(struct craft *c, hm_class_t *cls, uint64_t len, uint32_t 
         return 10;
     c->budget_us = budget_ms * 1000u;
     if (serve_ms == 0)
-        hold_pulls(c->ctx); /* not even while our send leaves */
+        hostile_withhold_rma(c->ctx, true); /* not even while our send leaves */
     if (craft_send(c, HOSTILE_BYTES, bulk, len) != HM_SUCCESS) /* answered, if it comes */
         return 11;
     craft_drain(c);

@@ -58,12 +58,11 @@
 
 #include <hermod/group.h>
 
-#include "core/core_internal.h"
 #include "group/coll_wire.h"
 #include "group/group_internal.h"
-#include "na/na_rma.h"
 #include "harness.h"
 #include "fixture_hm.h"
+#include "hostile.h"
 
 static const char *protocol;
 
@@ -383,42 +382,6 @@ static void test_bulk_budget(void **state)
     root_close(&r, true);
 }
 
-/* The root's RMA messages (the member's GET_REQs) go nowhere while withheld. */
-static struct {
-    hmi_na_context_t *na;
-    void *saved_rma;
-    hmi_na_recv_cb_t saved_cb;
-    void *saved_arg;
-} withheld;
-
-static void withhold_recv(void *arg, hmi_na_addr_t *source, void *buf, size_t len,
-                          uintptr_t token)
-{
-    uint32_t magic = 0;
-    (void)arg;
-    if (len >= sizeof(magic))
-        memcpy(&magic, buf, sizeof(magic));
-    if (magic != HMI_SWRMA_MAGIC)
-        withheld.saved_cb(withheld.saved_arg, source, buf, len, token);
-    else
-        hmi_na_msg_release(withheld.na, token);
-}
-
-static void withhold_pulls(hm_context_t *ctx, bool on)
-{
-    hmi_na_context_t *na = ctx->c_na;
-    if (on) {
-        withheld = (__typeof__(withheld)){.na = na, .saved_rma = na->x_rma,
-                                          .saved_cb = na->x_recv_cb,
-                                          .saved_arg = na->x_recv_arg};
-        na->x_rma = NULL; /* hmi_na_deliver gives RMA messages to the receive callback */
-        na->x_recv_cb = withhold_recv;
-    } else {
-        na->x_rma = withheld.saved_rma;
-        na->x_recv_cb = withheld.saved_cb;
-    }
-}
-
 /* The member's count of collectives it holds state for, once it is `want`
  * or after 5 s. */
 static unsigned long member_nodes(struct root *r, unsigned long want)
@@ -448,7 +411,7 @@ static void test_stalled_source(void **state)
     struct root r;
     root_open_member(&r);
     assert_int_equal(broadcast(&r, BUDGET_PEER / 2).ret, HM_SUCCESS);
-    withhold_pulls(r.ctx, true);
+    hostile_withhold_rma(r.ctx, true); /* the member's GET_REQs */
     for (int i = 0; i < 4; i++) {
         struct outcome o = broadcast_within(&r, BUDGET_PEER / 2, 400);
         assert_int_equal(o.ret, HM_TIMEOUT);
@@ -459,7 +422,7 @@ static void test_stalled_source(void **state)
     unsigned long nodes = member_nodes(&r, 0);
     print_message("member after 4 pulls withheld: %lu collectives held\n", nodes);
     assert_int_equal(nodes, 0);
-    withhold_pulls(r.ctx, false);
+    hostile_withhold_rma(r.ctx, false);
     struct outcome after = broadcast(&r, BUDGET_PEER / 2);
     assert_int_equal(after.ret, HM_SUCCESS);
     assert_int_equal(after.contributed, 2);
