@@ -253,6 +253,7 @@ enum hm_context_opt_field {
     HM_CONTEXT_OPT_MAX_OVERFLOW = 1u << 10, /* .max_overflow_bytes */
     HM_CONTEXT_OPT_MAX_OVERFLOW_PEER = 1u << 11, /* .max_overflow_bytes_per_peer */
     HM_CONTEXT_OPT_RETRY_HINT = 1u << 12,   /* .retry_hint_us */
+    HM_CONTEXT_OPT_OVERFLOW_HOLD = 1u << 13, /* .overflow_hold_ms */
 };
 
 /* Default limits of RPCs in flight (docs/ARCHITECTURE.md, "Contexts, threads and credits"). */
@@ -265,6 +266,7 @@ enum hm_context_opt_field {
 #define HM_MAX_OVERFLOW_DEFAULT ((uint64_t)2 << 30)      /* 2 GiB */
 #define HM_MAX_OVERFLOW_PEER_DEFAULT ((uint64_t)1 << 30) /* 1 GiB: the largest overflow */
 #define HM_RETRY_HINT_DEFAULT_US 500u
+#define HM_OVERFLOW_HOLD_DEFAULT_MS 30000u
 
 typedef struct hm_context_opts {
     uint64_t field_mask;
@@ -298,8 +300,8 @@ typedef struct hm_context_opts {
      * max_overflow_bytes_per_peer (HM_MAX_OVERFLOW_PEER_DEFAULT, env
      * HM_MAX_OVERFLOW_PEER); an announcement larger than the per-peer budget
      * is answered HM_MSGSIZE, and one whose bytes have not arrived by the
-     * request's deadline (without one: 30 s plus 100 ms per MiB) is
-     * answered HM_TIMEOUT, its pull canceled. A request past a budget is not run: it is
+     * request's deadline (without one: overflow_hold_ms plus 100 ms per MiB)
+     * is answered HM_TIMEOUT, its pull canceled. A request past a budget is not run: it is
      * answered HM_OVERLOADED with a hint of retry_hint_us microseconds
      * (HM_RETRY_HINT_DEFAULT_US, env HM_RETRY_HINT_US), and the client's
      * hm_forward sends it again by itself, within its deadline.
@@ -309,12 +311,20 @@ typedef struct hm_context_opts {
     uint64_t max_overflow_bytes;
     uint64_t max_overflow_bytes_per_peer;
     uint32_t retry_hint_us;
+    /*
+     * Bounds on what a peer without a deadline can make this context hold
+     * (ms, >= 1; HM_OVERFLOW_HOLD_DEFAULT_MS, env HM_OVERFLOW_HOLD_MS): the
+     * pull of a request's overflowed arguments (plus 100 ms per MiB), and an
+     * overflowed response kept for the client's pull and its ACK. A request
+     * with a deadline is bounded by its deadline instead.
+     */
+    uint32_t overflow_hold_ms;
 } hm_context_opts_t;
 
 /*
  * hm_context_create: a progress context of `cls`; `opts` may be NULL.
  * Errors: HM_INVALID_ARG (NULL cls or ctx_out, numa_node neither -1 nor a
- * node), HM_NOENTRY (live-checked), HM_NOT_SUPPORTED (65535 contexts made
+ * node, overflow_hold_ms 0), HM_NOENTRY (live-checked), HM_NOT_SUPPORTED (65535 contexts made
  * already, no topology for numa_node), HM_NOMEM, the transport's error.
  */
 HM_EXPORT hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,

@@ -77,6 +77,21 @@ static uint32_t admit_bound(const char *name, uint32_t value)
     return (uint32_t)bound;
 }
 
+/* overflow_hold_ms: the option (hm_context_create refused 0), else HM_OVERFLOW_HOLD_MS. */
+static uint32_t admit_hold_ms(const hm_context_opts_t *opts)
+{
+    uint32_t value = opts && (opts->field_mask & HM_CONTEXT_OPT_OVERFLOW_HOLD)
+                         ? opts->overflow_hold_ms
+                         : HM_OVERFLOW_HOLD_DEFAULT_MS;
+    uint64_t hold = admit_env("HM_OVERFLOW_HOLD_MS", value);
+    if (hold == 0 || hold > UINT32_MAX) {
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "HM_OVERFLOW_HOLD_MS=%llu ignored (1 to 2^32-1 ms)",
+                (unsigned long long)hold);
+        return value;
+    }
+    return (uint32_t)hold;
+}
+
 void hmi_admit_init(hm_context_t *ctx, const hm_context_opts_t *opts)
 {
     uint64_t mask = opts ? opts->field_mask : 0;
@@ -99,6 +114,7 @@ void hmi_admit_init(hm_context_t *ctx, const hm_context_opts_t *opts)
                                                       ? opts->retry_hint_us
                                                       : HM_RETRY_HINT_DEFAULT_US);
     ad->ad_hint_us = hint > HMI_WIRE_RETRY_MAX_US ? HMI_WIRE_RETRY_MAX_US : (uint32_t)hint;
+    ad->ad_hold_ms = admit_hold_ms(opts);
     ad->ad_replies_max = admit_bound("HM_ADMIT_REPLIES", HMI_ADMIT_REPLIES_CTX);
     ad->ad_waiting_max = admit_bound("HM_ADMIT_WAITING", HMI_ADMIT_DEFERRED_MAX);
 }

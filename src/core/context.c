@@ -298,6 +298,13 @@ static void ctx_apply_opts(hm_context_t *ctx, const hm_context_opts_t *opts,
     *pool_size = (mask & HM_CONTEXT_OPT_POOL_SIZE) ? opts->pool_size : CTX_DEFAULT_POOL;
 }
 
+/* Options that no context can have (numa_node is checked where it is placed). */
+static bool ctx_opts_valid(const hm_context_opts_t *opts)
+{
+    return opts == NULL || (opts->field_mask & HM_CONTEXT_OPT_OVERFLOW_HOLD) == 0 ||
+           opts->overflow_hold_ms != 0;
+}
+
 static int ctx_opt_node(const hm_context_opts_t *opts)
 {
     return opts && (opts->field_mask & HM_CONTEXT_OPT_NUMA_NODE) ? opts->numa_node : -1;
@@ -488,7 +495,7 @@ static void ctx_close(hm_context_t *ctx)
 hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
                               hm_context_t **ctx_out)
 {
-    if (cls == NULL || ctx_out == NULL)
+    if (cls == NULL || ctx_out == NULL || !ctx_opts_valid(opts))
         return HM_INVALID_ARG;
     hm_return_t ret = hmi_live_check(cls, HMI_LIVE_CLASS);
     if (ret != HM_SUCCESS)

@@ -33,10 +33,9 @@
 #define HMI_HANDLE_PINS 8u /* bulk handles one request may carry */
 /* Largest encoded arguments an RPC may carry by overflow (1 GiB). */
 #define HMI_OVERFLOW_MAX ((uint64_t)1 << 30)
-/* How long a server keeps an overflowed response with no deadline and no ACK;
- * and, plus HMI_OVERFLOW_PULL_MS_PER_MIB per MiB, how long it pulls the
- * overflowed arguments of a request with no deadline. */
-#define HMI_OVERFLOW_HOLD_MS 30000u
+/* A context's overflow_hold_ms (how long a server keeps an overflowed
+ * response with no deadline and no ACK) plus this per MiB: how long it pulls
+ * the overflowed arguments of a request with no deadline. */
 #define HMI_OVERFLOW_PULL_MS_PER_MIB 100u
 /* How long a timed-out or canceled request's bulk pins wait for a late response. */
 #define HMI_LINGER_MS 60000u
@@ -147,6 +146,7 @@ struct hmi_admit {
     uint64_t ad_max_bytes;
     uint64_t ad_max_bytes_peer;
     uint32_t ad_hint_us;
+    uint32_t ad_hold_ms;     /* overflow_hold_ms: without a deadline (overflow.c) */
     uint32_t ad_replies_max; /* error replies posted at once (HM_ADMIT_REPLIES) */
     uint32_t ad_waiting_max; /* error replies waiting as records (HM_ADMIT_WAITING) */
     uint32_t ad_requests;    /* server handles in service */

@@ -15,7 +15,7 @@
  * is the same for 10 bytes and 10 MiB.
  *
  * How long a server pulls a request's arguments: until the caller's
- * deadline, or without one HMI_OVERFLOW_HOLD_MS plus
+ * deadline, or without one the context's overflow_hold_ms plus
  * HMI_OVERFLOW_PULL_MS_PER_MIB per MiB (the pull's HM_BULK_OPT_TIMEOUT).
  * Then the request is answered HM_TIMEOUT: a sender that never serves the
  * pull (stalled, or hostile) would otherwise hold the bytes it announced,
@@ -25,7 +25,7 @@
  * until the RPC completes (the server pulls before it can respond). A
  * response's is held by the server handle until the client's ACK (sent once
  * its pull has ended, well or not), the client's death, a failed send, or a
- * hold limit: the request's deadline, else HMI_OVERFLOW_HOLD_MS.
+ * hold limit: the request's deadline, else overflow_hold_ms.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -306,7 +306,9 @@ static uint32_t overflow_pull_ms(const hm_handle_t *handle, size_t len)
                                : 1;
         return left_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)left_ms;
     }
-    return HMI_OVERFLOW_HOLD_MS + HMI_OVERFLOW_PULL_MS_PER_MIB * (uint32_t)(len >> 20);
+    uint64_t ms = handle->h_ctx->c_admit.ad_hold_ms +
+                  (uint64_t)HMI_OVERFLOW_PULL_MS_PER_MIB * (len >> 20);
+    return ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
 }
 
 hm_return_t hmi_overflow_request(hm_handle_t *handle, const struct hmi_wire_header *hdr,
@@ -413,7 +415,7 @@ void hmi_overflow_hold(hm_handle_t *handle, hm_bulk_t *bulk)
 {
     hm_context_t *ctx = handle->h_ctx;
     uint64_t now = hmi_time_ns();
-    uint64_t limit = now + (uint64_t)HMI_OVERFLOW_HOLD_MS * 1000000u;
+    uint64_t limit = now + (uint64_t)ctx->c_admit.ad_hold_ms * 1000000u;
     uint64_t deadline = handle->h_deadline_ns && handle->h_deadline_ns > now
                             ? handle->h_deadline_ns
                             : limit;

@@ -381,6 +381,9 @@ static void test_context_create(void **state)
     assert_int_equal(hm_context_create(fx.cls, &opts, &ctx), HM_INVALID_ARG);
     opts.numa_node = -2;
     assert_int_equal(hm_context_create(fx.cls, &opts, &ctx), HM_INVALID_ARG);
+    opts = (hm_context_opts_t){.field_mask = HM_CONTEXT_OPT_OVERFLOW_HOLD}; /* 0 ms */
+    assert_int_equal(hm_context_create(fx.cls, &opts, &ctx), HM_INVALID_ARG);
+    assert_int_equal(hm_context_create_per_node(fx.cls, &opts, ctxs, 2, &count), HM_INVALID_ARG);
     assert_ptr_equal(ctx, (hm_context_t *)&ctx);
     assert_int_equal(hm_context_create_per_node(NULL, NULL, ctxs, 2, &count), HM_INVALID_ARG);
     assert_int_equal(hm_context_create_per_node(fx.cls, NULL, NULL, 2, &count), HM_INVALID_ARG);

@@ -127,21 +127,27 @@ static void test_stalled_client(void **state)
  * refused while they hold it. Promise: the pull ends with the request's
  * deadline and the bytes go back to the budget. Before, they stayed charged
  * for good. A second round has them serve the pull and then stall: their
- * requests are answered (the answers never taken) and the bytes go back.
+ * requests are answered (the answers never taken) and the bytes go back. A
+ * third sends its requests with no deadline to a server whose
+ * overflow_hold_ms is 2 s: the pull ends after 2 s plus 100 ms per MiB
+ * (with the default, 30 s, the bytes would still be held when we stop
+ * looking, at 10 s).
  */
 #define HELD_BYTES (1u << 20)
 #define HELD_SENDERS 2
 
-static void held_round(uint32_t serve_ms)
+static void held_round(uint32_t budget_ms, uint32_t serve_ms, uint32_t hold_ms)
 {
     struct hm_test_server srv;
     struct hm_test_child held[HELD_SENDERS];
     struct hostile_server_args sargs = {
         .protocol = protocol,
         .life_s = 100,
-        .opts = {.field_mask = HM_CONTEXT_OPT_MAX_OVERFLOW | HM_CONTEXT_OPT_MAX_OVERFLOW_PEER,
+        .opts = {.field_mask = HM_CONTEXT_OPT_MAX_OVERFLOW | HM_CONTEXT_OPT_MAX_OVERFLOW_PEER |
+                               (hold_ms ? HM_CONTEXT_OPT_OVERFLOW_HOLD : 0),
                  .max_overflow_bytes = HELD_SENDERS * HELD_BYTES,
-                 .max_overflow_bytes_per_peer = HELD_BYTES},
+                 .max_overflow_bytes_per_peer = HELD_BYTES,
+                 .overflow_hold_ms = hold_ms},
     };
     char line[HM_TEST_LINE_MAX];
     assert_int_equal(setenv("HM_CMA", "0", 1), 0); /* shm pulls by messages, as on tcp */
@@ -149,7 +155,7 @@ static void held_round(uint32_t serve_ms)
     unsetenv("HM_CMA");
     struct hostile_attacker_args aargs = {.protocol = protocol, .server_uri = srv.uri,
                                           .attack = HOSTILE_HOLD, .overflow_bytes = HELD_BYTES,
-                                          .budget_ms = 500, .serve_ms = serve_ms};
+                                          .budget_ms = budget_ms, .serve_ms = serve_ms};
     for (int i = 0; i < HELD_SENDERS; i++) {
         assert_int_equal(hm_test_spawn(&held[i], hostile_attacker_main, &aargs), 0);
         assert_int_equal(hm_test_recv(&held[i], line, sizeof(line), 60000), 0);
@@ -169,13 +175,15 @@ static void held_round(uint32_t serve_ms)
             break;
         hm_progress(ctx, 100);
     }
-    print_message("pulls %s: server: %llu bytes charged at first look, %llu at the last; "
-                  "%llu overflowed requests dropped, %llu pulled\n",
-                  serve_ms ? "served, answers never taken" : "never served",
+    print_message("pulls %s, deadline %u ms, hold %u ms: server: %llu bytes charged at first "
+                  "look, %llu at the last; %llu overflowed requests dropped, %llu pulled\n",
+                  serve_ms ? "served, answers never taken" : "never served", budget_ms, hold_ms,
                   (unsigned long long)first, (unsigned long long)rep.admit_bytes,
                   (unsigned long long)rep.dropped_overflow,
                   (unsigned long long)rep.overflows_received);
     assert_int_equal(rep.admit_bytes, 0);
+    if (hold_ms != 0) /* charged at first, so it is the hold that ended */
+        assert_int_equal(first, HELD_SENDERS * HELD_BYTES);
     for (int i = 0; i < HELD_SENDERS; i++)
         hm_test_child_kill(&held[i]);
     assert_int_equal(hostile_call(ctx, to, HOSTILE_STOP, NULL, NULL, 10000), HM_SUCCESS);
@@ -189,8 +197,9 @@ static void test_held_pulls(void **state)
 {
     (void)state;
     hm_test_alarm(120, "hostile_stall held pulls");
-    held_round(0);
-    held_round(300);
+    held_round(500, 0, 0);
+    held_round(500, 300, 0);
+    held_round(0, 0, 2000);
     hm_test_alarm(0, NULL);
 }
 
