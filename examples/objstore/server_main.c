@@ -3,6 +3,7 @@
  * under mpirun that form a group over PMIx.
  *
  *   hm-objstore-server [-u URI] [--group-file PATH] [--mem-cap BYTES]
+ *                      [--xfer-timeout MS]
  *
  * Contexts: one control context, index 0, driven by the main thread, holds
  * the group and serves the collectives (count, list-prefix); then one data
@@ -32,6 +33,7 @@ struct server_opts {
     const char *uri;
     const char *group_file;
     uint64_t mem_cap;
+    uint32_t xfer_timeout_ms;
 };
 
 struct server_run {
@@ -72,30 +74,44 @@ static uint64_t parse_bytes(const char *s, bool *ok)
     return (uint64_t)v << shift;
 }
 
+/* "2000": milliseconds, 1 .. 2^32-1; sets *ok false otherwise. */
+static uint32_t parse_ms(const char *s, bool *ok)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    *ok = end != s && *end == '\0' && *s != '-' && v >= 1 && v <= UINT32_MAX;
+    return *ok ? (uint32_t)v : 0;
+}
+
 static int parse_opts(int argc, char **argv, struct server_opts *o)
 {
     static const struct option longs[] = {
         {"uri", required_argument, NULL, 'u'},
         {"group-file", required_argument, NULL, 'g'},
         {"mem-cap", required_argument, NULL, 'm'},
+        {"xfer-timeout", required_argument, NULL, 'x'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int c;
     bool ok = true;
-    *o = (struct server_opts){.uri = "ofi+tcp://127.0.0.1:0"};
-    while ((c = getopt_long(argc, argv, "u:g:m:h", longs, NULL)) != -1) {
+    *o = (struct server_opts){.uri = "ofi+tcp://127.0.0.1:0",
+                              .xfer_timeout_ms = OBJ_XFER_TIMEOUT_DEFAULT_MS};
+    while ((c = getopt_long(argc, argv, "u:g:m:x:h", longs, NULL)) != -1) {
         switch (c) {
         case 'u': o->uri = optarg; break;
         case 'g': o->group_file = optarg; break;
         case 'm': o->mem_cap = parse_bytes(optarg, &ok); break;
+        case 'x': o->xfer_timeout_ms = parse_ms(optarg, &ok); break;
         default:
-            fprintf(stderr, "usage: %s [-u URI] [--group-file PATH] [--mem-cap BYTES[K|M|G]]\n",
+            fprintf(stderr, "usage: %s [-u URI] [--group-file PATH] [--mem-cap BYTES[K|M|G]] "
+                            "[--xfer-timeout MS]\n",
                     argv[0]);
             return c == 'h' ? 1 : -1;
         }
         if (!ok) {
-            fprintf(stderr, "hm-objstore-server: bad size \"%s\"\n", optarg);
+            fprintf(stderr, "hm-objstore-server: bad %s \"%s\"\n",
+                    c == 'x' ? "timeout (1 ms or more)" : "size", optarg);
             return -1;
         }
     }
@@ -176,6 +192,7 @@ static int server_open(const struct server_opts *o, struct server_run *r)
     hm_return_t ret = hm_class_create(o->uri, NULL, &r->srv.cls);
     if (ret != HM_SUCCESS)
         return fail("cannot open the protocol", ret);
+    r->srv.xfer_timeout_ms = o->xfer_timeout_ms;
     r->srv.store = store_create(o->mem_cap);
     if (r->srv.store == NULL)
         return fail("store", HM_NOMEM);

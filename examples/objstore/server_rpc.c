@@ -10,11 +10,6 @@
 
 #include "server.h"
 
-/* A value's transfer with its client ends within this (then OBJ_XFER): a
- * client that never serves it would otherwise hold the value's memory,
- * charged to the shard's cap, for as long as it lives. */
-#define OBJ_XFER_TIMEOUT_MS 30000u
-
 /* reply: answer `handle` and drop the handler's reference to it. */
 static void reply(hm_handle_t *handle, uint32_t status, uint64_t size, const void *data,
                   uint64_t len)
@@ -93,7 +88,7 @@ static obj_status_t value_transfer(struct xfer_op *op, hm_handle_t *handle, hm_b
         hm_bulk_xfer_t x = {.op = kind, .origin_addr = hm_handle_get_addr(handle),
                             .origin = remote, .local = op->local, .size = size};
         hm_bulk_opts_t opts = {.field_mask = HM_BULK_OPT_TIMEOUT,
-                               .timeout_ms = OBJ_XFER_TIMEOUT_MS};
+                               .timeout_ms = op->srv->xfer_timeout_ms};
         ret = hm_bulk_transfer(hm_handle_get_context(handle), &x, &opts, done, op, NULL);
         if (ret != HM_SUCCESS)
             hm_bulk_free(op->local);

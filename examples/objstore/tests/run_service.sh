@@ -11,6 +11,10 @@
 #   kill-r2     the same with r=2: every read succeeds
 #   client-kill a client killed during a 64 MiB put: the server frees what the
 #               transfer held (its memory comes back) and keeps serving
+#   client-stall a client stopped (not killed) during a 64 MiB put: the
+#               server's pull ends at its --xfer-timeout (2 s here), the bytes
+#               go back, and the server keeps serving while the client is
+#               still stopped
 #   mem-cap     a put past --mem-cap is refused with the store's status, and
 #               the server keeps serving
 #   validate    requests built by hand that fail validation (empty or long
@@ -196,6 +200,47 @@ case_client_kill() {
   esac
 }
 
+# put-stop as above, but the client stays stopped: only the server's own
+# bound on the transfer (--xfer-timeout) gives the 64 MiB back. Shared
+# memory pulls by messages here (HM_CMA=0), so the pull needs the client as
+# on tcp. With the default bound (30 s) the bytes are still held when this
+# stops looking (15 s).
+case_client_stall() {
+  export HM_CMA=0
+  start_servers 1 --xfer-timeout 2000
+  head -c $((64 << 20)) /dev/urandom >"$work/big"
+  local line bytes=0 released=0
+  "$cli" -g "$work/group" -u "$uri" -t 60000 put-stop big @"$work/big" >/dev/null 2>&1 &
+  local client=$!
+  for _ in $(seq 300); do
+    grep -q "^State:.*T" "/proc/$client/status" 2>/dev/null && break
+    kill -0 "$client" 2>/dev/null || break
+    sleep 0.1
+  done
+  for _ in $(seq 100); do
+    bytes=$(objs count | count_field bytes)
+    [ "${bytes:-0}" -ge $((64 << 20)) ] && break
+    sleep 0.1
+  done
+  [ "${bytes:-0}" -ge $((64 << 20)) ] || { kill -9 "$client"; fail "the server never held the 64 MiB put"; }
+  local until=$((SECONDS + 15))
+  while [ $SECONDS -lt $until ]; do
+    line=$(objs count) || fail "count failed beside a stalled client"
+    [ "$(echo "$line" | count_field bytes)" = 0 ] && { released=1; break; }
+    sleep 0.1
+  done
+  grep -q "^State:.*T" "/proc/$client/status" 2>/dev/null || fail "the client did not stay stopped"
+  objs put small hello >/dev/null || fail "the server stopped serving beside a stalled client"
+  [ "$(objs get small)" = hello ] || fail "a wrong value beside a stalled client"
+  kill -9 "$client" 2>/dev/null
+  wait "$client" 2>/dev/null
+  echo "with the client stopped: $line"
+  [ $released = 1 ] || fail "the 64 MiB stayed held while the client was stopped"
+  grep -q "put big: pull failed: .*tim" "$work/job" || fail "the server did not report the pull's timeout"
+  objs get big >/dev/null 2>&1 && fail "the stalled put's value is there"
+  objs del small >/dev/null || fail "del"
+}
+
 case_mem_cap() {
   start_servers 1 --mem-cap 1M
   head -c $((600 << 10)) /dev/urandom >"$work/v"
@@ -235,6 +280,7 @@ case $case in
   kill-r1) case_kill 1 ;;
   kill-r2) case_kill 2 ;;
   client-kill) case_client_kill ;;
+  client-stall) case_client_stall ;;
   mem-cap) case_mem_cap ;;
   validate) case_validate ;;
   suspect) case_suspect ;;
