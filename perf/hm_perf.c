@@ -10,7 +10,9 @@
  * before Hermod is opened here, its URI read from a pipe, reaped at the
  * end. Benchmarks are never part of the test suite's pass/fail.
  */
+#include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,10 +112,26 @@ static int reap_server(pid_t pid, bool kill_first)
     return -1;
 }
 
+/* pin: run this process (and the threads it starts later) on `cpu`; -1: as it is. */
+static int pin(int cpu)
+{
+    if (cpu < 0)
+        return 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) == 0)
+        return 0;
+    fprintf(stderr, "hm-perf: --pin: CPU %d: %s\n", cpu, strerror(errno));
+    return -1;
+}
+
 /* server_child: the forked server; never returns. */
 static void server_child(const struct perf_opts *opts, int fds[2])
 {
     close(fds[0]);
+    if (pin(opts->server_cpu) != 0)
+        _exit(1);
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the measuring parent */
     int rc = perf_server_run(opts, publish_pipe, &fds[1]);
     close(fds[1]);
@@ -159,7 +177,9 @@ static int cmd_local(const struct perf_opts *opts)
     if (pid == 0)
         server_child(opts, fds);
     close(fds[1]);
-    int rc = wait_uri(fds[0], uri, sizeof(uri));
+    int rc = pin(opts->client_cpu);
+    if (rc == 0)
+        rc = wait_uri(fds[0], uri, sizeof(uri));
     close(fds[0]);
     if (rc == 0)
         rc = perf_client_run(opts, uris, 1, true);
@@ -204,6 +224,8 @@ static int run_cmd(const char *cmd, const struct perf_opts *opts)
             fprintf(stderr, "hm-perf client: --addr URI is required\n");
             return 2;
         }
+        if (pin(opts->client_cpu) != 0)
+            return 1;
         return perf_client_run(opts, &opts->addr, 1, opts->stop) == 0 ? 0 : 1;
     }
     if (opts->protocol == NULL) {
@@ -211,7 +233,13 @@ static int run_cmd(const char *cmd, const struct perf_opts *opts)
         return 2;
     }
     if (strcmp(cmd, "server") == 0)
-        return perf_server_run(opts, publish_stdout, (void *)opts) == 0 ? 0 : 1;
+        return pin(opts->server_cpu) != 0 ? 1 : perf_server_run(opts, publish_stdout, (void *)opts) == 0 ? 0 : 1;
+    bool mpi = strcmp(cmd, "coll") == 0 || perf_mpi_detected();
+    if (mpi && opts->server_cpu >= 0) {
+        fprintf(stderr, "hm-perf: --pin is for a forked server and the server and client "
+                        "modes; under mpirun, pin with mpirun's own options\n");
+        return 2;
+    }
     if (strcmp(cmd, "coll") == 0)
         return perf_coll_run(opts) == 0 ? 0 : 1;
     if (perf_mpi_detected())
@@ -222,7 +250,7 @@ static int run_cmd(const char *cmd, const struct perf_opts *opts)
 int main(int argc, char **argv)
 {
     struct perf_opts opts = {.kind = PERF_KIND_RPC, .op = HM_BULK_PULL,
-                             .mode = HM_PROGRESS_DEFAULT};
+                             .mode = HM_PROGRESS_DEFAULT, .server_cpu = -1, .client_cpu = -1};
     const char *cmd = "";
     int first, rc;
 

@@ -77,6 +77,7 @@ struct perf_opts {
     bool json;             /* one JSON record per row instead of the table */
     bool stop;             /* client: stop the server(s) when done */
     bool copy_in;          /* rpc: the server copies each argument out */
+    int server_cpu, client_cpu; /* --pin S,C; -1: unpinned */
     struct perf_tree trees[PERF_MAX_TREES]; /* coll: one row per shape and size */
     unsigned int ntrees;
 };

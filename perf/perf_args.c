@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +86,13 @@ void perf_usage(FILE *out)
         "                   (default: spin a little, then block)\n"
         "  --json           one JSON record per row instead of the table\n"
         "  --stop           client: stop the server when done\n"
+        "  --pin S,C        run the server on CPU S and the client on CPU C\n"
+        "                   (forked server and this client; server mode takes\n"
+        "                   S, client mode C), as perf/interleave does with\n"
+        "                   taskset: a forked server otherwise starts on the\n"
+        "                   client's CPU, and two busy processes can share\n"
+        "                   one CPU for milliseconds before the kernel moves\n"
+        "                   one, which --busy first contacts show\n"
         "\n"
         "Columns: client threads and their contexts, latency of one RPC in us\n"
         "(min, median, p90, p99, max), RPCs completed per second, size x rate in\n"
@@ -296,9 +305,22 @@ static int parse_trees(const char *text, struct perf_opts *o)
     }
 }
 
+/* --pin S,C: two CPU numbers. */
+static int parse_pin(const char *text, struct perf_opts *o)
+{
+    char tail;
+    if (sscanf(text, "%d,%d%c", &o->server_cpu, &o->client_cpu, &tail) != 2 ||
+        o->server_cpu < 0 || o->client_cpu < 0 || o->server_cpu >= CPU_SETSIZE ||
+        o->client_cpu >= CPU_SETSIZE) {
+        fprintf(stderr, "hm-perf: --pin takes SERVER_CPU,CLIENT_CPU, not \"%s\"\n", text);
+        return -1;
+    }
+    return 0;
+}
+
 enum { OPT_SIZE = 256, OPT_INFLIGHT, OPT_ITERS, OPT_DURATION, OPT_WARMUP, OPT_OP, OPT_BUSY,
        OPT_WAIT, OPT_JSON, OPT_STOP, OPT_ADDR_FILE, OPT_CHUNK, OPT_DEPTH, OPT_THREADS,
-       OPT_CONTEXTS, OPT_TREE, OPT_COPY_IN };
+       OPT_CONTEXTS, OPT_TREE, OPT_COPY_IN, OPT_PIN };
 
 static const struct option long_opts[] = {
     {"protocol", required_argument, NULL, 'p'},
@@ -320,6 +342,7 @@ static const struct option long_opts[] = {
     {"stop", no_argument, NULL, OPT_STOP},
     {"tree", required_argument, NULL, OPT_TREE},
     {"copy-in", no_argument, NULL, OPT_COPY_IN},
+    {"pin", required_argument, NULL, OPT_PIN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -352,6 +375,7 @@ static int parse_one(int c, const char *arg, struct perf_opts *o, struct perf_gi
         return parse_contexts(arg, &o->contexts);
     case OPT_DURATION: return parse_duration(arg, &o->duration_s);
     case OPT_TREE: return parse_trees(arg, o);
+    case OPT_PIN: return parse_pin(arg, o);
     case OPT_OP: return parse_op(arg, &o->op);
     case OPT_CHUNK: return parse_chunk(arg, &o->chunk);
     case OPT_DEPTH: return parse_ulong("--depth", arg, 1, 256, &o->depth);
