@@ -33,8 +33,9 @@ cli=$bindir/hm-objstore
 # Under LeakSanitizer: the transport libraries' own leaks, as for the group tests.
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(cd "$(dirname "$0")/../../.." && pwd)/tests/group/lsan.supp}
 work=$(mktemp -d)
-job=""
+job="" client=""
 cleanup() {
+  [ -n "$client" ] && kill -9 "$client" 2>/dev/null
   if [ -n "$job" ] && kill -0 "$job" 2>/dev/null; then
     kill "$job" 2>/dev/null
     for _ in $(seq 100); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
@@ -149,19 +150,14 @@ case_kill() {
   fi
 }
 
-# The client sends a 64 MiB put and stops itself (put-stop) where it would
-# serve the pull; once the server holds the reservation (count's bytes), the
-# client is SIGKILLed. Where the pull needs the client (tcp), the kill lands
-# mid-transfer for sure; over shared memory the server may read it all
-# without the client, and the value is then stored (and deleted below).
-case_client_kill() {
-  start_servers 1
-  head -c $((64 << 20)) /dev/urandom >"$work/big"
-  objs put warm @"$work/big" >/dev/null && objs del warm >/dev/null || fail "warm-up"
-  local before after line bytes=0
-  before=$(objs count | count_field server_rss_kB)
+# put_stop_held: a client sends a 64 MiB put of $work/big and stops itself
+# (put-stop) where it would serve the server's pull; returns once the server
+# holds the value's reservation (count's bytes). Its pid is in $client until
+# kill_client (cleanup kills it if a check fails first).
+put_stop_held() {
+  local bytes=0
   "$cli" -g "$work/group" -u "$uri" -t 60000 put-stop big @"$work/big" >/dev/null 2>&1 &
-  local client=$!
+  client=$!
   for _ in $(seq 300); do
     grep -q "^State:.*T" "/proc/$client/status" 2>/dev/null && break
     kill -0 "$client" 2>/dev/null || break
@@ -172,9 +168,28 @@ case_client_kill() {
     [ "${bytes:-0}" -ge $((64 << 20)) ] && break
     sleep 0.1
   done
+  [ "${bytes:-0}" -ge $((64 << 20)) ] || fail "the server never held the 64 MiB put"
+}
+
+kill_client() {
   kill -9 "$client" 2>/dev/null
   wait "$client" 2>/dev/null
-  [ "${bytes:-0}" -ge $((64 << 20)) ] || fail "the server never held the 64 MiB put"
+  client=""
+}
+
+# The client sends a 64 MiB put and stops itself (put-stop) where it would
+# serve the pull; once the server holds the reservation (count's bytes), the
+# client is SIGKILLed. Where the pull needs the client (tcp), the kill lands
+# mid-transfer for sure; over shared memory the server may read it all
+# without the client, and the value is then stored (and deleted below).
+case_client_kill() {
+  start_servers 1
+  head -c $((64 << 20)) /dev/urandom >"$work/big"
+  objs put warm @"$work/big" >/dev/null && objs del warm >/dev/null || fail "warm-up"
+  local before after line
+  before=$(objs count | count_field server_rss_kB)
+  put_stop_held
+  kill_client
   for _ in $(seq 100); do # the server sees the client gone and fails the pull
     line=$(objs count)
     { [ "$(echo "$line" | count_field bytes)" = 0 ] ||
@@ -209,20 +224,8 @@ case_client_stall() {
   export HM_CMA=0
   start_servers 1 --xfer-timeout 2000
   head -c $((64 << 20)) /dev/urandom >"$work/big"
-  local line bytes=0 released=0
-  "$cli" -g "$work/group" -u "$uri" -t 60000 put-stop big @"$work/big" >/dev/null 2>&1 &
-  local client=$!
-  for _ in $(seq 300); do
-    grep -q "^State:.*T" "/proc/$client/status" 2>/dev/null && break
-    kill -0 "$client" 2>/dev/null || break
-    sleep 0.1
-  done
-  for _ in $(seq 100); do
-    bytes=$(objs count | count_field bytes)
-    [ "${bytes:-0}" -ge $((64 << 20)) ] && break
-    sleep 0.1
-  done
-  [ "${bytes:-0}" -ge $((64 << 20)) ] || { kill -9 "$client"; fail "the server never held the 64 MiB put"; }
+  local line released=0
+  put_stop_held
   local until=$((SECONDS + 15))
   while [ $SECONDS -lt $until ]; do
     line=$(objs count) || fail "count failed beside a stalled client"
@@ -232,8 +235,7 @@ case_client_stall() {
   grep -q "^State:.*T" "/proc/$client/status" 2>/dev/null || fail "the client did not stay stopped"
   objs put small hello >/dev/null || fail "the server stopped serving beside a stalled client"
   [ "$(objs get small)" = hello ] || fail "a wrong value beside a stalled client"
-  kill -9 "$client" 2>/dev/null
-  wait "$client" 2>/dev/null
+  kill_client
   echo "with the client stopped: $line"
   [ $released = 1 ] || fail "the 64 MiB stayed held while the client was stopped"
   grep -q "put big: pull failed: .*tim" "$work/job" || fail "the server did not report the pull's timeout"
