@@ -232,8 +232,11 @@ static int run_cmd(const char *cmd, const struct perf_opts *opts)
         fprintf(stderr, "hm-perf %s: --protocol P is required (see hm_info)\n", cmd);
         return 2;
     }
-    if (strcmp(cmd, "server") == 0)
-        return pin(opts->server_cpu) != 0 ? 1 : perf_server_run(opts, publish_stdout, (void *)opts) == 0 ? 0 : 1;
+    if (strcmp(cmd, "server") == 0) {
+        if (pin(opts->server_cpu) != 0)
+            return 1;
+        return perf_server_run(opts, publish_stdout, (void *)opts) == 0 ? 0 : 1;
+    }
     bool mpi = strcmp(cmd, "coll") == 0 || perf_mpi_detected();
     if (mpi && opts->server_cpu >= 0) {
         fprintf(stderr, "hm-perf: --pin is for a forked server and the server and client "

@@ -324,8 +324,9 @@ typedef struct hm_context_opts {
 /*
  * hm_context_create: a progress context of `cls`; `opts` may be NULL.
  * Errors: HM_INVALID_ARG (NULL cls or ctx_out, numa_node neither -1 nor a
- * node, overflow_hold_ms 0), HM_NOENTRY (live-checked), HM_NOT_SUPPORTED (65535 contexts made
- * already, no topology for numa_node), HM_NOMEM, the transport's error.
+ * node, overflow_hold_ms 0), HM_NOENTRY (live-checked), HM_NOT_SUPPORTED
+ * (65535 contexts made already, no topology for numa_node), HM_NOMEM, the
+ * transport's error.
  */
 HM_EXPORT hm_return_t hm_context_create(hm_class_t *cls, const hm_context_opts_t *opts,
                                         hm_context_t **ctx_out);

@@ -77,7 +77,8 @@ static uint32_t admit_bound(const char *name, uint32_t value)
     return (uint32_t)bound;
 }
 
-/* overflow_hold_ms: the option (hm_context_create refused 0), else HM_OVERFLOW_HOLD_MS. */
+/* overflow_hold_ms: HM_OVERFLOW_HOLD_MS if set and valid, else the option
+ * (hm_context_create refused 0), else the default. */
 static uint32_t admit_hold_ms(const hm_context_opts_t *opts)
 {
     uint32_t value = opts && (opts->field_mask & HM_CONTEXT_OPT_OVERFLOW_HOLD)
