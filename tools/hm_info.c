@@ -130,6 +130,7 @@ static void info_print_env(void)
         {"HM_MAX_OVERFLOW", "server: overflow bytes held per context (default 2 GiB; 0: none)"},
         {"HM_MAX_OVERFLOW_PEER", "server: overflow bytes per peer (default 1 GiB; 0: none)"},
         {"HM_RETRY_HINT_US", "server: retry hint of HM_OVERLOADED answers (default 500)"},
+        {"HM_OVERFLOW_HOLD_MS", "server: overflow pull/hold without a deadline (default 30000)"},
         {"HM_BULK_RCACHE", "idle bulk registrations kept for reuse (default 256; 0: off)"},
         {"HM_TOPO_XML", "hwloc XML file to read the topology from (default: this machine)"},
     };
