@@ -295,9 +295,9 @@ typedef struct hm_context_opts {
      * (HM_MAX_REQUESTS_DEFAULT, env HM_MAX_REQUESTS) on the context and
      * max_requests_per_peer (HM_MAX_REQUESTS_PEER_DEFAULT, env
      * HM_MAX_REQUESTS_PEER) from one peer context. Bytes of overflowed
-     * arguments of requests in service (charged from the announcement
-     * until the request leaves service, even if the handler frees its
-     * input before): max_overflow_bytes
+     * request arguments (charged from the announcement until the handler's
+     * hm_free_input, or until the request leaves service), plus what
+     * handlers added with hm_handle_admit_bytes: max_overflow_bytes
      * (HM_MAX_OVERFLOW_DEFAULT, env HM_MAX_OVERFLOW) and
      * max_overflow_bytes_per_peer (HM_MAX_OVERFLOW_PEER_DEFAULT, env
      * HM_MAX_OVERFLOW_PEER); an announcement larger than the per-peer budget

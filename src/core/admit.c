@@ -171,6 +171,7 @@ void hmi_admit_enter(hm_handle_t *handle, uint64_t bytes)
     hm_addr_t *sender = hmi_admit_acct(handle->h_addr);
     handle->h_admitted = true;
     handle->h_adm_bytes = bytes;
+    handle->h_adm_overflow = bytes;
     ad->ad_requests++;
     ad->ad_bytes += bytes;
     sender->a_adm_requests++;
@@ -188,6 +189,20 @@ void hmi_admit_leave(hm_handle_t *handle)
     ad->ad_bytes -= handle->h_adm_bytes;
     sender->a_adm_requests--;
     sender->a_adm_bytes -= handle->h_adm_bytes;
+    handle->h_adm_bytes = handle->h_adm_overflow = 0;
+}
+
+void hmi_admit_release_overflow(hm_handle_t *handle)
+{
+    uint64_t bytes = handle->h_adm_overflow;
+    if (!handle->h_admitted || bytes == 0)
+        return;
+    struct hmi_admit *ad = &handle->h_ctx->c_admit;
+    hm_addr_t *sender = hmi_admit_acct(handle->h_addr);
+    handle->h_adm_overflow = 0;
+    handle->h_adm_bytes -= bytes;
+    ad->ad_bytes -= bytes;
+    sender->a_adm_bytes -= bytes;
 }
 
 /* More bytes for an admitted request: HM_MSGSIZE past a whole budget, HM_OVERLOADED now. */

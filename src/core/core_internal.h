@@ -301,7 +301,10 @@ struct hm_handle {
     void *h_resp_arg;
     hm_return_t h_resp_ret;
     bool h_admitted;                 /* counted in the admission budgets (admit.c) */
-    uint64_t h_adm_bytes;            /* overflow bytes it was admitted with */
+    uint64_t h_adm_bytes;            /* bytes charged to the budgets: the overflow, and
+                                        what the handler added (hm_handle_admit_bytes) */
+    uint64_t h_adm_overflow;         /* of those, the overflowed arguments: released with
+                                        them (hm_free_input) */
 
     enum hmi_comp_kind h_comp;
     struct hmi_comp h_done;          /* in c_comp while h_comp is due */
@@ -548,6 +551,8 @@ hm_return_t hmi_admit_check(hm_context_t *ctx, hm_addr_t *peer,
 /* Count the server handle in the budgets (bytes: its overflow) until it is put. */
 void hmi_admit_enter(hm_handle_t *handle, uint64_t bytes);
 void hmi_admit_leave(hm_handle_t *handle);
+/* The request's overflowed arguments were freed: their bytes leave the budgets. */
+void hmi_admit_release_overflow(hm_handle_t *handle);
 /* Answer a request that will not be served with `error`; bounded per peer and
  * context (past the bound: no answer, counted). HM_OVERLOADED carries the hint. */
 void hmi_admit_reply(hm_context_t *ctx, hm_addr_t *peer, const struct hmi_wire_header *req,

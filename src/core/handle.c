@@ -128,9 +128,10 @@ void hmi_handle_release_msg(hm_handle_t *handle)
         return;
     handle->h_msg.m_held = false;
     handle->h_decoded = false;
-    if (handle->h_msg.m_bulk != NULL) {
+    if (handle->h_msg.m_bulk != NULL) { /* overflowed arguments (or output) */
         hm_bulk_free(handle->h_msg.m_bulk);
         handle->h_msg.m_bulk = NULL;
+        hmi_admit_release_overflow(handle);
         return;
     }
     if (handle->h_msg.m_copied) {

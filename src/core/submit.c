@@ -27,9 +27,10 @@ static void submit_free_msg(hm_handle_t *handle)
 {
     struct hmi_recv_msg msg = handle->h_rel_msg;
     handle->h_rel_msg.m_held = false;
-    if (msg.m_bulk != NULL)
+    if (msg.m_bulk != NULL) {
         hm_bulk_free(msg.m_bulk);
-    else if (msg.m_held && !msg.m_copied)
+        hmi_admit_release_overflow(handle);
+    } else if (msg.m_held && !msg.m_copied)
         hmi_na_msg_release(handle->h_ctx->c_na, msg.m_token);
     hm_handle_destroy(handle); /* the reference the submission held */
 }

@@ -21,6 +21,7 @@
 #define HOSTILE_GATE "hostile.gate"   /* u32 in and out: held until "open" */
 #define HOSTILE_OPEN "hostile.open"   /* answers every held "gate" and keeps the gate open */
 #define HOSTILE_ECHO "hostile.echo"   /* u32 in and out, at once */
+#define HOSTILE_KEEP "hostile.keep"   /* hm_bytes_t in, freed at once; held until "open" */
 #define HOSTILE_BYTES "hostile.bytes" /* hm_bytes_t in, no out: answered at once */
 #define HOSTILE_STATS "hostile.stats" /* out: struct hostile_report */
 #define HOSTILE_STOP "hostile.stop"   /* answers, then the server exits */

@@ -45,6 +45,8 @@ static struct {
     hm_handle_t *gated[HELD_MAX];  /* "gate" requests until "open" */
     uint32_t gate_in[HELD_MAX];
     uint32_t ngated;
+    hm_handle_t *kept[HELD_MAX];   /* "keep" requests until "open" */
+    uint32_t nkept;
     bool gate_open;
     bool stop;
     char fill[HOSTILE_FILL_SIZE];
@@ -93,12 +95,34 @@ static hm_return_t srv_gate(hm_handle_t *h)
     return HM_SUCCESS;
 }
 
+/* Its input freed at once, the request kept until "open". */
+static hm_return_t srv_keep(hm_handle_t *h)
+{
+    hm_bytes_t in;
+    hm_return_t ret = hm_get_input(h, &in);
+    if (ret != HM_SUCCESS)
+        return srv_refuse(h, ret);
+    hm_free_input(h, &in);
+    if (srv.gate_open || srv.nkept == HELD_MAX)
+        return srv_answer(h, NULL);
+    srv.kept[srv.nkept++] = h;
+    return HM_SUCCESS;
+}
+
+/* Answer every held "gate" and "keep". */
+static void srv_release_held(void)
+{
+    for (uint32_t i = 0; i < srv.ngated; i++)
+        srv_answer(srv.gated[i], &srv.gate_in[i]);
+    for (uint32_t i = 0; i < srv.nkept; i++)
+        srv_answer(srv.kept[i], NULL);
+    srv.ngated = srv.nkept = 0;
+}
+
 static hm_return_t srv_open(hm_handle_t *h)
 {
     srv.gate_open = true;
-    for (uint32_t i = 0; i < srv.ngated; i++)
-        srv_answer(srv.gated[i], &srv.gate_in[i]);
-    srv.ngated = 0;
+    srv_release_held();
     return srv_answer(h, NULL);
 }
 
@@ -162,6 +186,7 @@ hm_return_t hostile_register(hm_class_t *cls)
         {HOSTILE_GATE, hm_proc_uint32, hm_proc_uint32, srv_gate},
         {HOSTILE_OPEN, NULL, NULL, srv_open},
         {HOSTILE_ECHO, hm_proc_uint32, hm_proc_uint32, srv_echo},
+        {HOSTILE_KEEP, hm_proc_bytes, NULL, srv_keep},
         {HOSTILE_BYTES, hm_proc_bytes, NULL, srv_bytes},
         {HOSTILE_STATS, NULL, proc_report, srv_stats},
         {HOSTILE_STOP, NULL, NULL, srv_stop},
@@ -181,9 +206,8 @@ static int srv_shutdown(hm_class_t *cls)
     srv.gate_open = true;
     for (uint32_t i = 0; i < srv.nsunk; i++)
         hm_handle_destroy(srv.sunk[i]);
-    for (uint32_t i = 0; i < srv.ngated; i++)
-        srv_answer(srv.gated[i], &srv.gate_in[i]);
-    srv.nsunk = srv.ngated = 0;
+    srv.nsunk = 0;
+    srv_release_held();
     for (int tries = 0; tries < 1500; tries++) { /* dead peers noticed */
         hm_progress(srv.ctx, 10);
         hm_trigger(srv.ctx, 1u << 20, NULL);

@@ -13,6 +13,9 @@
  * test_held_pulls: senders that never serve the pull of their overflowed
  * arguments hold the server's byte budget only until their requests'
  * deadline (below).
+ *
+ * test_freed_input: a request whose handler freed its overflowed input
+ * holds no more of the byte budget (below).
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -203,6 +206,74 @@ static void test_held_pulls(void **state)
     hm_test_alarm(0, NULL);
 }
 
+/*
+ * A handler that frees its overflowed input at once and keeps its request
+ * (HOSTILE_KEEP) holds no budget for bytes already freed. The server's
+ * budget is 1 MiB per sender: while the kept request is held, the same
+ * client's next 1 MiB request is served within its deadline. Before, the
+ * kept request's charge stayed until it was answered, so the second
+ * request was refused (HM_OVERLOADED) until its deadline.
+ */
+static void keep_done(const hm_cb_info_t *info)
+{
+    *(hm_return_t *)info->arg = info->ret;
+}
+
+static void test_freed_input(void **state)
+{
+    (void)state;
+    hm_test_alarm(120, "hostile_stall freed input");
+    struct hm_test_server srv;
+    struct hostile_server_args sargs = {
+        .protocol = protocol,
+        .life_s = 100,
+        .opts = {.field_mask = HM_CONTEXT_OPT_MAX_OVERFLOW | HM_CONTEXT_OPT_MAX_OVERFLOW_PEER,
+                 .max_overflow_bytes = 2 * HELD_BYTES,
+                 .max_overflow_bytes_per_peer = HELD_BYTES},
+    };
+    assert_int_equal(hostile_server_start(&srv, &sargs), 0);
+    hm_class_t *cls;
+    hm_context_t *ctx;
+    hm_addr_t *to;
+    assert_int_equal(hostile_client_open(protocol, srv.uri, &cls, &ctx, &to), HM_SUCCESS);
+    size_t len = HELD_BYTES - 64; /* encoded with its length: within the budget */
+    char *data = calloc(1, len);
+    assert_non_null(data);
+    hm_bytes_t in = {.data = data, .len = len};
+    hm_handle_t *keep;
+    hm_return_t kept = HM_TIMEOUT + 1000; /* not called yet */
+    assert_int_equal(hm_handle_create(ctx, to, hm_rpc_id(HOSTILE_KEEP), &keep), HM_SUCCESS);
+    assert_int_equal(hm_forward(keep, &in, keep_done, &kept, NULL), HM_SUCCESS);
+    struct hostile_report rep = {0};
+    for (int i = 0; i < 100; i++) { /* the handler has run and freed its input: 5 s */
+        assert_int_equal(hostile_report_of(ctx, to, &rep), HM_SUCCESS);
+        if (rep.overflows_received == 1 && rep.admit_bytes == 0)
+            break;
+        hm_progress(ctx, 50);
+    }
+    print_message("kept request: %llu overflows received, %llu bytes charged\n",
+                  (unsigned long long)rep.overflows_received,
+                  (unsigned long long)rep.admit_bytes);
+    assert_int_equal(rep.admit_bytes, 0);
+    assert_int_equal(hostile_call(ctx, to, HOSTILE_BYTES, &in, NULL, 5000), HM_SUCCESS);
+    hm_trigger(ctx, 1000, NULL);
+    assert_int_equal(kept, HM_TIMEOUT + 1000); /* still held */
+    assert_int_equal(hostile_call(ctx, to, HOSTILE_OPEN, NULL, NULL, 10000), HM_SUCCESS);
+    for (int i = 0; i < 1000 && kept == HM_TIMEOUT + 1000; i++) {
+        hm_progress(ctx, 10);
+        hm_trigger(ctx, 1000, NULL);
+    }
+    assert_int_equal(kept, HM_SUCCESS);
+    hm_handle_destroy(keep);
+    free(data);
+    assert_int_equal(hostile_call(ctx, to, HOSTILE_STOP, NULL, NULL, 10000), HM_SUCCESS);
+    assert_int_equal(hm_test_server_stop_ctx(&srv, 30, ctx), 0);
+    hm_addr_free(to);
+    assert_int_equal(hm_test_context_close(ctx, 100), HM_SUCCESS);
+    assert_int_equal(hm_class_destroy(cls), HM_SUCCESS);
+    hm_test_alarm(0, NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -214,6 +285,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stalled_client),
         cmocka_unit_test(test_held_pulls),
+        cmocka_unit_test(test_freed_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
