@@ -95,14 +95,22 @@ static hm_return_t srv_gate(hm_handle_t *h)
     return HM_SUCCESS;
 }
 
-/* Its input freed at once, the request kept until "open". */
-static hm_return_t srv_keep(hm_handle_t *h)
+/* Decode an hm_bytes_t input and free it at once; its error, else HM_SUCCESS. */
+static hm_return_t srv_drop_bytes(hm_handle_t *h)
 {
     hm_bytes_t in;
     hm_return_t ret = hm_get_input(h, &in);
+    if (ret == HM_SUCCESS)
+        hm_free_input(h, &in);
+    return ret;
+}
+
+/* Its input freed at once, the request kept until "open". */
+static hm_return_t srv_keep(hm_handle_t *h)
+{
+    hm_return_t ret = srv_drop_bytes(h);
     if (ret != HM_SUCCESS)
         return srv_refuse(h, ret);
-    hm_free_input(h, &in);
     if (srv.gate_open || srv.nkept == HELD_MAX)
         return srv_answer(h, NULL);
     srv.kept[srv.nkept++] = h;
@@ -138,12 +146,8 @@ static hm_return_t srv_echo(hm_handle_t *h)
 
 static hm_return_t srv_bytes(hm_handle_t *h)
 {
-    hm_bytes_t in;
-    hm_return_t ret = hm_get_input(h, &in);
-    if (ret != HM_SUCCESS)
-        return srv_refuse(h, ret);
-    hm_free_input(h, &in);
-    return srv_answer(h, NULL);
+    hm_return_t ret = srv_drop_bytes(h);
+    return ret != HM_SUCCESS ? srv_refuse(h, ret) : srv_answer(h, NULL);
 }
 
 static hm_return_t srv_stats(hm_handle_t *h)
