@@ -32,6 +32,10 @@
 #define LISTEN_ACCEPTS_PER_PASS 256
 #define LISTEN_STOP_TAG UINT64_MAX
 #define LISTEN_ACCEPT_TAG (UINT64_MAX - 1)
+#define LISTEN_KICK_TAG (UINT64_MAX - 2)
+/* Connections one hmi_na_listener_poll takes at most: the owner's progress
+ * loop must not stay here under a flood of dials. */
+#define LISTEN_ACCEPTS_PER_POLL 4
 /* Dials of one hello_dial: a listener under attack may evict a connection. */
 #define HELLO_DIAL_ATTEMPTS 5
 
@@ -48,8 +52,12 @@ struct listen_conn {
 struct hmi_na_listener {
     int l_fd;
     int l_stop_fd;
+    int l_kick_fd;        /* the poller left a connection for the thread's sweep */
     int l_epfd;
     pthread_t l_thread;
+    /* Held by whoever serves the sockets: the thread, or an owner's poll. */
+    pthread_mutex_t l_lock;
+    unsigned int l_npending; /* slots in use */
     struct hmi_na_hello_key l_key;
     uint8_t *l_reply;     /* the answer frame, built once */
     size_t l_reply_len;
@@ -73,6 +81,7 @@ static void listen_drop(struct hmi_na_listener *l, unsigned int i, atomic_uint_l
     close(lc->lc_fd);
     free(lc);
     l->l_conns[i] = NULL;
+    l->l_npending--;
 }
 
 /* A whole good hello in slot `i`: answer it (best effort) and close. */
@@ -144,8 +153,12 @@ static unsigned int listen_slot(struct hmi_na_listener *l)
     return oldest;
 }
 
-/* Take one queued connection into a slot and read what it sent. False: none left. */
-static bool listen_accept_one(struct hmi_na_listener *l)
+/*
+ * Take one queued connection into a slot and read what it sent. False: none
+ * left. `may_sleep`: the listener's own thread, which waits out a lack of
+ * descriptors; an owner's poll must return at once.
+ */
+static bool listen_accept_one(struct hmi_na_listener *l, bool may_sleep)
 {
     int fd = accept4(l->l_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
@@ -154,7 +167,8 @@ static bool listen_accept_one(struct hmi_na_listener *l)
             errno != ECONNABORTED)
             hmi_log_limited(&accept_log, HMI_SUBSYS_NA, HMI_LOG_WARN, "listener: accept: %s",
                             strerror(errno));
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        if (may_sleep &&
+            (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM))
             usleep(10000); /* out of descriptors: let the sweep free some, do not spin */
         return errno == EINTR || errno == ECONNABORTED;
     }
@@ -171,6 +185,7 @@ static bool listen_accept_one(struct hmi_na_listener *l)
     lc->lc_have = 0;
     lc->lc_need = HM_NA_HELLO_HDR;
     l->l_conns[i] = lc;
+    l->l_npending++;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = i};
     if (epoll_ctl(l->l_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         listen_drop(l, i, &l->l_stats->ls_refused_busy);
@@ -198,25 +213,60 @@ static int listen_sweep(struct hmi_na_listener *l)
     return (int)((next - now) / 1000000u) + 1;
 }
 
+/* One epoll event; false for the stop. Under l_lock. */
+static bool listen_event(struct hmi_na_listener *l, uint64_t tag)
+{
+    if (tag == LISTEN_STOP_TAG)
+        return false;
+    if (tag == LISTEN_ACCEPT_TAG) {
+        for (int a = 0; a < LISTEN_ACCEPTS_PER_PASS && listen_accept_one(l, true); a++)
+            ;
+    } else if (tag == LISTEN_KICK_TAG) {
+        uint64_t kicks;
+        (void)!read(l->l_kick_fd, &kicks, sizeof(kicks)); /* the sweep below sees its slots */
+    } else if (tag < HM_NA_LISTEN_PENDING && l->l_conns[tag] != NULL) {
+        /* The slot may hold a newer connection than the event's (a poll
+         * closed and refilled it meanwhile): reading it is harmless. */
+        listen_read(l, (unsigned int)tag);
+    }
+    return true;
+}
+
 static void *listen_thread(void *arg)
 {
     struct hmi_na_listener *l = arg;
     struct epoll_event evs[32];
+    pthread_mutex_lock(&l->l_lock);
     for (;;) {
         int timeout = listen_sweep(l);
+        pthread_mutex_unlock(&l->l_lock);
         int n = epoll_wait(l->l_epfd, evs, 32, timeout);
+        pthread_mutex_lock(&l->l_lock);
         for (int k = 0; k < n; k++) {
-            uint64_t tag = evs[k].data.u64;
-            if (tag == LISTEN_STOP_TAG)
+            if (!listen_event(l, evs[k].data.u64)) {
+                pthread_mutex_unlock(&l->l_lock);
                 return NULL;
-            if (tag == LISTEN_ACCEPT_TAG) {
-                for (int a = 0; a < LISTEN_ACCEPTS_PER_PASS && listen_accept_one(l); a++)
-                    ;
-            } else if (tag < HM_NA_LISTEN_PENDING && l->l_conns[tag] != NULL) {
-                listen_read(l, (unsigned int)tag);
             }
         }
     }
+}
+
+int hmi_na_listener_poll(struct hmi_na_listener *l)
+{
+    if (pthread_mutex_trylock(&l->l_lock) != 0)
+        return 0; /* the thread is serving them */
+    uint64_t answered = atomic_load_explicit(&l->l_stats->ls_accepted, memory_order_relaxed);
+    unsigned int pending = l->l_npending;
+    for (int a = 0; a < LISTEN_ACCEPTS_PER_POLL && listen_accept_one(l, false); a++)
+        ;
+    bool left_some = l->l_npending > pending;
+    pthread_mutex_unlock(&l->l_lock);
+    if (left_some) { /* the thread's next sweep must see its deadline */
+        uint64_t one = 1;
+        (void)!write(l->l_kick_fd, &one, sizeof(one));
+    }
+    return (int)(atomic_load_explicit(&l->l_stats->ls_accepted, memory_order_relaxed) -
+                 answered);
 }
 
 /* ---- Open and close ------------------------------------------------------- */
@@ -298,10 +348,14 @@ static hm_return_t listen_epoll(struct hmi_na_listener *l)
 {
     l->l_epfd = epoll_create1(EPOLL_CLOEXEC);
     l->l_stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (l->l_epfd < 0 || l->l_stop_fd < 0)
+    l->l_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (l->l_epfd < 0 || l->l_stop_fd < 0 || l->l_kick_fd < 0)
         goto err;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = LISTEN_STOP_TAG};
     if (epoll_ctl(l->l_epfd, EPOLL_CTL_ADD, l->l_stop_fd, &ev) != 0)
+        goto err;
+    ev.data.u64 = LISTEN_KICK_TAG;
+    if (epoll_ctl(l->l_epfd, EPOLL_CTL_ADD, l->l_kick_fd, &ev) != 0)
         goto err;
     ev.data.u64 = LISTEN_ACCEPT_TAG;
     if (epoll_ctl(l->l_epfd, EPOLL_CTL_ADD, l->l_fd, &ev) != 0)
@@ -321,9 +375,12 @@ static void listen_free(struct hmi_na_listener *l)
         close(l->l_epfd);
     if (l->l_stop_fd >= 0)
         close(l->l_stop_fd);
+    if (l->l_kick_fd >= 0)
+        close(l->l_kick_fd);
     if (l->l_fd >= 0)
         close(l->l_fd);
     free(l->l_reply);
+    pthread_mutex_destroy(&l->l_lock);
     free(l);
 }
 
@@ -335,7 +392,8 @@ hm_return_t hmi_na_listener_open(const char *host, uint16_t port,
     struct hmi_na_listener *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return HM_NOMEM;
-    l->l_fd = l->l_epfd = l->l_stop_fd = -1;
+    l->l_fd = l->l_epfd = l->l_stop_fd = l->l_kick_fd = -1;
+    pthread_mutex_init(&l->l_lock, NULL);
     l->l_key = *key;
     l->l_stats = stats;
     l->l_reply = malloc(HM_NA_HELLO_HDR + len);

@@ -24,7 +24,8 @@
  * Threads. The listener runs on a thread of its own (one per listener), so
  * a peer's dial is answered whether or not the owner is progressing; the
  * thread touches nothing but its sockets, the payload copy and the counters
- * (atomics).
+ * (atomics). An owner that spins may also serve queued hellos itself
+ * (hmi_na_listener_poll); a lock makes the two take turns.
  */
 #ifndef HM_NA_LISTEN_H
 #define HM_NA_LISTEN_H
@@ -50,6 +51,13 @@ hm_return_t hmi_na_listener_open(const char *host, uint16_t port,
                                 const struct hmi_na_hello_key *key, const void *payload,
                                 size_t len, struct hmi_na_listen_stats *stats,
                                 struct hmi_na_listener **out, uint16_t *port_out);
+/*
+ * Serve the hellos already queued, on the caller's thread (at most a few
+ * connections, never blocking); the number answered. For an owner that
+ * spins: a hello then waits for neither the listener thread's wake-up nor a
+ * core for it. Returns 0 at once while the thread is serving. Any thread.
+ */
+int hmi_na_listener_poll(struct hmi_na_listener *l);
 /* Stop the thread, close every socket, free. */
 void hmi_na_listener_close(struct hmi_na_listener *l);
 

@@ -438,6 +438,27 @@ static void ucx_yield_for_peer(struct ucx_ctx *c)
         sched_yield();
 }
 
+/*
+ * tcp: a peer's hello, served by our own idle progress every
+ * UCX_LISTEN_POLL_NS (one accept4 that finds nothing; UCX's progress makes
+ * one epoll_wait per call anyway). The listener's thread shares our core
+ * when we are pinned, and waited for a scheduler slice behind us: 0.14-0.88
+ * ms from dial to accept on a busy server (uprobes, 2026-11-29). A sleeping
+ * context leaves its hellos to that thread.
+ */
+#define UCX_LISTEN_POLL_NS (50ull * 1000)
+
+static void ucx_serve_hellos(struct ucx_ctx *c)
+{
+    if (c->c_listener == NULL)
+        return;
+    uint64_t now = hmi_time_ns();
+    if (now - c->c_listen_poll_ns < UCX_LISTEN_POLL_NS)
+        return;
+    c->c_listen_poll_ns = now;
+    hmi_na_listener_poll(c->c_listener);
+}
+
 int hmi_ucx_progress(hmi_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
@@ -450,8 +471,10 @@ int hmi_ucx_progress(hmi_na_context_t *ctx)
     n += (int)ucp_worker_progress(c->c_worker);
     if (n == 0 && c->c_fifo.f_n > 0)
         hmi_ucx_fifo_check(c); /* nothing came: are we stuck behind a dead sender's slot? */
-    if (n == 0 && c->c_cls->k_proto == UCX_PROTO_TCP)
-        ucx_yield_for_peer(c);
+    if (n == 0 && c->c_cls->k_proto == UCX_PROTO_TCP) {
+        ucx_serve_hellos(c);
+        ucx_yield_for_peer(c); /* after a hello, for UCX's own connection */
+    }
     if (c->c_npidfds > 0)
         n += ucx_pid_scan_due(c);
     if (hmi_unlikely(!hmi_list_empty(&c->c_gone)))
