@@ -152,7 +152,9 @@ typedef struct hm_class_info {
                              words (static): the owner's key table, or the NIC */
     const char *peers;    /* which peers the class may face, in words (static):
                              "any: ..." when its transport was shown to survive
-                             hostile bytes (tests/hostile), else "trusted only: why" */
+                             hostile bytes (tests/hostile), with the limits known
+                             inside the transport library (ofi+tcp: rxm's), else
+                             "trusted only: why" */
 } hm_class_info_t;
 /* The first version's size: up to and including `peers`. */
 #define HM_CLASS_INFO_SIZE_V1 (offsetof(hm_class_info_t, peers) + sizeof(const char *))

@@ -189,6 +189,8 @@ hm_return_t hm_class_get_info(const hm_class_t *cls, hm_class_info_t *out)
     info->inject_limit = cls->k_na->c_inject_limit;
     if (cls->k_na->c_trusted_only != NULL)
         info->peers = cls->k_na->c_trusted_only;
+    else if (cls->k_na->c_peers_any != NULL)
+        info->peers = cls->k_na->c_peers_any;
     else if (cls->k_na->c_cma)
         info->peers = "any: shared memory admits only processes of this user, which the OS "
                       "already lets ptrace or kill this one";

@@ -495,6 +495,9 @@ struct hmi_na_class {
     const char *c_trusted_only; /* set by class_open: NULL when the transport was
                                  shown to survive any peer's bytes (tests/hostile);
                                  else "trusted only: why" (static) */
+    const char *c_peers_any;  /* set by class_open, optional, when c_trusted_only is
+                                 NULL: "any: ..." with the limits the plugin knows
+                                 of (static); NULL: the core's plain statement */
     unsigned int c_nctx;      /* contexts open */
     void *c_priv;             /* ops->class_size bytes */
 };

@@ -89,6 +89,8 @@ struct ofi_quirk {
     const char *q_note;           /* why, for hm_info and the reader */
     const char *q_trusted_only;   /* NULL: survives hostile bytes (tests/hostile); else why
                                      only trusted peers may reach it (hm_class_info_t.peers) */
+    const char *q_peers_any;      /* with q_trusted_only NULL, optional: the statement for
+                                     hm_class_info_t.peers with its known limits */
 };
 
 /*

@@ -34,6 +34,9 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_port_check = true,
         .q_warm_sends = true,
         .q_rma_fails_named = true,
+        .q_peers_any = "any: survives hostile bytes (tests/hostile), with two limits inside "
+                       "rxm (libfabric 1.17): a sender's name is its own claim, and a flood "
+                       "while rxm closes a connection grows memory without a cap",
         .q_note = "rxm offers no FI_SOURCE: every message names its sender (8 bytes for "
                   "IPv4, 28 for IPv6); "
                   "a dead peer shows only as a failed send, so quiet peers we sent to are "
