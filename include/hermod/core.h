@@ -439,14 +439,17 @@ HM_EXPORT hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max,
  * Protocols: ucx+tcp and ucx+shm (the UCP worker's event fd, armed with
  * ucp_worker_arm), ofi+tcp (the CQ's FI_WAIT_FD, fi_trywait) and ofi+shm
  * (shm's CQ has no wait object: Hermod's doorbell, a unix socket a peer
- * rings after posting to a sleeping context) all give one. A transport
- * with no fd to block on gives HM_NOT_SUPPORTED: drive such a context with
- * its own progress thread (progress_thread option, then post and take
- * results from any thread) or poll it with hm_progress(ctx, 0) from a timer
- * of your loop.
+ * rings after posting to a sleeping context) all give one, except an
+ * ofi+tcp context created HM_PROGRESS_BUSY: it never sleeps, so its CQ has
+ * no wait object (keeping one made the busy round trip 17% slower).
+ * A transport with no fd to block on gives HM_NOT_SUPPORTED: drive such a
+ * context with its own progress thread (progress_thread option, then post
+ * and take results from any thread) or poll it with hm_progress(ctx, 0)
+ * from a timer of your loop.
  * Errors: HM_INVALID_ARG (NULL), HM_NOENTRY (live-checked), HM_BUSY (the
  * context has its own progress thread, which drives it instead),
- * HM_NOT_SUPPORTED (no fd on this transport), HM_NOMEM, HM_FAULT (epoll).
+ * HM_NOT_SUPPORTED (no fd on this transport, or an ofi+tcp context in busy
+ * mode), HM_NOMEM, HM_FAULT (epoll).
  */
 HM_EXPORT hm_return_t hm_context_get_wait_fd(hm_context_t *ctx, int *fd_out);
 

@@ -466,8 +466,11 @@ static hm_return_t ctx_open(hm_context_t *ctx, const hm_context_opts_t *opts,
     hm_return_t ret = hmi_ctx_place(ctx, ctx_opt_node(opts));
     if (ret != HM_SUCCESS)
         return ret;
-    const char *device = ctx->c_place.cp_device[0] ? ctx->c_place.cp_device : NULL;
-    ret = hmi_na_context_open_on(cls->k_na, ctx->c_index, device, hmi_recv_cb, ctx,
+    struct hmi_na_context_hints hints = {
+        .device = ctx->c_place.cp_device[0] ? ctx->c_place.cp_device : NULL,
+        .never_sleeps = ctx->c_mode == HM_PROGRESS_BUSY, /* fixed for the context's life */
+    };
+    ret = hmi_na_context_open_on(cls->k_na, ctx->c_index, &hints, hmi_recv_cb, ctx,
                                 hmi_peer_fail_cb, ctx, &ctx->c_na);
     if (ret != HM_SUCCESS)
         return ret;

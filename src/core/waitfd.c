@@ -106,9 +106,11 @@ hm_return_t hm_context_get_wait_fd(hm_context_t *ctx, int *fd_out)
     bool took = hmi_ctx_enter(ctx);
     int na_fd = hmi_na_poll_fd(ctx->c_na);
     if (na_fd < 0) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
-                "context %u: %s has no fd to wait on", ctx->c_index,
-                hm_class_protocol(ctx->c_class));
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR, "context %u: %s has no fd to wait on%s",
+                ctx->c_index, hm_class_protocol(ctx->c_class),
+                ctx->c_mode == HM_PROGRESS_BUSY ? " in busy mode (HM_PROGRESS_BUSY: it never "
+                                                  "sleeps, so it keeps no wait object)"
+                                                : "");
         ret = HM_NOT_SUPPORTED;
     } else if (ctx->c_wait_epfd < 0) {
         ret = waitfd_open(ctx, na_fd);

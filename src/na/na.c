@@ -175,7 +175,8 @@ hm_return_t hmi_na_context_open(hmi_na_class_t *cls, unsigned int index,
                                  ctx_out);
 }
 
-hm_return_t hmi_na_context_open_on(hmi_na_class_t *cls, unsigned int index, const char *device,
+hm_return_t hmi_na_context_open_on(hmi_na_class_t *cls, unsigned int index,
+                                  const struct hmi_na_context_hints *hints,
                                   hmi_na_recv_cb_t recv_cb, void *recv_arg,
                                   hmi_na_fail_cb_t fail_cb, void *fail_arg,
                                   hmi_na_context_t **ctx_out)
@@ -186,7 +187,8 @@ hm_return_t hmi_na_context_open_on(hmi_na_class_t *cls, unsigned int index, cons
         return HM_NOMEM;
     ctx->x_class = cls;
     ctx->x_index = index;
-    ctx->x_device = device;
+    ctx->x_device = hints ? hints->device : NULL;
+    ctx->x_never_sleeps = hints && hints->never_sleeps;
     ctx->x_recv_cb = recv_cb;
     ctx->x_recv_arg = recv_arg;
     ctx->x_fail_cb = fail_cb;

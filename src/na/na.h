@@ -535,6 +535,12 @@ struct hmi_na_context {
     const char *x_device;       /* device the core chose for it (its NUMA node's
                                    closest, DESIGN §9), or NULL: the plugin's own
                                    choice. Valid during context_open only. */
+    /* The owner spins (HM_PROGRESS_BUSY): it never blocks on poll_fd nor
+     * naps, for the context's life. A plugin may then leave out the wait
+     * object a sleeper needs when keeping it costs every message something
+     * (ofi+tcp: 17% of the busy round trip, ofi_context.c), and return -1
+     * from poll_fd. */
+    bool x_never_sleeps;
     hmi_na_recv_cb_t x_recv_cb;
     void *x_recv_arg;
     hmi_na_fail_cb_t x_fail_cb;
@@ -582,8 +588,16 @@ hm_return_t hmi_na_context_open(hmi_na_class_t *cls, unsigned int index,
                                hmi_na_recv_cb_t recv_cb, void *recv_arg,
                                hmi_na_fail_cb_t fail_cb, void *fail_arg,
                                hmi_na_context_t **ctx_out);
-/* The same, asking the plugin to use `device` (NULL: its own choice). */
-hm_return_t hmi_na_context_open_on(hmi_na_class_t *cls, unsigned int index, const char *device,
+
+/* What the core knows of a context before it opens it. */
+struct hmi_na_context_hints {
+    const char *device; /* the device to use (x_device), or NULL: the plugin's choice */
+    bool never_sleeps;  /* x_never_sleeps */
+};
+
+/* The same, with `hints` (NULL: none). */
+hm_return_t hmi_na_context_open_on(hmi_na_class_t *cls, unsigned int index,
+                                  const struct hmi_na_context_hints *hints,
                                   hmi_na_recv_cb_t recv_cb, void *recv_arg,
                                   hmi_na_fail_cb_t fail_cb, void *fail_arg,
                                   hmi_na_context_t **ctx_out);

@@ -200,7 +200,8 @@ static void test_device_fallback(void **state)
     for (size_t i = 0; i < 2; i++) {
         if (asked[i] == NULL)
             continue;
-        assert_int_equal(hmi_na_context_open_on(na, 1000, asked[i], ignore_recv, NULL,
+        struct hmi_na_context_hints hints = {.device = asked[i]};
+        assert_int_equal(hmi_na_context_open_on(na, 1000, &hints, ignore_recv, NULL,
                                                ignore_fail, NULL, &x),
                          HM_SUCCESS);
         hmi_na_context_close(x);

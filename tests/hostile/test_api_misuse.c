@@ -543,6 +543,15 @@ static void test_wait_fd(void **state)
     assert_int_equal(hm_context_get_wait_fd(threaded, &fd), HM_BUSY);
     assert_int_equal(hm_context_destroy(threaded), HM_SUCCESS);
     assert_int_equal(fd, -7); /* written only on success */
+    /* A busy ofi+tcp context keeps no wait object (core.h); the others keep their fd. */
+    hm_context_opts_t bopts = {.field_mask = HM_CONTEXT_OPT_PROGRESS_MODE,
+                               .progress_mode = HM_PROGRESS_BUSY};
+    hm_context_t *busy;
+    assert_int_equal(hm_context_create(fx.cls, &bopts, &busy), HM_SUCCESS);
+    bool no_wait_fd = strcmp(hm_class_protocol(fx.cls), "ofi+tcp") == 0;
+    assert_int_equal(hm_context_get_wait_fd(busy, &fd2),
+                     no_wait_fd ? HM_NOT_SUPPORTED : HM_SUCCESS);
+    assert_int_equal(hm_context_destroy(busy), HM_SUCCESS);
 
     assert_int_equal(hm_context_create(fx.cls, NULL, &w), HM_SUCCESS);
     assert_int_equal(hm_context_get_wait_fd(w, &fd), HM_SUCCESS);

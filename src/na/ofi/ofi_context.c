@@ -157,6 +157,24 @@ static hm_return_t ctx_name_shm_endpoint(struct ofi_context *x, unsigned int ind
     return rc == 0 ? HM_SUCCESS : hmi_ofi_error("fi_setname", x->x_cls->k_quirk->q_provider, rc);
 }
 
+/*
+ * Whether the CQ gets a wait fd: not for a context that never sleeps. With
+ * one, rxm opens the tcp provider's CQ with FI_WAIT_FD and nests its epoll
+ * set (the sockets) in our CQ's, itself in the context's x_epfd, and the tcp
+ * provider progresses with epoll_wait on it; without, the provider polls
+ * its sockets with poll(2). The system calls per message are about the same
+ * (strace -c of a busy client, per RPC: 4.2 with, 5.1 without; libfabric
+ * 1.17's tcp provider signals its own wait set per completion either way),
+ * yet the busy no-op round trip over ofi+tcp went from 9.96-10.01 to
+ * 8.24-8.35 us (perf/interleave, 6 rounds twice, 6 of 6 faster,
+ * 2026-11-29). The likely cost is the wake-up callbacks of three nested
+ * epoll sets on every packet; not isolated further.
+ */
+static bool ctx_cq_waits(const hmi_na_context_t *ctx)
+{
+    return ofi_ctx(ctx)->x_cls->k_quirk->q_wait_fd && !ctx->x_never_sleeps;
+}
+
 /* An endpoint with its own AV and CQ, bound, enabled and named (x_ep,
  * x_av, x_cq, x_name); what it made is left for ctx_release on failure. */
 static hm_return_t ctx_make_endpoint(hmi_na_context_t *ctx, struct ofi_context *x,
@@ -177,7 +195,7 @@ static hm_return_t ctx_make_endpoint(hmi_na_context_t *ctx, struct ofi_context *
     }
     struct fi_cq_attr cq_attr = {
         .format = FI_CQ_FORMAT_DATA,
-        .wait_obj = k->k_quirk->q_wait_fd ? FI_WAIT_FD : FI_WAIT_NONE,
+        .wait_obj = ctx_cq_waits(ctx) ? FI_WAIT_FD : FI_WAIT_NONE,
     };
     rc = fi_cq_open(k->k_domain, &cq_attr, &x->x_cq, NULL);
     if (rc != 0) {
@@ -282,7 +300,7 @@ static hm_return_t ctx_open_epoll(struct ofi_context *x)
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "ofi: epoll_create1: %s", strerror(errno));
         return HM_NOMEM;
     }
-    if (!x->x_cls->k_quirk->q_wait_fd)
+    if (!ctx_cq_waits(x->x_na))
         return HM_SUCCESS;
     int fd = -1;
     int rc = fi_control(&x->x_cq->fid, FI_GETWAIT, &fd);
@@ -618,7 +636,9 @@ int hmi_ofi_progress(hmi_na_context_t *ctx)
 
 int hmi_ofi_poll_fd(hmi_na_context_t *ctx)
 {
-    return ofi_ctx(ctx)->x_epfd;
+    struct ofi_context *x = ofi_ctx(ctx);
+    /* Nothing in the set to wake a sleeper (a never-sleeping tcp context). */
+    return x->x_cq_fd < 0 && x->x_bell_fd < 0 ? -1 : x->x_epfd;
 }
 
 /* Doorbell protocols, once armed: look at the CQ once more (keeping what it holds). */
