@@ -441,17 +441,21 @@ static void ucx_yield_for_peer(struct ucx_ctx *c)
 /*
  * tcp: a peer's hello, served by our own idle progress every
  * UCX_LISTEN_POLL_NS (one accept4 that finds nothing; UCX's progress makes
- * one epoll_wait per call anyway). The listener's thread shares our core
- * when we are pinned, and waited for a scheduler slice behind us: 0.14-0.88
- * ms from dial to accept on a busy server (uprobes, 2026-11-29). A sleeping
- * context leaves its hellos to that thread.
+ * one epoll_wait per call anyway), the clock read every
+ * UCX_LISTEN_CLOCK_EVERY idle calls (each is a system call or more). The
+ * listener's thread shares our core when we are pinned, and waited for a
+ * scheduler slice behind us: 0.14-0.88 ms from dial to accept on a busy
+ * server (uprobes, 2026-11-29). A sleeping context leaves its hellos to
+ * that thread.
  */
 #define UCX_LISTEN_POLL_NS (50ull * 1000)
+#define UCX_LISTEN_CLOCK_EVERY 16u
 
 static void ucx_serve_hellos(struct ucx_ctx *c)
 {
-    if (c->c_listener == NULL)
+    if (c->c_listener == NULL || ++c->c_listen_skips < UCX_LISTEN_CLOCK_EVERY)
         return;
+    c->c_listen_skips = 0;
     uint64_t now = hmi_time_ns();
     if (now - c->c_listen_poll_ns < UCX_LISTEN_POLL_NS)
         return;
