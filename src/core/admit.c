@@ -44,8 +44,9 @@
 #include "util/log.h"
 #include "util/time.h"
 
-/* `value`, or the count in environment variable `name` (0: no limit). */
-static uint64_t admit_env(const char *name, uint64_t value)
+/* `value`, or the number in environment variable `name`; `expect` says what
+ * it must be, in the warning for one that does not parse. */
+static uint64_t admit_env(const char *name, uint64_t value, const char *expect)
 {
     const char *env = getenv(name);
     if (env == NULL || *env == '\0')
@@ -53,12 +54,14 @@ static uint64_t admit_env(const char *name, uint64_t value)
     char *end;
     unsigned long long parsed = strtoull(env, &end, 10);
     if (*end != '\0') {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "%s=%s ignored (a count, 0: no limit)", name,
-                env);
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "%s=%s ignored (%s)", name, env, expect);
         return value;
     }
     return parsed;
 }
+
+#define ADMIT_COUNT "a count, 0: no limit"
+#define ADMIT_BYTES "bytes, 0: no limit"
 
 static uint32_t admit_u32(uint64_t value)
 {
@@ -68,7 +71,7 @@ static uint32_t admit_u32(uint64_t value)
 /* A bound on error replies: from `name`, within [HMI_ADMIT_BOUND_MIN, 2^30]. */
 static uint32_t admit_bound(const char *name, uint32_t value)
 {
-    uint64_t bound = admit_env(name, value);
+    uint64_t bound = admit_env(name, value, "a count");
     if (bound < HMI_ADMIT_BOUND_MIN || bound > (1u << 30)) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "%s=%llu ignored (from %u to 2^30)", name,
                 (unsigned long long)bound, HMI_ADMIT_BOUND_MIN);
@@ -84,7 +87,7 @@ static uint32_t admit_hold_ms(const hm_context_opts_t *opts)
     uint32_t value = opts && (opts->field_mask & HM_CONTEXT_OPT_OVERFLOW_HOLD)
                          ? opts->overflow_hold_ms
                          : HM_OVERFLOW_HOLD_DEFAULT_MS;
-    uint64_t hold = admit_env("HM_OVERFLOW_HOLD_MS", value);
+    uint64_t hold = admit_env("HM_OVERFLOW_HOLD_MS", value, "milliseconds, 1 to 2^32-1");
     if (hold == 0 || hold > UINT32_MAX) {
         hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "HM_OVERFLOW_HOLD_MS=%llu ignored (1 to 2^32-1 ms)",
                 (unsigned long long)hold);
@@ -99,21 +102,26 @@ void hmi_admit_init(hm_context_t *ctx, const hm_context_opts_t *opts)
     struct hmi_admit *ad = &ctx->c_admit;
     ad->ad_max_requests = admit_u32(admit_env(
         "HM_MAX_REQUESTS",
-        (mask & HM_CONTEXT_OPT_MAX_REQUESTS) ? opts->max_requests : HM_MAX_REQUESTS_DEFAULT));
+        (mask & HM_CONTEXT_OPT_MAX_REQUESTS) ? opts->max_requests : HM_MAX_REQUESTS_DEFAULT,
+        ADMIT_COUNT));
     ad->ad_max_requests_peer = admit_u32(admit_env(
         "HM_MAX_REQUESTS_PEER", (mask & HM_CONTEXT_OPT_MAX_REQUESTS_PEER)
                                     ? opts->max_requests_per_peer
-                                    : HM_MAX_REQUESTS_PEER_DEFAULT));
+                                    : HM_MAX_REQUESTS_PEER_DEFAULT,
+        ADMIT_COUNT));
     ad->ad_max_bytes = admit_env("HM_MAX_OVERFLOW", (mask & HM_CONTEXT_OPT_MAX_OVERFLOW)
                                                         ? opts->max_overflow_bytes
-                                                        : HM_MAX_OVERFLOW_DEFAULT);
+                                                        : HM_MAX_OVERFLOW_DEFAULT,
+                                 ADMIT_BYTES);
     ad->ad_max_bytes_peer = admit_env("HM_MAX_OVERFLOW_PEER",
                                       (mask & HM_CONTEXT_OPT_MAX_OVERFLOW_PEER)
                                           ? opts->max_overflow_bytes_per_peer
-                                          : HM_MAX_OVERFLOW_PEER_DEFAULT);
+                                          : HM_MAX_OVERFLOW_PEER_DEFAULT,
+                                      ADMIT_BYTES);
     uint64_t hint = admit_env("HM_RETRY_HINT_US", (mask & HM_CONTEXT_OPT_RETRY_HINT)
                                                       ? opts->retry_hint_us
-                                                      : HM_RETRY_HINT_DEFAULT_US);
+                                                      : HM_RETRY_HINT_DEFAULT_US,
+                              "microseconds");
     ad->ad_hint_us = hint > HMI_WIRE_RETRY_MAX_US ? HMI_WIRE_RETRY_MAX_US : (uint32_t)hint;
     ad->ad_hold_ms = admit_hold_ms(opts);
     ad->ad_replies_max = admit_bound("HM_ADMIT_REPLIES", HMI_ADMIT_REPLIES_CTX);
