@@ -5,23 +5,20 @@
  * itself. Usage: na_hello.
  */
 #include <errno.h>
-#include <poll.h>
 #include <sched.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "na/na_hello.h"
 #include "na/na_listen.h"
+#include "harness.h"
 
 static void test_frame_checks(void **state)
 {
@@ -83,12 +80,6 @@ static void test_dial(void **state)
 
 #define POLL_SPIN_S 3 /* the owner's bound: a broken poll fails, it never hangs */
 
-/* What the owner child reports: its port, then how many hellos its polls answered. */
-struct poll_report {
-    int pr_setup;      /* 0, or the errno of what failed (EPERM: no SCHED_FIFO) */
-    uint16_t pr_port;
-};
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -105,42 +96,45 @@ static void pin_to(int cpu)
 }
 
 /*
- * The child: pinned to `cpu` before the listener's thread exists (it
+ * The child (arg: its CPU): pinned before the listener's thread exists (it
  * inherits the pin), then SCHED_FIFO on that CPU, so the thread (normal
  * policy) does not run while the child spins: only its polls can answer.
+ * Ready line: "port P", or "setup ERRNO" (EPERM: no SCHED_FIFO here); then
+ * "answered N".
  */
-static void poll_owner(int cpu, int report_fd)
+static int poll_owner(void *arg)
 {
     struct hmi_na_hello_key key;
     hmi_na_hello_key_set(&key, "job-a");
     struct hmi_na_listen_stats stats;
     memset(&stats, 0, sizeof(stats));
     struct hmi_na_listener *l = NULL;
-    struct poll_report r = {0};
-    pin_to(cpu);
-    if (hmi_na_listener_open("127.0.0.1", 0, &key, "worker", 6, &stats, &l, &r.pr_port) != 0)
-        r.pr_setup = EIO;
+    uint16_t port = 0;
+    char line[64];
+    pin_to(*(const int *)arg);
+    int setup = 0;
+    if (hmi_na_listener_open("127.0.0.1", 0, &key, "worker", 6, &stats, &l, &port) != 0)
+        setup = EIO;
     struct sched_param fifo = {.sched_priority = 1};
-    if (r.pr_setup == 0 && sched_setscheduler(0, SCHED_FIFO, &fifo) != 0)
-        r.pr_setup = errno;
-    if (write(report_fd, &r, sizeof(r)) != (ssize_t)sizeof(r) || r.pr_setup != 0)
-        _exit(1);
+    if (setup == 0 && sched_setscheduler(0, SCHED_FIFO, &fifo) != 0)
+        setup = errno;
+    if (setup != 0)
+        snprintf(line, sizeof(line), "setup %d", setup);
+    else
+        snprintf(line, sizeof(line), "port %u", (unsigned int)port);
+    if (hm_test_ready(line) != 0 || setup != 0) {
+        hmi_na_listener_close(l);
+        return 1;
+    }
     int answered = 0;
     for (double end = now_s() + POLL_SPIN_S; answered == 0 && now_s() < end;)
         answered += hmi_na_listener_poll(l);
     struct sched_param normal = {.sched_priority = 0};
     (void)sched_setscheduler(0, SCHED_OTHER, &normal);
-    if (write(report_fd, &answered, sizeof(answered)) != (ssize_t)sizeof(answered))
-        _exit(1);
+    snprintf(line, sizeof(line), "answered %d", answered);
+    int rc = hm_test_signal(line);
     hmi_na_listener_close(l);
-    _exit(0);
-}
-
-/* Read `len` bytes from the child within 10 s; false otherwise. */
-static bool read_child(int fd, void *buf, size_t len)
-{
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    return poll(&pfd, 1, 10000) == 1 && read(fd, buf, len) == (ssize_t)len;
+    return rc == 0 ? 0 : 1;
 }
 
 static void test_owner_poll(void **state)
@@ -153,44 +147,33 @@ static void test_owner_poll(void **state)
     for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
         if (CPU_ISSET(c, &allowed))
             cpus[n++] = c;
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(fds[0]);
-        poll_owner(cpus[0], fds[1]);
-    }
-    close(fds[1]);
+    hm_test_alarm(30, "test_owner_poll");
+    struct hm_test_child owner;
+    assert_int_equal(hm_test_spawn(&owner, poll_owner, &cpus[0]), 0);
     pin_to(cpus[1]);
-    struct poll_report r;
-    bool ok = read_child(fds[0], &r, sizeof(r));
-    if (ok && r.pr_setup == EPERM) {
-        waitpid(pid, NULL, 0);
-        close(fds[0]);
+    char line[64];
+    unsigned int port = 0;
+    int setup = 0;
+    assert_int_equal(hm_test_recv(&owner, line, sizeof(line), 10000), 0);
+    if (sscanf(line, "setup %d", &setup) == 1 && setup == EPERM) {
+        hm_test_wait(&owner, 10);
+        hm_test_alarm(0, NULL);
         print_message("no SCHED_FIFO here (not root?): owner poll not tested\n");
         skip();
     }
+    assert_int_equal(sscanf(line, "port %u", &port), 1);
+    struct hmi_na_hello_key key;
+    hmi_na_hello_key_set(&key, "job-a");
+    char reply[16];
+    size_t len = sizeof(reply);
+    hm_return_t ret = hmi_na_hello_dial("127.0.0.1", (uint16_t)port, &key, 5000, reply, &len);
     int answered = -1;
-    hm_return_t ret = HM_TIMEOUT;
-    if (ok && r.pr_setup == 0) {
-        struct hmi_na_hello_key key;
-        hmi_na_hello_key_set(&key, "job-a");
-        char reply[16];
-        size_t len = sizeof(reply);
-        ret = hmi_na_hello_dial("127.0.0.1", r.pr_port, &key, 5000, reply, &len);
-        ok = read_child(fds[0], &answered, sizeof(answered));
-    }
-    if (!ok)
-        kill(pid, SIGKILL);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    close(fds[0]);
-    assert_true(ok);
-    assert_int_equal(r.pr_setup, 0);
+    assert_int_equal(hm_test_recv(&owner, line, sizeof(line), 10000), 0);
+    assert_int_equal(sscanf(line, "answered %d", &answered), 1);
+    assert_int_equal(hm_test_wait(&owner, 10), 0);
+    hm_test_alarm(0, NULL);
     assert_int_equal(ret, HM_SUCCESS);
     assert_int_equal(answered, 1); /* the owner's poll answered, not the thread */
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 int main(void)
