@@ -62,6 +62,7 @@ static uint64_t admit_env(const char *name, uint64_t value, const char *expect)
 
 #define ADMIT_COUNT "a count, 0: no limit"
 #define ADMIT_BYTES "bytes, 0: no limit"
+#define ADMIT_HOLD "milliseconds, 1 to 2^32-1"
 
 static uint32_t admit_u32(uint64_t value)
 {
@@ -87,10 +88,10 @@ static uint32_t admit_hold_ms(const hm_context_opts_t *opts)
     uint32_t value = opts && (opts->field_mask & HM_CONTEXT_OPT_OVERFLOW_HOLD)
                          ? opts->overflow_hold_ms
                          : HM_OVERFLOW_HOLD_DEFAULT_MS;
-    uint64_t hold = admit_env("HM_OVERFLOW_HOLD_MS", value, "milliseconds, 1 to 2^32-1");
+    uint64_t hold = admit_env("HM_OVERFLOW_HOLD_MS", value, ADMIT_HOLD);
     if (hold == 0 || hold > UINT32_MAX) {
-        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "HM_OVERFLOW_HOLD_MS=%llu ignored (1 to 2^32-1 ms)",
-                (unsigned long long)hold);
+        hmi_log(HMI_SUBSYS_CORE, HMI_LOG_WARN, "HM_OVERFLOW_HOLD_MS=%llu ignored (%s)",
+                (unsigned long long)hold, ADMIT_HOLD);
         return value;
     }
     return (uint32_t)hold;
