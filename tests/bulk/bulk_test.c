@@ -545,20 +545,8 @@ hm_return_t bulk_expose(struct bulk_client *c, const struct expose_in *in,
     return ret;
 }
 
-struct transfer_wait {
-    int calls;
-    hm_return_t ret;
-};
-
-static void transfer_wait_cb(const hm_bulk_cb_info_t *info)
-{
-    struct transfer_wait *w = info->arg;
-    w->calls++;
-    w->ret = info->ret;
-}
-
 /* Progress and trigger until `w` has been called or `ms` have passed. */
-static void transfer_wait_for(hm_context_t *ctx, struct transfer_wait *w, double ms)
+static void transfer_wait_for(hm_context_t *ctx, struct hm_test_outcome *w, double ms)
 {
     double end = bulk_now_ms() + ms;
     while (w->calls == 0 && bulk_now_ms() < end) {
@@ -571,11 +559,11 @@ hm_return_t bulk_transfer_wait(struct bulk_client *c, const hm_bulk_xfer_t *xfer
                                const hm_bulk_opts_t *opts, unsigned int timeout_ms)
 {
     /* On the heap: if the callback never comes, the op keeps pointing at it. */
-    struct transfer_wait *w = calloc(1, sizeof(*w));
+    struct hm_test_outcome *w = calloc(1, sizeof(*w));
     hm_bulk_op_id_t *op;
     if (w == NULL)
         return HM_NOMEM;
-    hm_return_t ret = hm_bulk_transfer(c->ctx, xfer, opts, transfer_wait_cb, w, &op);
+    hm_return_t ret = hm_bulk_transfer(c->ctx, xfer, opts, hm_test_bulk_outcome_cb, w, &op);
     if (ret != HM_SUCCESS) {
         free(w);
         return ret;

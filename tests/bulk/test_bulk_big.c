@@ -269,20 +269,8 @@ static struct victim {
     struct hm_test_server server; /* its process and URI */
 } victims[2];
 
-struct death_watch {
-    int calls;
-    hm_return_t ret;
-};
-
-static void death_cb(const hm_bulk_cb_info_t *info)
-{
-    struct death_watch *w = info->arg;
-    w->calls++;
-    w->ret = info->ret;
-}
-
 /* Progress and trigger `c` until `w` has been called or `ms` have passed. */
-static void death_wait(struct bulk_client *c, struct death_watch *w, double ms)
+static void death_wait(struct bulk_client *c, struct hm_test_outcome *w, double ms)
 {
     double end = bulk_now_ms() + ms;
     while (w->calls == 0 && bulk_now_ms() < end) {
@@ -297,7 +285,7 @@ static void death_wait(struct bulk_client *c, struct death_watch *w, double ms)
  * it moving, with most of its pieces still to go.
  */
 static void run_until_landed(struct bulk_client *c, struct victim *v, hm_bulk_op_t op,
-                             const uint8_t *data, const struct death_watch *w)
+                             const uint8_t *data, const struct hm_test_outcome *w)
 {
     double end = bulk_now_ms() + 10000;
     char line[64];
@@ -339,8 +327,8 @@ static void die_mid_transfer(struct victim *v, hm_bulk_op_t op)
                            .chunk_size = DEATH_CHUNK, .depth = 4};
     hm_bulk_xfer_t x = {.op = op, .origin_addr = vc.server, .origin = origin,
                         .local = local, .size = DEATH_SIZE};
-    struct death_watch w = {0};
-    assert_int_equal(hm_bulk_transfer(vc.ctx, &x, &opts, death_cb, &w, NULL), HM_SUCCESS);
+    struct hm_test_outcome w = {0};
+    assert_int_equal(hm_bulk_transfer(vc.ctx, &x, &opts, hm_test_bulk_outcome_cb, &w, NULL), HM_SUCCESS);
     run_until_landed(&vc, v, op, b.data, &w);
     assert_int_equal(hm_test_server_kill(&v->server), -SIGKILL);
 
@@ -357,8 +345,8 @@ static void die_mid_transfer(struct victim *v, hm_bulk_op_t op)
     assert_int_equal(w.calls, 1);
 
     /* Another transfer to the dead peer fails at once or calls back with an error. */
-    struct death_watch w2 = {0};
-    hm_return_t ret = hm_bulk_transfer(vc.ctx, &x, &opts, death_cb, &w2, NULL);
+    struct hm_test_outcome w2 = {0};
+    hm_return_t ret = hm_bulk_transfer(vc.ctx, &x, &opts, hm_test_bulk_outcome_cb, &w2, NULL);
     if (ret == HM_SUCCESS) {
         death_wait(&vc, &w2, DEATH_BOUND_MS);
         assert_int_equal(w2.calls, 1);

@@ -386,13 +386,6 @@ int core_teardown(void **state)
     return core_fixture_stop(&core_client);
 }
 
-void core_outcome_cb(const hm_cb_info_t *info)
-{
-    struct core_outcome *o = info->arg;
-    o->calls++;
-    o->ret = info->ret;
-}
-
 double core_now_ms(void)
 {
     return (double)now_ns() / 1e6;

@@ -102,13 +102,6 @@ extern const hm_class_opts_t *core_class_opts;
 extern struct core_client core_client;
 int core_setup(void **state);
 int core_teardown(void **state);
-/* What an RPC's callback saw: how often it ran, and with which status.
- * core_outcome_cb is the callback; its arg is the struct core_outcome. */
-struct core_outcome {
-    int calls;
-    hm_return_t ret;
-};
-void core_outcome_cb(const hm_cb_info_t *info);
 /* Monotonic milliseconds. */
 double core_now_ms(void);
 

@@ -232,10 +232,10 @@ static void test_server_dies_mid_rpc(void **state)
     assert_int_equal(hm_handle_create(victim_client.ctx, victim_client.server,
                                       victim_client.ids.hang, &handle),
                      HM_SUCCESS);
-    struct core_outcome o = {0};
+    struct hm_test_outcome o = {0};
     hm_forward_opts_t opts = {.field_mask = HM_FORWARD_OPT_TIMEOUT, .timeout_ms = 20000};
     double start = core_now_ms();
-    assert_int_equal(hm_forward(handle, NULL, core_outcome_cb, &o, &opts), HM_SUCCESS);
+    assert_int_equal(hm_forward(handle, NULL, hm_test_outcome_cb, &o, &opts), HM_SUCCESS);
     double end = core_now_ms() + 200;
     while (core_now_ms() < end)
         hm_progress(victim_client.ctx, 10);
@@ -248,8 +248,8 @@ static void test_server_dies_mid_rpc(void **state)
     assert_int_equal(o.ret, HM_UNREACHABLE);
     assert_true(core_now_ms() - start < 20000); /* well before its deadline */
     /* A new RPC to the dead server fails at once or completes with an error. */
-    struct core_outcome o2 = {0};
-    hm_return_t ret = hm_forward(handle, NULL, core_outcome_cb, &o2, &opts);
+    struct hm_test_outcome o2 = {0};
+    hm_return_t ret = hm_forward(handle, NULL, hm_test_outcome_cb, &o2, &opts);
     if (ret == HM_SUCCESS) {
         while (o2.calls == 0) {
             hm_progress(victim_client.ctx, 100);

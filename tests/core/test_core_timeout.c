@@ -62,11 +62,11 @@ static void test_budget_spent_in_server_queue(void **state)
 static void test_cancel_before_response(void **state)
 {
     hm_handle_t *handle;
-    struct core_outcome o = {0};
+    struct hm_test_outcome o = {0};
     struct core_ms delay = {.ms = 300};
     assert_int_equal(hm_handle_create(core_client.ctx, core_client.server, core_client.ids.delay, &handle),
                      HM_SUCCESS);
-    assert_int_equal(hm_forward(handle, &delay, core_outcome_cb, &o, NULL), HM_SUCCESS);
+    assert_int_equal(hm_forward(handle, &delay, hm_test_outcome_cb, &o, NULL), HM_SUCCESS);
     assert_int_equal(hm_cancel(handle), HM_SUCCESS);
     assert_int_equal(hm_cancel(handle), HM_SUCCESS); /* twice is harmless */
     hm_stats_t before = {.size = sizeof(before)};
@@ -78,9 +78,9 @@ static void test_cancel_before_response(void **state)
     hm_context_stats(core_client.ctx, &after);
     assert_int_equal(after.dropped_late - before.dropped_late, 1);
     /* The handle is reusable at once. */
-    struct core_outcome o2 = {0};
+    struct hm_test_outcome o2 = {0};
     delay.ms = 0;
-    assert_int_equal(hm_forward(handle, &delay, core_outcome_cb, &o2, NULL), HM_SUCCESS);
+    assert_int_equal(hm_forward(handle, &delay, hm_test_outcome_cb, &o2, NULL), HM_SUCCESS);
     while (o2.calls == 0)
         spin_for(core_client.ctx, 10);
     assert_int_equal(o2.ret, HM_SUCCESS);
@@ -90,10 +90,10 @@ static void test_cancel_before_response(void **state)
 static void test_cancel_after_response(void **state)
 {
     hm_handle_t *handle;
-    struct core_outcome o = {0};
+    struct hm_test_outcome o = {0};
     assert_int_equal(hm_handle_create(core_client.ctx, core_client.server, core_client.ids.noop, &handle),
                      HM_SUCCESS);
-    assert_int_equal(hm_forward(handle, NULL, core_outcome_cb, &o, NULL), HM_SUCCESS);
+    assert_int_equal(hm_forward(handle, NULL, hm_test_outcome_cb, &o, NULL), HM_SUCCESS);
     /* Progress without triggering until the response has arrived. */
     while (hm_progress(core_client.ctx, 1000) != HM_SUCCESS)
         ;
@@ -107,11 +107,11 @@ static void test_cancel_after_response(void **state)
 static void test_destroy_while_in_flight(void **state)
 {
     hm_handle_t *handle;
-    struct core_outcome o = {0};
+    struct hm_test_outcome o = {0};
     struct core_ms delay = {.ms = 50};
     assert_int_equal(hm_handle_create(core_client.ctx, core_client.server, core_client.ids.delay, &handle),
                      HM_SUCCESS);
-    assert_int_equal(hm_forward(handle, &delay, core_outcome_cb, &o, NULL), HM_SUCCESS);
+    assert_int_equal(hm_forward(handle, &delay, hm_test_outcome_cb, &o, NULL), HM_SUCCESS);
     hm_handle_destroy(handle); /* the RPC keeps its own reference */
     spin_for(core_client.ctx, 300);
     assert_int_equal(o.calls, 1);

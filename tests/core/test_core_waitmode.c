@@ -80,7 +80,7 @@ static void self_usage(struct rusage *ru)
 }
 
 /* Drive the client's context until `o`'s callback ran. */
-static void wait_for(struct core_outcome *o)
+static void wait_for(struct hm_test_outcome *o)
 {
     while (o->calls == 0) {
         hm_progress(core_client.ctx, 1000);
@@ -91,8 +91,8 @@ static void wait_for(struct core_outcome *o)
 
 static void forward_and_wait(hm_handle_t *handle, const void *in)
 {
-    struct core_outcome o = {0};
-    assert_int_equal(hm_forward(handle, in, core_outcome_cb, &o, NULL), HM_SUCCESS);
+    struct hm_test_outcome o = {0};
+    assert_int_equal(hm_forward(handle, in, hm_test_outcome_cb, &o, NULL), HM_SUCCESS);
     wait_for(&o);
 }
 
@@ -151,8 +151,8 @@ static void test_waiting_client_uses_no_cpu(void **state)
      * once): not what this case measures. */
     forward_and_wait(handle, &delay);
     delay.ms = 1000;
-    struct core_outcome o = {0};
-    assert_int_equal(hm_forward(handle, &delay, core_outcome_cb, &o, NULL), HM_SUCCESS);
+    struct hm_test_outcome o = {0};
+    assert_int_equal(hm_forward(handle, &delay, hm_test_outcome_cb, &o, NULL), HM_SUCCESS);
     struct rusage before, after;
     self_usage(&before);
     wait_for(&o); /* the server answers after 1 s */

@@ -691,18 +691,6 @@ static void test_raw_messages(void **state)
  * either completes or fails with HM_PERMISSION; the owner never touches the
  * freed memory (ASan builds would abort the server).
  */
-struct race_wait {
-    int calls;
-    hm_return_t ret;
-};
-
-static void race_cb(const hm_bulk_cb_info_t *info)
-{
-    struct race_wait *w = info->arg;
-    w->calls++;
-    w->ret = info->ret;
-}
-
 static hm_bulk_t *race_expose(void)
 {
     hm_handle_t *handle;
@@ -734,9 +722,9 @@ static void test_race_free(void **state)
         hm_bulk_xfer_t x = {.op = i % 2 ? HM_BULK_PUSH : HM_BULK_PULL,
                             .origin_addr = g_cli.server, .origin = remote,
                             .local = local, .size = RACE_SIZE};
-        struct race_wait w = {0};
+        struct hm_test_outcome w = {0};
         hm_bulk_op_id_t *op;
-        assert_int_equal(hm_bulk_transfer(g_cli.ctx, &x, NULL, race_cb, &w, &op), HM_SUCCESS);
+        assert_int_equal(hm_bulk_transfer(g_cli.ctx, &x, NULL, hm_test_bulk_outcome_cb, &w, &op), HM_SUCCESS);
         assert_int_equal(bulk_call(&g_cli, g_ids.race_free, NULL, NULL), HM_SUCCESS);
         double end = bulk_now_ms() + HANG_GUARD_MS;
         while (w.calls == 0 && bulk_now_ms() < end) {

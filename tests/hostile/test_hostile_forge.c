@@ -96,7 +96,7 @@ static void self_uri(hm_context_t *ctx, char *buf, size_t size)
         *hash = '\0';
 }
 
-static void progress_until(hm_context_t *ctx, const struct core_outcome *o, unsigned ms)
+static void progress_until(hm_context_t *ctx, const struct hm_test_outcome *o, unsigned ms)
 {
     double end = core_now_ms() + ms;
     while (o->calls == 0 && core_now_ms() < end) {
@@ -114,8 +114,8 @@ static void test_forged_response(void **state)
     hm_handle_t *handle;
     assert_int_equal(hm_handle_create(cli->ctx, cli->server, cli->ids.delay, &handle), HM_SUCCESS);
     struct core_ms in = {.ms = DELAY_MS};
-    struct core_outcome outcome = {0};
-    assert_int_equal(hm_forward(handle, &in, core_outcome_cb, &outcome, NULL), HM_SUCCESS);
+    struct hm_test_outcome outcome = {0};
+    assert_int_equal(hm_forward(handle, &in, hm_test_outcome_cb, &outcome, NULL), HM_SUCCESS);
     /* What a guessing or sniffing peer would need: the cookie and the id. */
     char uri[512], cookie[32], rpc_id[16];
     self_uri(cli->ctx, uri, sizeof(uri));

@@ -221,18 +221,6 @@ static void test_held_pulls(void **state)
  * kept request's charge stayed until it was answered, so the second
  * request was refused (HM_OVERLOADED) until its deadline.
  */
-struct keep_wait {
-    int calls;
-    hm_return_t ret;
-};
-
-static void keep_done(const hm_cb_info_t *info)
-{
-    struct keep_wait *w = info->arg;
-    w->calls++;
-    w->ret = info->ret;
-}
-
 static void test_freed_input(void **state)
 {
     (void)state;
@@ -255,9 +243,9 @@ static void test_freed_input(void **state)
     assert_non_null(data);
     hm_bytes_t in = {.data = data, .len = len};
     hm_handle_t *keep;
-    struct keep_wait kept = {0};
+    struct hm_test_outcome kept = {0};
     assert_int_equal(hm_handle_create(ctx, to, hm_rpc_id(HOSTILE_KEEP), &keep), HM_SUCCESS);
-    assert_int_equal(hm_forward(keep, &in, keep_done, &kept, NULL), HM_SUCCESS);
+    assert_int_equal(hm_forward(keep, &in, hm_test_outcome_cb, &kept, NULL), HM_SUCCESS);
     struct hostile_report rep = {0};
     for (int i = 0; i < 100; i++) { /* the handler has run and freed its input: 5 s */
         assert_int_equal(hostile_report_of(ctx, to, &rep), HM_SUCCESS);

@@ -7,6 +7,20 @@
 #include <string.h>
 #include <unistd.h>
 
+void hm_test_outcome_cb(const hm_cb_info_t *info)
+{
+    struct hm_test_outcome *o = info->arg;
+    o->calls++;
+    o->ret = info->ret;
+}
+
+void hm_test_bulk_outcome_cb(const hm_bulk_cb_info_t *info)
+{
+    struct hm_test_outcome *o = info->arg;
+    o->calls++;
+    o->ret = info->ret;
+}
+
 int hm_test_self_uri(hm_context_t *ctx, char *buf, size_t size)
 {
     hm_addr_t *self;

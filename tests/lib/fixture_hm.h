@@ -13,6 +13,18 @@
 
 #include "fixture.h"
 
+/*
+ * What a completion callback reported: how many times it ran and its last
+ * status. hm_test_outcome_cb (an RPC's) and hm_test_bulk_outcome_cb (a
+ * transfer's) record into the struct hm_test_outcome their arg points at.
+ */
+struct hm_test_outcome {
+    int calls;
+    hm_return_t ret;
+};
+void hm_test_outcome_cb(const hm_cb_info_t *info);
+void hm_test_bulk_outcome_cb(const hm_bulk_cb_info_t *info);
+
 /* hm_test_self_uri: ctx's own address as a string into buf. 0 or -1. */
 int hm_test_self_uri(hm_context_t *ctx, char *buf, size_t size);
 
