@@ -46,6 +46,7 @@ struct listen_conn {
     uint64_t lc_serial;   /* accept order: the smallest is evicted first */
     size_t lc_have;
     size_t lc_need;       /* HM_NA_HELLO_HDR, then the whole frame */
+    bool lc_watched;      /* in l_epfd: the hello was not whole at accept */
     uint8_t lc_buf[LISTEN_FRAME_MAX];
 };
 
@@ -77,7 +78,8 @@ static void listen_drop(struct hmi_na_listener *l, unsigned int i, atomic_uint_l
     struct listen_conn *lc = l->l_conns[i];
     if (counter != NULL)
         listen_count(counter);
-    epoll_ctl(l->l_epfd, EPOLL_CTL_DEL, lc->lc_fd, NULL);
+    if (lc->lc_watched)
+        epoll_ctl(l->l_epfd, EPOLL_CTL_DEL, lc->lc_fd, NULL);
     close(lc->lc_fd);
     free(lc);
     l->l_conns[i] = NULL;
@@ -184,14 +186,21 @@ static bool listen_accept_one(struct hmi_na_listener *l, bool may_sleep)
     lc->lc_serial = l->l_serial++;
     lc->lc_have = 0;
     lc->lc_need = HM_NA_HELLO_HDR;
+    lc->lc_watched = false;
     l->l_conns[i] = lc;
     l->l_npending++;
+    /* With TCP_DEFER_ACCEPT the hello is usually in already: answered
+     * here, the connection never enters the epoll set (two system calls
+     * fewer per lookup). */
+    listen_read(l, i);
+    if (l->l_conns[i] != lc)
+        return true; /* answered or refused */
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = i};
     if (epoll_ctl(l->l_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         listen_drop(l, i, &l->l_stats->ls_refused_busy);
         return true;
     }
-    listen_read(l, i);
+    lc->lc_watched = true;
     return true;
 }
 
@@ -437,15 +446,22 @@ void hmi_na_listener_close(struct hmi_na_listener *l)
 
 /* ---- Dial ----------------------------------------------------------------- */
 
-/* Wait for `events` on fd until `deadline_ns`. 0, or -1 (timeout, error). */
-static int dial_wait(int fd, short events, uint64_t deadline_ns)
+/* How a dial waits: until when, and whether it may sleep. */
+struct dial_how {
+    uint64_t deadline_ns;
+    bool spin; /* never sleep in poll (a busy context's lookup) */
+};
+
+/* Wait for `events` on fd. 0, or -1 (timeout, error). */
+static int dial_wait(int fd, short events, const struct dial_how *how)
 {
     for (;;) {
         uint64_t now = hmi_time_ns();
-        if (now >= deadline_ns)
+        if (now >= how->deadline_ns)
             return -1;
         struct pollfd pfd = {.fd = fd, .events = events};
-        int n = poll(&pfd, 1, (int)((deadline_ns - now) / 1000000u) + 1);
+        int timeout_ms = how->spin ? 0 : (int)((how->deadline_ns - now) / 1000000u) + 1;
+        int n = poll(&pfd, 1, timeout_ms);
         if (n > 0)
             return 0;
         if (n < 0 && errno != EINTR)
@@ -455,7 +471,7 @@ static int dial_wait(int fd, short events, uint64_t deadline_ns)
 
 /* Connect and send our hello. The socket, or -1. */
 static int dial_connect(const struct sockaddr_storage *ss, socklen_t ss_len,
-                        const uint8_t *hello, size_t len, uint64_t deadline_ns)
+                        const uint8_t *hello, size_t len, const struct dial_how *how)
 {
     int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -466,7 +482,7 @@ static int dial_connect(const struct sockaddr_storage *ss, socklen_t ss_len,
         goto err;
     int soerr = 0;
     socklen_t sl = sizeof(soerr);
-    if (dial_wait(fd, POLLOUT, deadline_ns) != 0 ||
+    if (dial_wait(fd, POLLOUT, how) != 0 ||
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0)
         goto err;
     for (size_t sent = 0; sent < len;) {
@@ -475,7 +491,7 @@ static int dial_connect(const struct sockaddr_storage *ss, socklen_t ss_len,
             sent += (size_t)n;
         else if (n < 0 && errno != EAGAIN && errno != EINTR)
             goto err;
-        else if (dial_wait(fd, POLLOUT, deadline_ns) != 0)
+        else if (dial_wait(fd, POLLOUT, how) != 0)
             goto err;
     }
     return fd;
@@ -485,7 +501,7 @@ err:
 }
 
 /* Read exactly `len` bytes. 0, 1 (closed before them), -1 (timeout, error). */
-static int dial_read(int fd, uint8_t *buf, size_t len, uint64_t deadline_ns)
+static int dial_read(int fd, uint8_t *buf, size_t len, const struct dial_how *how)
 {
     for (size_t have = 0; have < len;) {
         ssize_t n = recv(fd, buf + have, len - have, 0);
@@ -493,7 +509,7 @@ static int dial_read(int fd, uint8_t *buf, size_t len, uint64_t deadline_ns)
             have += (size_t)n;
         else if (n == 0 || (errno != EAGAIN && errno != EINTR))
             return 1;
-        else if (dial_wait(fd, POLLIN, deadline_ns) != 0)
+        else if (dial_wait(fd, POLLIN, how) != 0)
             return -1;
     }
     return 0;
@@ -501,18 +517,18 @@ static int dial_read(int fd, uint8_t *buf, size_t len, uint64_t deadline_ns)
 
 /* One attempt. HM_AGAIN: the listener closed without answering. */
 static hm_return_t dial_once(const struct sockaddr_storage *ss, socklen_t sl,
-                             const struct hmi_na_hello_key *key, uint64_t deadline_ns, void *reply,
-                             size_t *reply_len)
+                             const struct hmi_na_hello_key *key, const struct dial_how *how,
+                             void *reply, size_t *reply_len)
 {
     uint8_t hello[HM_NA_HELLO_HDR];
     size_t hello_len = hmi_na_hello_encode(hello, sizeof(hello), key, 0, NULL, 0);
-    int fd = dial_connect(ss, sl, hello, hello_len, deadline_ns);
+    int fd = dial_connect(ss, sl, hello, hello_len, how);
     if (fd < 0)
         return errno == ECONNREFUSED ? HM_UNREACHABLE : HM_AGAIN;
     uint8_t hdr[HM_NA_HELLO_HDR];
     size_t len = 0;
     hm_return_t ret = HM_SUCCESS;
-    int rc = dial_read(fd, hdr, sizeof(hdr), deadline_ns);
+    int rc = dial_read(fd, hdr, sizeof(hdr), how);
     if (rc != 0) {
         ret = rc > 0 ? HM_AGAIN : HM_UNREACHABLE;
     } else {
@@ -521,7 +537,7 @@ static hm_return_t dial_once(const struct sockaddr_storage *ss, socklen_t sl,
             ret = v == HM_NA_HELLO_BAD_KEY ? HM_PERMISSION : HM_PROTOCOL_ERROR;
         else if (len > *reply_len)
             ret = HM_MSGSIZE;
-        else if (dial_read(fd, reply, len, deadline_ns) != 0)
+        else if (dial_read(fd, reply, len, how) != 0)
             ret = HM_PROTOCOL_ERROR;
     }
     close(fd);
@@ -531,20 +547,22 @@ static hm_return_t dial_once(const struct sockaddr_storage *ss, socklen_t sl,
 }
 
 hm_return_t hmi_na_hello_dial(const char *host, uint16_t port, const struct hmi_na_hello_key *key,
-                             unsigned int timeout_ms, void *reply, size_t *reply_len)
+                             unsigned int timeout_ms, bool spin, void *reply, size_t *reply_len)
 {
     struct sockaddr_storage ss;
     socklen_t sl;
     if (!listen_sockaddr(host, port, &ss, &sl))
         return HM_INVALID_ARG;
-    uint64_t deadline = hmi_time_ns() + (uint64_t)timeout_ms * 1000000u;
+    struct dial_how how = {.deadline_ns = hmi_time_ns() + (uint64_t)timeout_ms * 1000000u,
+                           .spin = spin};
     hm_return_t ret;
     int attempts = 0;
     do {
-        ret = dial_once(&ss, sl, key, deadline, reply, reply_len);
+        ret = dial_once(&ss, sl, key, &how, reply, reply_len);
         if (ret == HM_AGAIN)
             usleep(1000); /* evicted under load, or reset: dial again */
-    } while (ret == HM_AGAIN && ++attempts < HELLO_DIAL_ATTEMPTS && hmi_time_ns() < deadline);
+    } while (ret == HM_AGAIN && ++attempts < HELLO_DIAL_ATTEMPTS &&
+             hmi_time_ns() < how.deadline_ns);
     const char *why = "";
     if (ret == HM_AGAIN) {
         ret = HM_UNREACHABLE;

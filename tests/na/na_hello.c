@@ -1,10 +1,13 @@
 /*
  * The hello frame and the listener, without a transport: frames are checked
  * field by field, job keys compared, a dial to a listener gets its payload
- * back only with the same job key, and an owner that spins answers hellos
- * itself. Usage: na_hello.
+ * back only with the same job key (sleeping or spinning on the answer, and
+ * a spinning dialer still gives up at its deadline), and an owner that
+ * spins answers hellos itself. Usage: na_hello.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,7 +15,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -65,15 +70,62 @@ static void test_dial(void **state)
                      HM_SUCCESS);
     char reply[16];
     size_t len = sizeof(reply);
-    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &key, 5000, reply, &len), HM_SUCCESS);
+    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &key, 5000, false, reply, &len), HM_SUCCESS);
     assert_int_equal(len, 6);
     assert_memory_equal(reply, "worker", 6);
     len = sizeof(reply);
-    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &other, 5000, reply, &len),
+    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &other, 5000, false, reply, &len),
                      HM_UNREACHABLE);
     hmi_na_listener_close(l);
     assert_int_equal(atomic_load(&stats.ls_accepted), 1);
     assert_true(atomic_load(&stats.ls_refused_key) >= 1);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A busy context's dial: spins on the answer, and on a silent peer gives up
+ * at its deadline like a sleeping one. */
+static void test_dial_spin(void **state)
+{
+    (void)state;
+    struct hmi_na_hello_key key;
+    hmi_na_hello_key_set(&key, NULL);
+    struct hmi_na_listen_stats stats;
+    memset(&stats, 0, sizeof(stats));
+    struct hmi_na_listener *l;
+    uint16_t port;
+    assert_int_equal(hmi_na_listener_open("127.0.0.1", 0, &key, "worker", 6, &stats, &l, &port),
+                     HM_SUCCESS);
+    char reply[16];
+    size_t len = sizeof(reply);
+    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &key, 5000, true, reply, &len),
+                     HM_SUCCESS);
+    assert_int_equal(len, 6);
+    assert_memory_equal(reply, "worker", 6);
+    hmi_na_listener_close(l);
+
+    /* A socket that listens and never answers: the kernel completes the
+     * connection, the hello sits unread. */
+    int silent = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(silent >= 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(silent, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(listen(silent, 8), 0);
+    socklen_t sl = sizeof(sin);
+    assert_int_equal(getsockname(silent, (struct sockaddr *)&sin, &sl), 0);
+    uint64_t start = now_ms();
+    len = sizeof(reply);
+    assert_int_equal(hmi_na_hello_dial("127.0.0.1", ntohs(sin.sin_port), &key, 300, true, reply,
+                                       &len),
+                     HM_UNREACHABLE);
+    uint64_t took = now_ms() - start;
+    assert_true(took >= 250 && took < 5000); /* the deadline, not a hang */
+    close(silent);
 }
 
 /* ---- An owner's poll, with the listener's thread kept off the CPU ---------- */
@@ -166,7 +218,7 @@ static void test_owner_poll(void **state)
     hmi_na_hello_key_set(&key, "job-a");
     char reply[16];
     size_t len = sizeof(reply);
-    hm_return_t ret = hmi_na_hello_dial("127.0.0.1", (uint16_t)port, &key, 5000, reply, &len);
+    hm_return_t ret = hmi_na_hello_dial("127.0.0.1", (uint16_t)port, &key, 5000, false, reply, &len);
     int answered = -1;
     assert_int_equal(hm_test_recv(&owner, line, sizeof(line), 10000), 0);
     assert_int_equal(sscanf(line, "answered %d", &answered), 1);
@@ -181,6 +233,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frame_checks),
         cmocka_unit_test(test_dial),
+        cmocka_unit_test(test_dial_spin),
         cmocka_unit_test(test_owner_poll),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
