@@ -469,6 +469,9 @@ static hm_return_t ctx_open(hm_context_t *ctx, const hm_context_opts_t *opts,
     struct hmi_na_context_hints hints = {
         .device = ctx->c_place.cp_device[0] ? ctx->c_place.cp_device : NULL,
         .never_sleeps = ctx->c_mode == HM_PROGRESS_BUSY, /* fixed for the context's life */
+        .contact_spin_ns = ctx->c_mode == HM_PROGRESS_BUSY      ? UINT64_MAX
+                           : ctx->c_mode == HM_PROGRESS_DEFAULT ? HMI_FIRST_CONTACT_SPIN_NS
+                                                                : 0,
     };
     ret = hmi_na_context_open_on(cls->k_na, ctx->c_index, &hints, hmi_recv_cb, ctx,
                                 hmi_peer_fail_cb, ctx, &ctx->c_na);

@@ -39,6 +39,10 @@
 #define HMI_OVERFLOW_PULL_MS_PER_MIB 100u
 /* How long a timed-out or canceled request's bulk pins wait for a late response. */
 #define HMI_LINGER_MS 60000u
+/* How long a default-mode context spins through a new peer's first contact
+ * before it sleeps (progress.c says why); also how long its lookup's hello
+ * may spin (x_contact_spin_ns). */
+#define HMI_FIRST_CONTACT_SPIN_NS 2000000u
 /* Error replies (HM_OVERLOADED, HM_NOENTRY, ...) a server keeps posted and not yet
  * sent (header-sized buffers, a few hundred bytes each): to a peer that has
  * taken none for HMI_ADMIT_STALL_MS, at most HMI_ADMIT_REPLIES_PEER; to any peer

@@ -47,11 +47,9 @@ static void progress_idle_spin(hm_context_t *ctx, uint64_t now)
  * and 0.52-0.75 ms with a 5 ms one (8 runs each, 2026-11-28). So a context
  * whose NA layer made a peer record since the last pass (a lookup of a new
  * peer, or a first message from an unknown sender: x_peers_made) spins
- * FIRST_CONTACT_SPIN_NS before it sleeps; the cost is that much CPU per new
+ * HMI_FIRST_CONTACT_SPIN_NS before it sleeps; the cost is that much CPU per new
  * peer, in default mode only. A lookup of a peer already known costs none.
  */
-#define FIRST_CONTACT_SPIN_NS 2000000u
-
 static void progress_first_contact(hm_context_t *ctx)
 {
     uint64_t made = ctx->c_na->x_peers_made;
@@ -59,7 +57,7 @@ static void progress_first_contact(hm_context_t *ctx)
         return;
     ctx->c_na_peers_seen = made;
     if (ctx->c_mode == HM_PROGRESS_DEFAULT)
-        ctx->c_spin_boost_until_ns = hmi_time_ns() + FIRST_CONTACT_SPIN_NS;
+        ctx->c_spin_boost_until_ns = hmi_time_ns() + HMI_FIRST_CONTACT_SPIN_NS;
 }
 
 uint64_t hmi_ctx_next_wake(hm_context_t *ctx)

@@ -189,6 +189,7 @@ hm_return_t hmi_na_context_open_on(hmi_na_class_t *cls, unsigned int index,
     ctx->x_index = index;
     ctx->x_device = hints ? hints->device : NULL;
     ctx->x_never_sleeps = hints && hints->never_sleeps;
+    ctx->x_contact_spin_ns = hints ? hints->contact_spin_ns : 0;
     ctx->x_recv_cb = recv_cb;
     ctx->x_recv_arg = recv_arg;
     ctx->x_fail_cb = fail_cb;

@@ -541,6 +541,12 @@ struct hmi_na_context {
      * (ofi+tcp: 17% of the busy round trip, ofi_context.c), and return -1
      * from poll_fd. */
     bool x_never_sleeps;
+    /* How long a first-contact step that blocks its caller (ucx+tcp's hello
+     * dial, inside a lookup) may spin before it sleeps in the kernel: 0 in
+     * wait mode, the core's first-contact spin in default mode, UINT64_MAX
+     * when the owner never sleeps. A sleeping dialer's wake-up was 40-90 us
+     * of a 0.2-0.3 ms hello on the 2-core VM. */
+    uint64_t x_contact_spin_ns;
     hmi_na_recv_cb_t x_recv_cb;
     void *x_recv_arg;
     hmi_na_fail_cb_t x_fail_cb;
@@ -593,6 +599,7 @@ hm_return_t hmi_na_context_open(hmi_na_class_t *cls, unsigned int index,
 struct hmi_na_context_hints {
     const char *device; /* the device to use (x_device), or NULL: the plugin's choice */
     bool never_sleeps;  /* x_never_sleeps */
+    uint64_t contact_spin_ns; /* x_contact_spin_ns */
 };
 
 /* The same, with `hints` (NULL: none). */

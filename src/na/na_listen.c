@@ -446,10 +446,10 @@ void hmi_na_listener_close(struct hmi_na_listener *l)
 
 /* ---- Dial ----------------------------------------------------------------- */
 
-/* How a dial waits: until when, and whether it may sleep. */
+/* How a dial waits: until when, and until when without sleeping. */
 struct dial_how {
     uint64_t deadline_ns;
-    bool spin; /* never sleep in poll (a busy context's lookup) */
+    uint64_t spin_until_ns; /* poll without a timeout before this */
 };
 
 /* Wait for `events` on fd. 0, or -1 (timeout, error). */
@@ -460,7 +460,8 @@ static int dial_wait(int fd, short events, const struct dial_how *how)
         if (now >= how->deadline_ns)
             return -1;
         struct pollfd pfd = {.fd = fd, .events = events};
-        int timeout_ms = how->spin ? 0 : (int)((how->deadline_ns - now) / 1000000u) + 1;
+        int timeout_ms =
+            now < how->spin_until_ns ? 0 : (int)((how->deadline_ns - now) / 1000000u) + 1;
         int n = poll(&pfd, 1, timeout_ms);
         if (n > 0)
             return 0;
@@ -547,14 +548,17 @@ static hm_return_t dial_once(const struct sockaddr_storage *ss, socklen_t sl,
 }
 
 hm_return_t hmi_na_hello_dial(const char *host, uint16_t port, const struct hmi_na_hello_key *key,
-                             unsigned int timeout_ms, bool spin, void *reply, size_t *reply_len)
+                             unsigned int timeout_ms, uint64_t spin_ns, void *reply,
+                             size_t *reply_len)
 {
     struct sockaddr_storage ss;
     socklen_t sl;
     if (!listen_sockaddr(host, port, &ss, &sl))
         return HM_INVALID_ARG;
-    struct dial_how how = {.deadline_ns = hmi_time_ns() + (uint64_t)timeout_ms * 1000000u,
-                           .spin = spin};
+    uint64_t now = hmi_time_ns();
+    struct dial_how how = {.deadline_ns = now + (uint64_t)timeout_ms * 1000000u,
+                           .spin_until_ns = spin_ns > UINT64_MAX - now ? UINT64_MAX
+                                                                      : now + spin_ns};
     hm_return_t ret;
     int attempts = 0;
     do {

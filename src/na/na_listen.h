@@ -65,13 +65,14 @@ void hmi_na_listener_close(struct hmi_na_listener *l);
  * Dial the listener at `host` (numeric IPv4 or IPv6) and `port`, send a
  * hello with `key`, and read its answer's payload into `reply`
  * (`*reply_len`: its size in, the length out). Blocks up to `timeout_ms`; retries a connection closed before the
- * answer while time is left. `spin`: wait without sleeping in the kernel
- * (for a context that never sleeps: a sleeping dialer's wake-up was 40-90
- * us of a 0.2-0.3 ms hello on this VM). HM_UNREACHABLE (no answer),
+ * answer while time is left. It waits without sleeping in the kernel for
+ * its first `spin_ns` (a context's x_contact_spin_ns; UINT64_MAX: to the
+ * end), then sleeps in poll. HM_UNREACHABLE (no answer),
  * HM_PERMISSION (an answer without our job key), HM_PROTOCOL_ERROR (a
  * malformed answer), HM_MSGSIZE (payload larger than `*reply_len`); logged.
  */
 hm_return_t hmi_na_hello_dial(const char *host, uint16_t port, const struct hmi_na_hello_key *key,
-                             unsigned int timeout_ms, bool spin, void *reply, size_t *reply_len);
+                             unsigned int timeout_ms, uint64_t spin_ns, void *reply,
+                             size_t *reply_len);
 
 #endif

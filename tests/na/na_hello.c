@@ -70,11 +70,11 @@ static void test_dial(void **state)
                      HM_SUCCESS);
     char reply[16];
     size_t len = sizeof(reply);
-    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &key, 5000, false, reply, &len), HM_SUCCESS);
+    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &key, 5000, 0, reply, &len), HM_SUCCESS);
     assert_int_equal(len, 6);
     assert_memory_equal(reply, "worker", 6);
     len = sizeof(reply);
-    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &other, 5000, false, reply, &len),
+    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &other, 5000, 0, reply, &len),
                      HM_UNREACHABLE);
     hmi_na_listener_close(l);
     assert_int_equal(atomic_load(&stats.ls_accepted), 1);
@@ -88,8 +88,8 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* A busy context's dial: spins on the answer, and on a silent peer gives up
- * at its deadline like a sleeping one. */
+/* A dial that spins on the answer (a busy or default-mode context's) gets
+ * it, and on a silent peer gives up at its deadline like a sleeping one. */
 static void test_dial_spin(void **state)
 {
     (void)state;
@@ -103,7 +103,7 @@ static void test_dial_spin(void **state)
                      HM_SUCCESS);
     char reply[16];
     size_t len = sizeof(reply);
-    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &key, 5000, true, reply, &len),
+    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &key, 5000, UINT64_MAX, reply, &len),
                      HM_SUCCESS);
     assert_int_equal(len, 6);
     assert_memory_equal(reply, "worker", 6);
@@ -118,13 +118,17 @@ static void test_dial_spin(void **state)
     assert_int_equal(listen(silent, 8), 0);
     socklen_t sl = sizeof(sin);
     assert_int_equal(getsockname(silent, (struct sockaddr *)&sin, &sl), 0);
-    uint64_t start = now_ms();
-    len = sizeof(reply);
-    assert_int_equal(hmi_na_hello_dial("127.0.0.1", ntohs(sin.sin_port), &key, 300, true, reply,
-                                       &len),
-                     HM_UNREACHABLE);
-    uint64_t took = now_ms() - start;
-    assert_true(took >= 250 && took < 5000); /* the deadline, not a hang */
+    /* Spinning to the end, then spinning 50 ms and sleeping the rest. */
+    const uint64_t spins[] = {UINT64_MAX, 50u * 1000 * 1000};
+    for (size_t i = 0; i < sizeof(spins) / sizeof(spins[0]); i++) {
+        uint64_t start = now_ms();
+        len = sizeof(reply);
+        assert_int_equal(hmi_na_hello_dial("127.0.0.1", ntohs(sin.sin_port), &key, 300, spins[i],
+                                           reply, &len),
+                         HM_UNREACHABLE);
+        uint64_t took = now_ms() - start;
+        assert_true(took >= 250 && took < 5000); /* the deadline, not a hang */
+    }
     close(silent);
 }
 
@@ -218,7 +222,7 @@ static void test_owner_poll(void **state)
     hmi_na_hello_key_set(&key, "job-a");
     char reply[16];
     size_t len = sizeof(reply);
-    hm_return_t ret = hmi_na_hello_dial("127.0.0.1", (uint16_t)port, &key, 5000, false, reply, &len);
+    hm_return_t ret = hmi_na_hello_dial("127.0.0.1", (uint16_t)port, &key, 5000, 0, reply, &len);
     int answered = -1;
     assert_int_equal(hm_test_recv(&owner, line, sizeof(line), 10000), 0);
     assert_int_equal(sscanf(line, "answered %d", &answered), 1);

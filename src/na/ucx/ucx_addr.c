@@ -380,7 +380,7 @@ static hm_return_t ucx_tcp_resolve(struct ucx_ctx *c, const hmi_na_addr_t *a,
         return HM_INVALID_ARG;
     hm_return_t ret = hmi_na_hello_dial(host, (uint16_t)hmi_uri_port(&u->u_tcp),
                                        &c->c_cls->k_job_key, c->c_cls->k_connect_ms,
-                                       c->c_na->x_never_sleeps, u->u_waddr, &len);
+                                       c->c_na->x_contact_spin_ns, u->u_waddr, &len);
     if (ret == HM_SUCCESS && len == 0)
         ret = HM_PROTOCOL_ERROR;
     u->u_waddr_len = len;
