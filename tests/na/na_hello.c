@@ -56,9 +56,11 @@ static void test_frame_checks(void **state)
     assert_int_equal(hmi_na_hello_encode(f, sizeof(f), &key, 0, NULL, too_long), 0);
 }
 
-static void test_dial(void **state)
+/* A listener answers a dial with the same job key and refuses another;
+ * the dialer sleeps on the answer, or spins (`spin_ns`, as a busy or
+ * default-mode context's lookup does). */
+static void dial_keys(uint64_t spin_ns)
 {
-    (void)state;
     struct hmi_na_hello_key key, other;
     hmi_na_hello_key_set(&key, "job-a");
     hmi_na_hello_key_set(&other, "job-b");
@@ -70,15 +72,23 @@ static void test_dial(void **state)
                      HM_SUCCESS);
     char reply[16];
     size_t len = sizeof(reply);
-    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &key, 5000, 0, reply, &len), HM_SUCCESS);
+    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &key, 5000, spin_ns, reply, &len),
+                     HM_SUCCESS);
     assert_int_equal(len, 6);
     assert_memory_equal(reply, "worker", 6);
     len = sizeof(reply);
-    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &other, 5000, 0, reply, &len),
+    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &other, 5000, spin_ns, reply, &len),
                      HM_UNREACHABLE);
     hmi_na_listener_close(l);
     assert_int_equal(atomic_load(&stats.ls_accepted), 1);
     assert_true(atomic_load(&stats.ls_refused_key) >= 1);
+}
+
+static void test_dial(void **state)
+{
+    (void)state;
+    dial_keys(0);
+    dial_keys(UINT64_MAX);
 }
 
 static uint64_t now_ms(void)
@@ -88,29 +98,15 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* A dial that spins on the answer (a busy or default-mode context's) gets
- * it, and on a silent peer gives up at its deadline like a sleeping one. */
-static void test_dial_spin(void **state)
+/* A socket that listens and never answers (the kernel completes the
+ * connection, the hello sits unread): a spinning dial gives up at its
+ * deadline like a sleeping one, spinning throughout or spinning, then
+ * sleeping. */
+static void test_dial_silent(void **state)
 {
     (void)state;
     struct hmi_na_hello_key key;
     hmi_na_hello_key_set(&key, NULL);
-    struct hmi_na_listen_stats stats;
-    memset(&stats, 0, sizeof(stats));
-    struct hmi_na_listener *l;
-    uint16_t port;
-    assert_int_equal(hmi_na_listener_open("127.0.0.1", 0, &key, "worker", 6, &stats, &l, &port),
-                     HM_SUCCESS);
-    char reply[16];
-    size_t len = sizeof(reply);
-    assert_int_equal(hmi_na_hello_dial("127.0.0.1", port, &key, 5000, UINT64_MAX, reply, &len),
-                     HM_SUCCESS);
-    assert_int_equal(len, 6);
-    assert_memory_equal(reply, "worker", 6);
-    hmi_na_listener_close(l);
-
-    /* A socket that listens and never answers: the kernel completes the
-     * connection, the hello sits unread. */
     int silent = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(silent >= 0);
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -118,11 +114,11 @@ static void test_dial_spin(void **state)
     assert_int_equal(listen(silent, 8), 0);
     socklen_t sl = sizeof(sin);
     assert_int_equal(getsockname(silent, (struct sockaddr *)&sin, &sl), 0);
-    /* Spinning to the end, then spinning 50 ms and sleeping the rest. */
     const uint64_t spins[] = {UINT64_MAX, 50u * 1000 * 1000};
     for (size_t i = 0; i < sizeof(spins) / sizeof(spins[0]); i++) {
         uint64_t start = now_ms();
-        len = sizeof(reply);
+        char reply[16];
+        size_t len = sizeof(reply);
         assert_int_equal(hmi_na_hello_dial("127.0.0.1", ntohs(sin.sin_port), &key, 300, spins[i],
                                            reply, &len),
                          HM_UNREACHABLE);
@@ -237,7 +233,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frame_checks),
         cmocka_unit_test(test_dial),
-        cmocka_unit_test(test_dial_spin),
+        cmocka_unit_test(test_dial_silent),
         cmocka_unit_test(test_owner_poll),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
