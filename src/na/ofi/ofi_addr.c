@@ -177,7 +177,10 @@ static bool addr_make_room(struct ofi_context *x)
 }
 
 /* Insert a new peer into the AV and both maps. */
-static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *name, pid_t pid)
+/* A new record for `name`. `contact`: a lookup's, which marks a doorbell
+ * peer's word first, so it wakes while we map it (ofi_bell.c). */
+static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *name, pid_t pid,
+                                  bool contact)
 {
     if (!addr_make_room(x))
         return NULL;
@@ -194,6 +197,11 @@ static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *
     peer->a_bell_fd = -1;
     peer->a_probe.r_kind = OFI_REQ_PROBE;
     peer->a_self = addr_name_eq(name, &x->x_name);
+    if (x->x_cls->k_quirk->q_doorbell) {
+        hmi_ofi_bell_peer_open(x, peer);
+        if (contact)
+            hmi_ofi_bell_contact(peer);
+    }
     int rc = fi_av_insert(x->x_av, name->n_bytes, 1, &peer->a_fi, 0, NULL);
     if (rc != 1) {
         hmi_ofi_error("fi_av_insert", x->x_cls->k_quirk->q_provider, rc < 0 ? rc : -FI_EINVAL);
@@ -208,10 +216,8 @@ static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *
     }
     if (x->x_cls->k_quirk->q_watch_pid && pid > 0 && !peer->a_self)
         peer->a_dead = !addr_watch_pid(x, peer);
-    if (x->x_cls->k_quirk->q_doorbell) {
-        hmi_ofi_bell_peer_open(x, peer);
+    if (x->x_cls->k_quirk->q_doorbell)
         hmi_ofi_shmlock_peer_open(x, peer);
-    }
     hmi_list_push_back(&x->x_peers, &peer->a_link);
     x->x_npeers++;
     x->x_na->x_peers_made++;
@@ -220,16 +226,18 @@ static hmi_na_addr_t *addr_create(struct ofi_context *x, const struct ofi_name *
 err_av:
     fi_av_remove(x->x_av, &peer->a_fi, 1, 0);
 err_free:
+    hmi_ofi_bell_peer_close(peer);
     free(peer);
     return NULL;
 }
 
-hmi_na_addr_t *hmi_ofi_peer_get(struct ofi_context *x, const struct ofi_name *name, pid_t pid)
+hmi_na_addr_t *hmi_ofi_peer_get(struct ofi_context *x, const struct ofi_name *name, pid_t pid,
+                                bool contact)
 {
     struct hmi_na_addrtab_entry *e = hmi_na_addrtab_find(&x->x_by_name, name->n_bytes, name->n_len);
     if (e != NULL)
         return hmi_container_of(e, hmi_na_addr_t, a_entry);
-    return addr_create(x, name, pid);
+    return addr_create(x, name, pid, contact);
 }
 
 hmi_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
@@ -241,7 +249,7 @@ hmi_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
     if (view->h_name) {
         struct ofi_name name = {.n_len = (uint8_t)view->h_name_len};
         memcpy(name.n_bytes, view->h_name, view->h_name_len);
-        peer = hmi_ofi_peer_get(x, &name, (pid_t)view->h_pid);
+        peer = hmi_ofi_peer_get(x, &name, (pid_t)view->h_pid, false);
     } else if (src != FI_ADDR_NOTAVAIL) {
         peer = hmi_hmap_get(&x->x_by_fi, src);
     }
@@ -571,7 +579,7 @@ hm_return_t hmi_ofi_addr_lookup(hmi_na_context_t *ctx, const char *uri, unsigned
                 ret == HM_UNREACHABLE ? "cannot resolve" : "malformed", uri);
         return ret;
     }
-    hmi_na_addr_t *peer = hmi_ofi_peer_get(x, &name, pid);
+    hmi_na_addr_t *peer = hmi_ofi_peer_get(x, &name, pid, true);
     if (peer == NULL && x->x_npeers >= addr_hard_max(x)) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR,
                 "ofi: cannot look \"%.200s\" up: all %zu peer records are in use "
@@ -593,7 +601,7 @@ hm_return_t hmi_ofi_addr_self(hmi_na_context_t *ctx, hmi_na_addr_t **out)
 {
     struct ofi_context *x = ofi_ctx(ctx);
     if (x->x_self == NULL) {
-        x->x_self = hmi_ofi_peer_get(x, &x->x_name, x->x_pid);
+        x->x_self = hmi_ofi_peer_get(x, &x->x_name, x->x_pid, false);
         if (x->x_self == NULL)
             return HM_NOMEM;
     }

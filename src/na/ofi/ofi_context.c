@@ -623,6 +623,11 @@ int hmi_ofi_progress(hmi_na_context_t *ctx)
         events += hmi_ofi_slabs_repost(x);
     if (hmi_unlikely(!hmi_list_empty(&x->x_retry)))
         events += ctx_retry_ops(x);
+    /* A contact mark on a context that does not sleep: take it, so that
+     * its senders' rings go back to one load of a zero word. */
+    if (events == 0 && x->x_armed != NULL &&
+        hmi_unlikely(atomic_load_explicit(x->x_armed, memory_order_relaxed) == OFI_BELL_CONTACT))
+        hmi_ofi_bell_disarm(x);
     if (events == 0 && (x->x_npeers_watched || x->x_cls->k_quirk->q_probe ||
                         !hmi_list_empty(&x->x_retry)) && ctx_clock_due(x)) {
         uint64_t now = hmi_time_ns();
@@ -676,7 +681,8 @@ hm_return_t hmi_ofi_poll_arm(hmi_na_context_t *ctx)
     if (ctx_may_sleep(x) != HM_SUCCESS)
         return HM_AGAIN;
     if (x->x_bell_fd >= 0) {
-        hmi_ofi_bell_arm(x);
+        if (!hmi_ofi_bell_arm(x))
+            return HM_AGAIN; /* a peer's contact mark: spin through it */
         return ctx_recheck_cq(x);
     }
     if (x->x_cq_fd < 0)

@@ -598,7 +598,8 @@ void hmi_ofi_addr_unref(hmi_na_addr_t *addr);
  * rxm's send buffers made (ofi_addr.c says why). */
 void hmi_ofi_warm_sends(struct ofi_context *x);
 /* The canonical peer for `name`, inserted in the AV if new; NULL on failure. */
-hmi_na_addr_t *hmi_ofi_peer_get(struct ofi_context *x, const struct ofi_name *name, pid_t pid);
+hmi_na_addr_t *hmi_ofi_peer_get(struct ofi_context *x, const struct ofi_name *name, pid_t pid,
+                                bool contact);
 /* The source of a received message; NULL if it cannot be told (message dropped). */
 hmi_na_addr_t *hmi_ofi_peer_source(struct ofi_context *x, fi_addr_t src,
                                   const struct ofi_hdr_view *view);
@@ -641,8 +642,14 @@ enum ofi_bell_state {
     OFI_BELL_FD = 1,   /* asleep in poll: write a byte to its FIFO */
     OFI_BELL_NAP = 2,  /* asleep on the word itself: futex wake */
     OFI_BELL_SELF = 3, /* a thread of its own rang (nap_wake): do not nap */
+    OFI_BELL_CONTACT = 4, /* a peer is looking us up (bell_contact): do not
+                             sleep, spin through its first contact */
 };
 void hmi_ofi_bell_ring_slow(hmi_na_addr_t *peer);
+/* A lookup of a peer not known yet: mark its word CONTACT, waking it if it
+ * sleeps (ofi_bell.c, "The contact mark"). After hmi_ofi_bell_peer_open. */
+void hmi_ofi_bell_contact(hmi_na_addr_t *peer);
+/* false: a peer's contact mark was there, taken: do not sleep. */
 bool hmi_ofi_bell_arm(struct ofi_context *x);
 void hmi_ofi_bell_disarm(struct ofi_context *x);
 bool hmi_ofi_bell_nap_arm(struct ofi_context *x);
