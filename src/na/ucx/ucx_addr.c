@@ -419,6 +419,8 @@ static hm_return_t ucx_addr_connect(struct ucx_ctx *c, hmi_na_addr_t *a, struct 
         params.address = (const ucp_address_t *)u.u_waddr;
         params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
     }
+    if (u.u_proto == UCX_PROTO_SHM && !a->a_self) /* it wakes while we connect */
+        hmi_ucx_contact_ring(u.u_pid, u.u_waddr, u.u_waddr_len);
     ucp_ep_h ep;
     ucs_status_t status = ucp_ep_create(c->c_worker, &params, &ep);
     if (status == UCS_OK && u.u_proto == UCX_PROTO_TCP)

@@ -248,6 +248,7 @@ hm_return_t hmi_ucx_context_open(hmi_na_context_t *ctx)
     c->c_na = ctx;
     c->c_cls = ucx_cls(ctx->x_class);
     c->c_epfd = c->c_pid_epfd = c->c_worker_efd = -1;
+    c->c_contact_fd = -1;
     hmi_list_init(&c->c_addrs);
     hmi_list_init(&c->c_eps);
     hmi_list_init(&c->c_posted);
@@ -272,6 +273,7 @@ hm_return_t hmi_ucx_context_open(hmi_na_context_t *ctx)
     ret = hmi_ucx_addr_init(c);
     if (ret != HM_SUCCESS)
         goto err_msg;
+    hmi_ucx_contact_open(c);
     if (c->c_cls->k_proto == UCX_PROTO_SHM)
         ucx_worker_warm(c);
     return HM_SUCCESS;
@@ -338,6 +340,7 @@ void hmi_ucx_context_close(hmi_na_context_t *ctx)
     /* No peer learns our worker address any more. */
     hmi_na_listener_close(c->c_listener);
     c->c_listener = NULL;
+    hmi_ucx_contact_close(c);
     /* Queued ops never reached UCX: they complete now. */
     struct hmi_list *link;
     while ((link = hmi_list_pop_front(&c->c_retry)) != NULL) {
@@ -467,6 +470,10 @@ int hmi_ucx_progress(hmi_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     int n = 0;
+    if (hmi_unlikely(c->c_slept)) {
+        c->c_slept = false;
+        hmi_ucx_contact_take(c);
+    }
     if (hmi_unlikely(!hmi_list_empty(&c->c_retry)))
         n += ucx_retry(c);
     /* One call: the core comes back at once after a pass that found
@@ -512,5 +519,6 @@ hm_return_t hmi_ucx_poll_arm(hmi_na_context_t *ctx)
                 ucs_status_string(status));
         return HM_AGAIN; /* progress then; never block on a broken fd */
     }
+    c->c_slept = true;
     return HM_SUCCESS;
 }

@@ -285,6 +285,9 @@ struct ucx_ctx {
     unsigned int c_pool_len;
     struct hmi_list c_rbufs_used;  /* buffers in flight or held by the core */
     struct ucx_fifo_watch c_fifo;  /* shm: our receive FIFOs (ucx_fifo.c) */
+    int c_contact_fd;              /* shm: our contact FIFO (ucx_contact.c), or -1 */
+    char c_contact_path[96];
+    bool c_slept;                  /* poll_arm let the core sleep: progress reads the FIFO */
 };
 
 static inline struct ucx_class *ucx_cls(const hmi_na_class_t *cls)
@@ -313,6 +316,11 @@ ucs_status_t hmi_ucx_fifo_worker_create(struct ucx_ctx *c, const ucp_worker_para
 void hmi_ucx_fifo_check(struct ucx_ctx *c);
 
 /* ucx_context.c */
+/* ucx_contact.c: shm peers wake and spin when a lookup of them begins. */
+void hmi_ucx_contact_open(struct ucx_ctx *c);  /* -1 in c_contact_fd if none */
+void hmi_ucx_contact_close(struct ucx_ctx *c);
+void hmi_ucx_contact_ring(pid_t pid, const void *waddr, size_t len);
+void hmi_ucx_contact_take(struct ucx_ctx *c);  /* after a sleep */
 hm_return_t hmi_ucx_context_open(hmi_na_context_t *ctx);
 void hmi_ucx_context_close(hmi_na_context_t *ctx);
 int hmi_ucx_progress(hmi_na_context_t *ctx);

@@ -1,0 +1,149 @@
+/*
+ * ucx+shm's contact FIFO (ucx_contact.c): a lookup of a peer not known yet
+ * writes the peer's FIFO before it connects, so the peer wakes if it slept
+ * and counts a first contact (x_peers_made, on which a default-mode context
+ * spins) before any message arrives. Contexts of one class, one process:
+ *  - A asleep in poll: B's lookup makes A's fd readable, and A's next
+ *    progress counts one contact.
+ *  - A peer already known (B holds its address): B's second lookup writes
+ *    nothing; A sleeps through a short poll and counts nothing.
+ *  - A FIFO whose owner's pid is gone is removed when a context opens; one
+ *    of a live pid is kept.
+ * Usage: na_ucx_contact <ucx+shm URI>.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "na/ucx/ucx_internal.h"
+
+static const char *g_uri;
+
+static void ct_recv(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token)
+{
+    (void)source, (void)buf, (void)len;
+    hmi_na_msg_release(*(hmi_na_context_t **)arg, token);
+}
+
+static hmi_na_context_t *ctx_open(hmi_na_class_t *cls, unsigned int index)
+{
+    hmi_na_context_t *ctx = NULL;
+    assert_int_equal(hmi_na_context_open(cls, index, ct_recv, &ctx, NULL, NULL, &ctx),
+                     HM_SUCCESS);
+    return ctx;
+}
+
+static void self_uri(hmi_na_context_t *ctx, char *buf, size_t size)
+{
+    const struct hmi_na_ops *ops = &ctx->x_class->c_ops;
+    hmi_na_addr_t *self;
+    assert_int_equal(ops->addr_self(ctx, &self), HM_SUCCESS);
+    assert_int_equal(ops->addr_to_string(ctx, self, buf, &size), HM_SUCCESS);
+    ops->addr_unref(self);
+}
+
+/* Progress `ctx` until its poll arm holds (it may find work first). */
+static void arm_settled(hmi_na_context_t *ctx)
+{
+    for (int i = 0; i < 1000; i++) {
+        if (ctx->x_class->c_ops.poll_arm(ctx) == HM_SUCCESS)
+            return;
+        hmi_na_progress(ctx);
+    }
+    fail_msg("the arm never held");
+}
+
+static int fd_ready(hmi_na_context_t *ctx, int timeout_ms)
+{
+    struct pollfd pfd = {.fd = ctx->x_class->c_ops.poll_fd(ctx), .events = POLLIN};
+    return poll(&pfd, 1, timeout_ms);
+}
+
+static void test_contact(void **state)
+{
+    (void)state;
+    hmi_na_class_t *cls;
+    assert_int_equal(hmi_na_class_open(g_uri, &cls), HM_SUCCESS);
+    hmi_na_context_t *a = ctx_open(cls, 0), *b = ctx_open(cls, 1);
+    assert_true(ucx_ctx(a)->c_contact_fd >= 0);
+    char a_uri[1024];
+    self_uri(a, a_uri, sizeof(a_uri));
+    hmi_na_progress(a);
+    uint64_t made = a->x_peers_made;
+
+    arm_settled(a);
+    hmi_na_addr_t *addr;
+    assert_int_equal(cls->c_ops.addr_lookup(b, a_uri, 0, &addr), HM_SUCCESS);
+    assert_int_equal(fd_ready(a, 10000), 1);
+    hmi_na_progress(a);
+    assert_int_equal(a->x_peers_made, made + 1);
+
+    arm_settled(a);
+    hmi_na_addr_t *again;
+    assert_int_equal(cls->c_ops.addr_lookup(b, a_uri, 0, &again), HM_SUCCESS);
+    assert_ptr_equal(again, addr);
+    assert_int_equal(fd_ready(a, 100), 0);
+    hmi_na_progress(a);
+    assert_int_equal(a->x_peers_made, made + 1);
+
+    cls->c_ops.addr_unref(again);
+    cls->c_ops.addr_unref(addr);
+    hmi_na_context_close(b);
+    hmi_na_context_close(a);
+    assert_int_equal(hmi_na_class_close(cls), HM_SUCCESS);
+}
+
+/* A pid that was a child of ours and has been reaped. */
+static pid_t gone_pid(void)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    return pid;
+}
+
+static void test_sweep(void **state)
+{
+    (void)state;
+    char stale[128], live[128];
+    snprintf(stale, sizeof(stale), "/dev/shm/hm-ucx-%ld-00000000000000aa.fifo", (long)gone_pid());
+    snprintf(live, sizeof(live), "/dev/shm/hm-ucx-%ld-00000000000000bb.fifo", (long)getpid());
+    assert_int_equal(mkfifo(stale, 0600), 0);
+    assert_int_equal(mkfifo(live, 0600), 0);
+    hmi_na_class_t *cls;
+    assert_int_equal(hmi_na_class_open(g_uri, &cls), HM_SUCCESS);
+    hmi_na_context_t *a = ctx_open(cls, 0);
+    struct stat st;
+    assert_int_equal(stat(stale, &st), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(stat(live, &st), 0);
+    assert_int_equal(unlink(live), 0);
+    hmi_na_context_close(a);
+    assert_int_equal(hmi_na_class_close(cls), HM_SUCCESS);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s <ucx+shm URI>\n", argv[0]);
+        return 2;
+    }
+    g_uri = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_contact),
+        cmocka_unit_test(test_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
