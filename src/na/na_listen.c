@@ -54,6 +54,7 @@ struct hmi_na_listener {
     int l_fd;
     int l_stop_fd;
     int l_kick_fd;        /* the poller left a connection for the thread's sweep */
+    int l_answered_fd;    /* an eventfd written at each answered hello (the owner's) */
     int l_epfd;
     pthread_t l_thread;
     /* Held by whoever serves the sockets: the thread, or an owner's poll. */
@@ -95,6 +96,8 @@ static void listen_answer(struct hmi_na_listener *l, unsigned int i)
     if (n == (ssize_t)l->l_reply_len) {
         shutdown(lc->lc_fd, SHUT_WR);
         listen_count(&l->l_stats->ls_accepted);
+        uint64_t one = 1;
+        (void)!write(l->l_answered_fd, &one, sizeof(one)); /* wakes a sleeping owner */
         listen_drop(l, i, NULL);
         return;
     }
@@ -260,6 +263,17 @@ static void *listen_thread(void *arg)
     }
 }
 
+int hmi_na_listener_answered_fd(const struct hmi_na_listener *l)
+{
+    return l->l_answered_fd;
+}
+
+void hmi_na_listener_answered_clear(struct hmi_na_listener *l)
+{
+    uint64_t count;
+    (void)!read(l->l_answered_fd, &count, sizeof(count));
+}
+
 int hmi_na_listener_poll(struct hmi_na_listener *l)
 {
     if (pthread_mutex_trylock(&l->l_lock) != 0)
@@ -358,7 +372,8 @@ static hm_return_t listen_epoll(struct hmi_na_listener *l)
     l->l_epfd = epoll_create1(EPOLL_CLOEXEC);
     l->l_stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     l->l_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (l->l_epfd < 0 || l->l_stop_fd < 0 || l->l_kick_fd < 0)
+    l->l_answered_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (l->l_epfd < 0 || l->l_stop_fd < 0 || l->l_kick_fd < 0 || l->l_answered_fd < 0)
         goto err;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = LISTEN_STOP_TAG};
     if (epoll_ctl(l->l_epfd, EPOLL_CTL_ADD, l->l_stop_fd, &ev) != 0)
@@ -386,6 +401,8 @@ static void listen_free(struct hmi_na_listener *l)
         close(l->l_stop_fd);
     if (l->l_kick_fd >= 0)
         close(l->l_kick_fd);
+    if (l->l_answered_fd >= 0)
+        close(l->l_answered_fd);
     if (l->l_fd >= 0)
         close(l->l_fd);
     free(l->l_reply);
@@ -401,7 +418,7 @@ hm_return_t hmi_na_listener_open(const char *host, uint16_t port,
     struct hmi_na_listener *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return HM_NOMEM;
-    l->l_fd = l->l_epfd = l->l_stop_fd = l->l_kick_fd = -1;
+    l->l_fd = l->l_epfd = l->l_stop_fd = l->l_kick_fd = l->l_answered_fd = -1;
     pthread_mutex_init(&l->l_lock, NULL);
     l->l_key = *key;
     l->l_stats = stats;

@@ -58,6 +58,15 @@ hm_return_t hmi_na_listener_open(const char *host, uint16_t port,
  * core for it. Returns 0 at once while the thread is serving. Any thread.
  */
 int hmi_na_listener_poll(struct hmi_na_listener *l);
+/*
+ * An eventfd the listener writes each time it answers a hello (from its
+ * thread or a poll), for the owner's poll set: a sleeping owner wakes when
+ * a peer that will connect has its address, rather than at that peer's
+ * first message. hmi_na_listener_answered_clear reads it (the owner, after
+ * a sleep). The count itself is ls_accepted.
+ */
+int hmi_na_listener_answered_fd(const struct hmi_na_listener *l);
+void hmi_na_listener_answered_clear(struct hmi_na_listener *l);
 /* Stop the thread, close every socket, free. */
 void hmi_na_listener_close(struct hmi_na_listener *l);
 

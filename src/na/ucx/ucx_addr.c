@@ -621,6 +621,13 @@ static hm_return_t ucx_listen(struct ucx_ctx *c, struct ucx_uri *self)
                                            &port);
     if (ret != HM_SUCCESS)
         return ret;
+    /* A sleeping context wakes when it has answered a hello (ucx_context.c). */
+    int fd = hmi_na_listener_answered_fd(c->c_listener);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    if (epoll_ctl(c->c_epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG,
+                "ucx+tcp: hellos will not wake a sleeping context: epoll_ctl: %s",
+                strerror(errno));
     *self = *l;
     hmi_uri_set_port(&self->u_tcp, port);
     hmi_uri_concrete(&self->u_tcp); /* never 0.0.0.0 or :: in a URI we hand out */

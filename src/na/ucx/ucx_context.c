@@ -426,13 +426,22 @@ void hmi_ucx_expect_peer(struct ucx_ctx *c)
     c->c_yield_until_ns = hmi_time_ns() + UCX_YIELD_NS;
 }
 
-static void ucx_yield_for_peer(struct ucx_ctx *c)
+/* Hellos our listener answered since the last look: peers about to
+ * connect. Each is a first contact, so a default-mode context spins through
+ * UCX's connection and wire-up rather than sleeping between them. */
+static void ucx_note_hellos(struct ucx_ctx *c)
 {
     uint64_t hellos = atomic_load_explicit(&c->c_na->x_listen.ls_accepted, memory_order_relaxed);
-    if (hmi_unlikely(hellos != c->c_hellos_seen)) {
-        c->c_hellos_seen = hellos;
-        hmi_ucx_expect_peer(c);
-    }
+    if (hmi_likely(hellos == c->c_hellos_seen))
+        return;
+    c->c_na->x_peers_made += hellos - c->c_hellos_seen;
+    c->c_hellos_seen = hellos;
+    hmi_ucx_expect_peer(c);
+}
+
+static void ucx_yield_for_peer(struct ucx_ctx *c)
+{
+    ucx_note_hellos(c);
     if (hmi_likely(c->c_yield_until_ns == 0))
         return;
     if (hmi_time_ns() >= c->c_yield_until_ns)
@@ -466,14 +475,29 @@ static void ucx_serve_hellos(struct ucx_ctx *c)
     hmi_na_listener_poll(c->c_listener);
 }
 
+/*
+ * The first progress after a sleep: take what woke us that progress would
+ * not see. shm: a lookup's byte in our contact FIFO (ucx_contact.c). tcp:
+ * our listener's answered-hello eventfd, which wakes us as soon as a peer
+ * has our worker address; ucx_yield_for_peer then counts the hello as a
+ * first contact. One read each, only after a sleep.
+ */
+static void ucx_after_sleep(struct ucx_ctx *c)
+{
+    c->c_slept = false;
+    hmi_ucx_contact_take(c);
+    if (c->c_listener != NULL) {
+        hmi_na_listener_answered_clear(c->c_listener);
+        ucx_note_hellos(c);
+    }
+}
+
 int hmi_ucx_progress(hmi_na_context_t *ctx)
 {
     struct ucx_ctx *c = ucx_ctx(ctx);
     int n = 0;
-    if (hmi_unlikely(c->c_slept)) {
-        c->c_slept = false;
-        hmi_ucx_contact_take(c);
-    }
+    if (hmi_unlikely(c->c_slept))
+        ucx_after_sleep(c);
     if (hmi_unlikely(!hmi_list_empty(&c->c_retry)))
         n += ucx_retry(c);
     /* One call: the core comes back at once after a pass that found
