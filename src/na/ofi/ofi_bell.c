@@ -67,16 +67,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "na/na_wakefifo.h"
 #include "na/ofi/ofi_internal.h"
 #include "util/log.h"
 #include "util/time.h"
 
 uint64_t hmi_ofi_bell_hash(const uint8_t *name, size_t len)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ name[i]) * 1099511628211ull;
-    return h;
+    return hmi_na_wakefifo_hash(name, len);
 }
 
 static uint64_t bell_hash(const struct ofi_name *name)
@@ -109,13 +107,6 @@ static void bell_fifo_path(const struct ofi_name *name, char *buf, size_t size)
     char page[64];
     bell_page_name(name, page, sizeof(page));
     snprintf(buf, size, "/dev/shm%s.fifo", page);
-}
-
-/* An fd open on a FIFO of our uid (not another kind of file put at the path). */
-static bool bell_is_our_fifo(int fd)
-{
-    struct stat st;
-    return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && st.st_uid == geteuid();
 }
 
 bool hmi_ofi_bell_held(uint64_t hash)
@@ -172,22 +163,7 @@ static int bell_fifo_make(const struct ofi_name *name)
 {
     char path[96];
     bell_fifo_path(name, path, sizeof(path));
-    int rc = mkfifo(path, 0600);
-    if (rc != 0 && errno == EEXIST) {
-        unlink(path);
-        rc = mkfifo(path, 0600);
-    }
-    if (rc != 0)
-        return -1;
-    int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0 && !bell_is_our_fifo(fd)) {
-        close(fd);
-        fd = -1;
-        errno = EEXIST;
-    }
-    if (fd < 0)
-        unlink(path);
-    return fd;
+    return hmi_na_wakefifo_make(path);
 }
 
 hm_return_t hmi_ofi_bell_open(struct ofi_context *x)
@@ -267,13 +243,7 @@ static int bell_fifo_peer(const struct ofi_name *name)
 {
     char path[96];
     bell_fifo_path(name, path, sizeof(path));
-    int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0 && !bell_is_our_fifo(fd)) {
-        close(fd);
-        fd = -1;
-        errno = EPERM;
-    }
-    return fd;
+    return hmi_na_wakefifo_open_peer(path);
 }
 
 /* A peer is rung only when it has both a page and a FIFO. */
@@ -326,11 +296,9 @@ static void bell_contact_seen(struct ofi_context *x)
     x->x_na->x_peers_made++;
 }
 
-/* A full FIFO (EAGAIN) is a FIFO that will wake its reader anyway. */
 static void bell_fifo_ring(int fd)
 {
-    char byte = 1;
-    if (write(fd, &byte, 1) < 0 && errno != EAGAIN)
+    if (hmi_na_wakefifo_ring(fd) != 0)
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG, "ofi: cannot ring a peer's doorbell: %s",
                 strerror(errno));
 }

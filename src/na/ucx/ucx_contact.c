@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "na/na_wakefifo.h"
 #include "na/ucx/ucx_internal.h"
 #include "util/log.h"
 
@@ -42,26 +43,10 @@
 #define CONTACT_PREFIX "hm-ucx-"
 #define CONTACT_SUFFIX ".fifo"
 
-static uint64_t contact_hash(const void *waddr, size_t len)
-{
-    const unsigned char *b = waddr;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 static void contact_path(pid_t pid, const void *waddr, size_t len, char *buf, size_t size)
 {
     snprintf(buf, size, CONTACT_DIR "/" CONTACT_PREFIX "%ld-%016llx" CONTACT_SUFFIX, (long)pid,
-             (unsigned long long)contact_hash(waddr, len));
-}
-
-/* An fd open on a FIFO of our uid (not another kind of file put at the path). */
-static bool contact_is_our_fifo(int fd)
-{
-    struct stat st;
-    return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && st.st_uid == geteuid();
+             (unsigned long long)hmi_na_wakefifo_hash(waddr, len));
 }
 
 /* The pid in a contact FIFO's name, or 0 if the name is not one. */
@@ -97,26 +82,6 @@ static void contact_sweep(void)
     closedir(d);
 }
 
-/* Make our FIFO (replacing one of the same name: our pid, a dead owner's). */
-static int contact_make(const char *path)
-{
-    int rc = mkfifo(path, 0600);
-    if (rc != 0 && errno == EEXIST) {
-        unlink(path);
-        rc = mkfifo(path, 0600);
-    }
-    if (rc != 0)
-        return -1;
-    int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0 && !contact_is_our_fifo(fd)) {
-        close(fd);
-        fd = -1;
-    }
-    if (fd < 0)
-        unlink(path);
-    return fd;
-}
-
 void hmi_ucx_contact_open(struct ucx_ctx *c)
 {
     c->c_contact_fd = -1;
@@ -125,7 +90,7 @@ void hmi_ucx_contact_open(struct ucx_ctx *c)
     contact_sweep();
     contact_path(getpid(), c->c_waddr, c->c_waddr_len, c->c_contact_path,
                  sizeof(c->c_contact_path));
-    int fd = contact_make(c->c_contact_path);
+    int fd = hmi_na_wakefifo_make(c->c_contact_path);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
     if (fd >= 0 && epoll_ctl(c->c_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         close(fd);
@@ -151,14 +116,10 @@ void hmi_ucx_contact_ring(pid_t pid, const void *waddr, size_t len)
 {
     char path[128];
     contact_path(pid, waddr, len, path, sizeof(path));
-    /* Read-write, though we only write: a FIFO whose owner died has no
-     * reader, and a write-only open of it fails (ENXIO), or a write raises
-     * SIGPIPE. */
-    int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+    int fd = hmi_na_wakefifo_open_peer(path);
     if (fd < 0)
         return; /* a peer without one (an older build, or none could be made) */
-    char byte = 1;
-    if (contact_is_our_fifo(fd) && write(fd, &byte, 1) < 0 && errno != EAGAIN)
+    if (hmi_na_wakefifo_ring(fd) != 0)
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG, "ucx+shm: cannot write a peer's contact FIFO: %s",
                 strerror(errno));
     close(fd);
