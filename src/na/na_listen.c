@@ -107,38 +107,39 @@ static void listen_answer(struct hmi_na_listener *l, unsigned int i)
     listen_drop(l, i, &l->l_stats->ls_refused_frame);
 }
 
-/* Read what slot `i` has; check the header as soon as it is in. */
-static void listen_read(struct hmi_na_listener *l, unsigned int i)
+/* Read what slot `i` has; check the header as soon as it is in. True
+ * while the slot still waits for bytes (false: answered or dropped). */
+static bool listen_read(struct hmi_na_listener *l, unsigned int i)
 {
     struct listen_conn *lc = l->l_conns[i];
     for (;;) {
         ssize_t n = recv(lc->lc_fd, lc->lc_buf + lc->lc_have, lc->lc_need - lc->lc_have,
                          MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
+            return true;
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) { /* closed or reset before a whole frame */
             listen_drop(l, i, &l->l_stats->ls_refused_frame);
-            return;
+            return false;
         }
         lc->lc_have += (size_t)n;
         if (lc->lc_have < lc->lc_need)
             continue;
         if (lc->lc_need > HM_NA_HELLO_HDR) { /* header checked, payload in */
             listen_answer(l, i);
-            return;
+            return false;
         }
         size_t len = 0;
         enum hmi_na_hello_verdict v = hmi_na_hello_check(lc->lc_buf, false, &l->l_key, &len);
         if (v != HM_NA_HELLO_OK) {
             listen_drop(l, i, v == HM_NA_HELLO_BAD_KEY ? &l->l_stats->ls_refused_key
                                                        : &l->l_stats->ls_refused_frame);
-            return;
+            return false;
         }
         if (len == 0) {
             listen_answer(l, i);
-            return;
+            return false;
         }
         lc->lc_need = HM_NA_HELLO_HDR + len;
     }
@@ -195,8 +196,7 @@ static bool listen_accept_one(struct hmi_na_listener *l, bool may_sleep)
     /* With TCP_DEFER_ACCEPT the hello is usually in already: answered
      * here, the connection never enters the epoll set (two system calls
      * fewer per lookup). */
-    listen_read(l, i);
-    if (l->l_conns[i] != lc)
+    if (!listen_read(l, i))
         return true; /* answered or refused */
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = i};
     if (epoll_ctl(l->l_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -239,7 +239,7 @@ static bool listen_event(struct hmi_na_listener *l, uint64_t tag)
     } else if (tag < HM_NA_LISTEN_PENDING && l->l_conns[tag] != NULL) {
         /* The slot may hold a newer connection than the event's (a poll
          * closed and refilled it meanwhile): reading it is harmless. */
-        listen_read(l, (unsigned int)tag);
+        (void)listen_read(l, (unsigned int)tag);
     }
     return true;
 }

@@ -317,14 +317,6 @@ void hmi_ofi_bell_ring_slow(hmi_na_addr_t *peer)
     }
 }
 
-/*
- * One read takes every byte waiting, up to 64. A ring is sent only by the
- * sender that swapped armed from FD to AWAKE, so one arm gets one byte at most;
- * a byte left behind (rung just as we woke for another reason) wakes the
- * next sleep at once and is taken then. A loop until EAGAIN would cost a
- * second system call per wake-up, about 1.3 us on this VM, on each side of
- * every wait-mode round trip.
- */
 void hmi_ofi_bell_contact(hmi_na_addr_t *peer)
 {
     if (peer->a_armed == NULL || peer->a_self)
@@ -341,6 +333,14 @@ void hmi_ofi_bell_contact(hmi_na_addr_t *peer)
     }
 }
 
+/*
+ * One read takes every byte waiting, up to 64. A ring is sent only by the
+ * sender that swapped armed from FD to AWAKE, so one arm gets one byte at most;
+ * a byte left behind (rung just as we woke for another reason) wakes the
+ * next sleep at once and is taken then. A loop until EAGAIN would cost a
+ * second system call per wake-up, about 1.3 us on this VM, on each side of
+ * every wait-mode round trip.
+ */
 void hmi_ofi_bell_disarm(struct ofi_context *x)
 {
     if (atomic_exchange_explicit(x->x_armed, OFI_BELL_AWAKE, memory_order_relaxed) ==

@@ -22,7 +22,9 @@
  * context never reads it; what peers write stays there (a full FIFO
  * refuses the byte, which is then not needed). A process of our user can
  * write it at will and costs us a 2 ms spin each time, as a new peer's
- * first message would. A FIFO left by a killed owner is removed by the
+ * first message would. The byte goes with every new endpoint
+ * (ucx_addr_connect), so a server that connects back to a new client to
+ * answer it rings the client too, which is waiting for that answer anyway. A FIFO left by a killed owner is removed by the
  * next context of this user that opens, when the pid in its name is gone.
  */
 #include <dirent.h>

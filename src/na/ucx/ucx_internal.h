@@ -315,12 +315,13 @@ ucs_status_t hmi_ucx_fifo_worker_create(struct ucx_ctx *c, const ucp_worker_para
 /* Fill a slot of ours a killed sender left unwritten past k_fifo_hole_ns. */
 void hmi_ucx_fifo_check(struct ucx_ctx *c);
 
-/* ucx_context.c */
 /* ucx_contact.c: shm peers wake and spin when a lookup of them begins. */
 void hmi_ucx_contact_open(struct ucx_ctx *c);  /* -1 in c_contact_fd if none */
 void hmi_ucx_contact_close(struct ucx_ctx *c);
 void hmi_ucx_contact_ring(pid_t pid, const void *waddr, size_t len);
 void hmi_ucx_contact_take(struct ucx_ctx *c);  /* after a sleep */
+
+/* ucx_context.c */
 hm_return_t hmi_ucx_context_open(hmi_na_context_t *ctx);
 void hmi_ucx_context_close(hmi_na_context_t *ctx);
 int hmi_ucx_progress(hmi_na_context_t *ctx);
