@@ -19,6 +19,9 @@
  *              server and client process: UCX's own first contact over tcp,
  *              from fetching the server's worker address to the reply of an
  *              active message (ceil_ucx_first);
+ *   ucx_first_warm  the same, each process having connected its worker to
+ *              itself first, untimed, as Hermod's contexts do at open
+ *              (ceil_ucx_first_warm);
  *   ofi_first  (built with libfabric) the same with tcp;ofi_rxm, from
  *              fi_av_insert of the server's address to the reply
  *              (ceil_ofi_first);
@@ -43,6 +46,7 @@ void ceil_ns_stats(uint64_t *ns, unsigned int n, double *median_us, double *p99_
 
 /* The first-contact floors, `rounds` each: 0, or -1 after a message. */
 int ceil_ucx_first(unsigned int rounds, double *median_us, double *p99_us);
+int ceil_ucx_first_warm(unsigned int rounds, double *median_us, double *p99_us);
 int ceil_ofi_first(unsigned int rounds, double *median_us, double *p99_us);
 
 #endif

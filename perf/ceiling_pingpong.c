@@ -335,13 +335,14 @@ int ceil_floors(const struct ceil_floor_opts *o)
                   {"tcp_first", pp_tcp_first, 1000},
 #ifdef HM_CEIL_UCX
                   {"ucx_first", ceil_ucx_first, 20},
+                  {"ucx_first_warm", ceil_ucx_first_warm, 20},
 #endif
 #ifdef HM_CEIL_OFI
                   {"ofi_first", ceil_ofi_first, 20},
 #endif
     };
     if (!json)
-        printf("%-12s %8s %10s %10s\n", "floor", "iters", "median_us", "p99_us");
+        printf("%-15s %8s %10s %10s\n", "floor", "iters", "median_us", "p99_us");
     for (size_t i = 0; i < sizeof(floors) / sizeof(floors[0]); i++) {
         double med = 0.0, p99 = 0.0;
         if (!o->first && strstr(floors[i].name, "_first") != NULL)
@@ -356,7 +357,7 @@ int ceil_floors(const struct ceil_floor_opts *o)
             printf("{\"floor\":\"%s\",\"iters\":%u,\"median_us\":%.3f,\"p99_us\":%.3f}\n",
                    floors[i].name, n, med, p99);
         else
-            printf("%-12s %8u %10.3f %10.3f\n", floors[i].name, n, med, p99);
+            printf("%-15s %8u %10.3f %10.3f\n", floors[i].name, n, med, p99);
     }
     fflush(stdout);
     return 0;

@@ -21,6 +21,8 @@
  *   ucx_first  UCX's own (ucp over tcp): a fresh server and client process
  *              per round, timed from fetching the worker address to the
  *              reply of an active message (at most 20 rounds; built with UCX);
+ *   ucx_first_warm  the same, each process having connected to itself
+ *              first, untimed (Hermod's contexts do so when they open);
  *   ofi_first  libfabric's own (tcp;ofi_rxm), the same shape, timed from
  *              fi_av_insert to the reply (at most 20 rounds; built with
  *              libfabric).

@@ -11,6 +11,9 @@
  *    poll; over tcp UCX's own wire-up of the first lookup may wake it).
  *  - ucx+shm: a FIFO whose owner's pid is gone is removed when a context
  *    opens; one of a live pid is kept.
+ *  - A context's warm-up at open (an endpoint to itself, HM_UCX_WARM) counts
+ *    no contact, leaves its endpoint closed, and leaves nothing that wakes
+ *    a sleeper; with HM_UCX_WARM=0 there is no endpoint at all.
  * Usage: na_ucx_contact <ucx+shm or ucx+tcp URI>.
  */
 #include <errno.h>
@@ -20,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -144,6 +148,39 @@ static void test_sweep(void **state)
     assert_int_equal(hmi_na_class_close(cls), HM_SUCCESS);
 }
 
+/* A fresh context, warmed at open or not: its endpoint closed, asleep.
+ * Returns its count of contacts (its own address record is one). */
+static uint64_t check_quiet_after_open(bool warm)
+{
+    assert_int_equal(setenv("HM_UCX_WARM", warm ? "1" : "0", 1), 0);
+    hmi_na_class_t *cls;
+    assert_int_equal(hmi_na_class_open(g_uri, &cls), HM_SUCCESS);
+    hmi_na_context_t *a = ctx_open(cls, 0);
+    assert_int_equal(ucx_ctx(a)->c_cls->k_warm, warm);
+    for (int i = 0; i < 100; i++)
+        hmi_na_progress(a);
+    uint64_t made = a->x_peers_made;
+    unsigned int eps = 0; /* the warm-up's, closed */
+    for (struct hmi_list *l = ucx_ctx(a)->c_eps.next; l != &ucx_ctx(a)->c_eps; l = l->next) {
+        assert_true(hmi_container_of(l, struct ucx_ep, e_link)->e_closed);
+        eps++;
+    }
+    assert_int_equal(eps, warm ? 1 : 0);
+    arm_settled(a);
+    assert_int_equal(fd_ready(a, 200), 0);
+    hmi_na_context_close(a);
+    assert_int_equal(hmi_na_class_close(cls), HM_SUCCESS);
+    assert_int_equal(unsetenv("HM_UCX_WARM"), 0);
+    return made;
+}
+
+static void test_warm(void **state)
+{
+    (void)state;
+    uint64_t warmed = check_quiet_after_open(true);
+    assert_int_equal(warmed, check_quiet_after_open(false));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -154,6 +191,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_contact),
         cmocka_unit_test(test_sweep),
+        cmocka_unit_test(test_warm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -181,43 +181,6 @@ static hm_return_t ucx_worker_open(struct ucx_ctx *c)
     return HM_SUCCESS;
 }
 
-/*
- * shm: make UCX set up its endpoint storage now, not at the first peer.
- * A worker's first endpoint makes UCX map a chunk for its endpoints and
- * write through all of it (ucs_strided_alloc, 384 KiB): about 100 page
- * faults, 150 us here, that otherwise fall on a client's first lookup and
- * on the first message of a server's first peer (perf, 2026-11-28). An
- * endpoint to our own worker, flushed closed at once, pays it with the
- * context; UCX keeps the chunk for the worker's life. Not on tcp, where it
- * would be a connection to ourselves. Best effort: a failure only leaves
- * the cost where it was.
- */
-#define UCX_WARM_PROGRESS_MAX 10000u
-
-static void ucx_worker_warm(struct ucx_ctx *c)
-{
-    ucp_ep_params_t params = {
-        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
-        .address = c->c_waddr,
-        .err_mode = UCP_ERR_HANDLING_MODE_NONE,
-    };
-    ucp_ep_h ep;
-    ucs_status_t status = ucp_ep_create(c->c_worker, &params, &ep);
-    if (status != UCS_OK) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG, "ucx: no endpoint to ourselves to warm up: %s",
-                ucs_status_string(status));
-        return;
-    }
-    ucp_request_param_t close = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = 0};
-    ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &close);
-    if (!UCS_PTR_IS_PTR(req))
-        return;
-    for (unsigned int i = 0;
-         i < UCX_WARM_PROGRESS_MAX && ucp_request_check_status(req) == UCS_INPROGRESS; i++)
-        ucp_worker_progress(c->c_worker);
-    ucp_request_free(req); /* released by UCX when done, if it is not yet */
-}
-
 static hm_return_t ucx_epoll_open(struct ucx_ctx *c)
 {
     c->c_epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -274,8 +237,8 @@ hm_return_t hmi_ucx_context_open(hmi_na_context_t *ctx)
     if (ret != HM_SUCCESS)
         goto err_msg;
     hmi_ucx_contact_open(c);
-    if (c->c_cls->k_proto == UCX_PROTO_SHM)
-        ucx_worker_warm(c);
+    if (c->c_cls->k_warm)
+        hmi_ucx_addr_warm(c);
     return HM_SUCCESS;
 
 err_msg:

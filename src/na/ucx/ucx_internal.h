@@ -101,6 +101,7 @@ enum ucx_tunable_id {
     UCX_TUNE_CONNECT_MS,
     UCX_TUNE_CMA_MIN,
     UCX_TUNE_FIFO_HOLE_MS,
+    UCX_TUNE_WARM,
     UCX_TUNE_COUNT
 };
 extern const struct hmi_na_tunable hmi_ucx_tunables[UCX_TUNE_COUNT];
@@ -157,6 +158,7 @@ struct ucx_class {
     size_t k_eager_limit;
     size_t k_pool_keep; /* receive buffers kept per context */
     uint64_t k_fifo_hole_ns; /* shm: a FIFO slot unwritten this long is filled */
+    bool k_warm;             /* contexts connect to themselves at open (ucx_context.c) */
 };
 
 struct ucx_ctx;
@@ -380,6 +382,8 @@ int hmi_ucx_addr_scan_pids(struct ucx_ctx *c);
 int hmi_ucx_addr_report_gone(struct ucx_ctx *c);
 /* Does a pidfd of a shm peer report an exit? (no side effects) */
 bool hmi_ucx_addr_pids_pending(struct ucx_ctx *c);
+/* Context open: an endpoint to ourselves, closed at once (HM_UCX_WARM). */
+void hmi_ucx_addr_warm(struct ucx_ctx *c);
 /* Context close: gracefully close (flush) or force-close every endpoint. */
 void hmi_ucx_addr_close_eps(struct ucx_ctx *c);
 /* Context close: release the close requests UCX has not finished. */

@@ -52,6 +52,9 @@ const struct hmi_na_tunable hmi_ucx_tunables[UCX_TUNE_COUNT] = {
     [UCX_TUNE_FIFO_HOLE_MS] = {"HM_UCX_FIFO_HOLE_MS", HMI_NA_TUNABLE_SIZE, "1000", 10, 3600000,
                                "ucx+shm: a slot of our receive FIFO left unwritten this long "
                                "(ms) is taken for a killed sender's and filled"},
+    [UCX_TUNE_WARM] = {"HM_UCX_WARM", HMI_NA_TUNABLE_SIZE, "1", 0, 1,
+                       "1: each context connects to itself when it opens, so that its first "
+                       "peer does not pay UCX's first-connection costs; 0: off"},
 };
 
 /* ---- Status mapping ------------------------------------------------------- */
@@ -226,6 +229,7 @@ static hm_return_t ucx_class_open(hmi_na_class_t *cls, const char *protocol, con
         (uint64_t)hmi_na_tunable_size(&hmi_ucx_tunables[UCX_TUNE_FIFO_HOLE_MS]) * 1000000u;
     k->k_connect_ms =
         (unsigned int)hmi_na_tunable_size(&hmi_ucx_tunables[UCX_TUNE_CONNECT_MS]);
+    k->k_warm = hmi_na_tunable_size(&hmi_ucx_tunables[UCX_TUNE_WARM]) != 0;
     hmi_na_hello_key_from_env(&k->k_job_key);
 
     ucp_config_t *config;
