@@ -129,23 +129,31 @@ static void cfu_close(struct cfu *c)
 
 static int cfu_wait(struct cfu *c, ucs_status_ptr_t req, const char *what, uint64_t deadline);
 
+/* Our worker's address (ucp_worker_release_address it); -1 after a message. */
+static int cfu_get_address(struct cfu *c, ucp_address_t **addr, size_t *len)
+{
+    ucs_status_t status = ucp_worker_get_address(c->worker, addr, len);
+    if (status != UCS_OK) {
+        cfu_fail(c, "ucp_worker_get_address", status);
+        return -1;
+    }
+    return 0;
+}
+
 /* ucx_first_warm: an endpoint to our own worker, flushed closed (untimed). */
 static int cfu_warm_up(struct cfu *c)
 {
     ucp_address_t *addr;
     size_t len;
-    ucs_status_t status = ucp_worker_get_address(c->worker, &addr, &len);
-    if (status != UCS_OK) {
-        cfu_fail(c, "ucp_worker_get_address", status);
+    if (cfu_get_address(c, &addr, &len) != 0)
         return -1;
-    }
     ucp_ep_params_t params = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
         .address = addr,
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
     };
     ucp_ep_h ep;
-    status = ucp_ep_create(c->worker, &params, &ep);
+    ucs_status_t status = ucp_ep_create(c->worker, &params, &ep);
     ucp_worker_release_address(c->worker, addr);
     if (status != UCS_OK) {
         cfu_fail(c, "ucp_ep_create to ourselves", status);
@@ -276,11 +284,8 @@ static int cfu_address_msg(struct cfu *c, char **msg, size_t *msg_len)
 {
     ucp_address_t *addr;
     size_t addr_len;
-    ucs_status_t status = ucp_worker_get_address(c->worker, &addr, &addr_len);
-    if (status != UCS_OK) {
-        cfu_fail(c, "ucp_worker_get_address", status);
+    if (cfu_get_address(c, &addr, &addr_len) != 0)
         return -1;
-    }
     uint32_t prefix = (uint32_t)addr_len;
     *msg_len = sizeof(prefix) + addr_len;
     *msg = addr_len <= CFU_ADDR_MAX ? malloc(*msg_len) : NULL;
