@@ -158,7 +158,7 @@ struct ucx_class {
     size_t k_eager_limit;
     size_t k_pool_keep; /* receive buffers kept per context */
     uint64_t k_fifo_hole_ns; /* shm: a FIFO slot unwritten this long is filled */
-    bool k_warm;             /* contexts connect to themselves at open (ucx_context.c) */
+    bool k_warm;             /* contexts connect to themselves at open (hmi_ucx_addr_warm) */
 };
 
 struct ucx_ctx;
