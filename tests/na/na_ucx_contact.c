@@ -14,9 +14,14 @@
  *  - A context's warm-up at open (an endpoint to itself, HM_UCX_WARM) counts
  *    no contact, leaves its endpoint closed, and leaves nothing that wakes
  *    a sleeper; with HM_UCX_WARM=0 there is no endpoint at all.
+ *  - ucx+tcp: an idle spinning context answers a hello itself, when its
+ *    listener's thread cannot run (the context is SCHED_FIFO on the CPU
+ *    that thread is pinned to): its idle progress polls the listener once
+ *    it has found nothing for a while (ucx_serve_hellos).
  * Usage: na_ucx_contact <ucx+shm or ucx+tcp URI>.
  */
 #include <errno.h>
+#include <sched.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,7 +36,9 @@
 
 #include <cmocka.h>
 
+#include "na/na_listen.h"
 #include "na/ucx/ucx_internal.h"
+#include "harness.h"
 #include "na_test.h"
 
 static const char *g_uri;
@@ -181,6 +188,99 @@ static void test_warm(void **state)
     assert_int_equal(warmed, check_quiet_after_open(false));
 }
 
+static void pin_to(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    (void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+#define OWNER_SPIN_MS 5000 /* the owner's bound: a broken poll fails, it never hangs */
+
+/*
+ * The owner (arg: its CPU): pinned before its context (and the listener's
+ * thread) exists, then SCHED_FIFO, and idle progress until it has counted
+ * a contact. Lines: "uri URI" or "setup ERRNO", then "contacts N polled M"
+ * (M: the hellos its own polls answered, not the listener's thread).
+ */
+static int spinning_owner(void *arg)
+{
+    pin_to(*(const int *)arg);
+    hmi_na_class_t *cls;
+    if (hmi_na_class_open(g_uri, &cls) != HM_SUCCESS)
+        return hm_test_ready("setup 5") != 0;
+    hmi_na_context_t *ctx = ctx_open(cls, 0);
+    char line[1100] = "uri ";
+    self_uri(ctx, line + 4, sizeof(line) - 4);
+    struct sched_param fifo = {.sched_priority = 1};
+    if (sched_setscheduler(0, SCHED_FIFO, &fifo) != 0)
+        snprintf(line, sizeof(line), "setup %d", errno);
+    bool spin = strncmp(line, "uri ", 4) == 0;
+    uint64_t made = ctx->x_peers_made;
+    if (hm_test_ready(line) != 0)
+        spin = false;
+    for (uint64_t end = nt_now_ms() + OWNER_SPIN_MS;
+         spin && ctx->x_peers_made == made && nt_now_ms() < end;)
+        hmi_na_progress(ctx);
+    struct sched_param normal = {.sched_priority = 0};
+    (void)sched_setscheduler(0, SCHED_OTHER, &normal);
+    snprintf(line, sizeof(line), "contacts %llu polled %llu",
+             (unsigned long long)(ctx->x_peers_made - made),
+             (unsigned long long)ucx_ctx(ctx)->c_hellos_polled);
+    int rc = spin ? hm_test_signal(line) : 0;
+    hmi_na_context_close(ctx);
+    (void)hmi_na_class_close(cls);
+    return rc == 0 ? 0 : 1;
+}
+
+static void test_owner_serves_hellos(void **state)
+{
+    (void)state;
+    cpu_set_t allowed;
+    if (strncmp(g_uri, "ucx+tcp", 7) != 0 ||
+        sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2)
+        skip(); /* the dialer needs a CPU the spinning owner does not hold */
+    int cpus[2], n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+        if (CPU_ISSET(c, &allowed))
+            cpus[n++] = c;
+    hm_test_alarm(30, "test_owner_serves_hellos");
+    struct hm_test_child owner;
+    assert_int_equal(hm_test_spawn(&owner, spinning_owner, &cpus[0]), 0);
+    pin_to(cpus[1]);
+    char line[1100];
+    assert_int_equal(hm_test_recv(&owner, line, sizeof(line), 10000), 0);
+    int setup = 0;
+    if (sscanf(line, "setup %d", &setup) == 1) {
+        hm_test_wait(&owner, 10);
+        hm_test_alarm(0, NULL);
+        if (setup == EPERM) {
+            print_message("no SCHED_FIFO here (not root?): owner's hellos not tested\n");
+            skip();
+        }
+        fail_msg("the owner could not set up: %d", setup);
+    }
+    unsigned int a, b, c4, d, port;
+    assert_int_equal(sscanf(line, "uri ucx+tcp://%u.%u.%u.%u:%u", &a, &b, &c4, &d, &port), 5);
+    char host[32];
+    snprintf(host, sizeof(host), "%u.%u.%u.%u", a, b, c4, d);
+    struct hmi_na_hello_key key;
+    hmi_na_hello_key_from_env(&key);
+    unsigned char reply[4096];
+    size_t len = sizeof(reply);
+    hm_return_t ret = hmi_na_hello_dial(host, (uint16_t)port, &key, 4000, 0, reply, &len);
+    unsigned long long contacts = 0, polled = 0;
+    assert_int_equal(hm_test_recv(&owner, line, sizeof(line), 10000), 0);
+    assert_int_equal(sscanf(line, "contacts %llu polled %llu", &contacts, &polled), 2);
+    assert_int_equal(hm_test_wait(&owner, 10), 0);
+    hm_test_alarm(0, NULL);
+    assert_int_equal(ret, HM_SUCCESS);
+    assert_true(len > 0); /* the owner's worker address */
+    assert_int_equal(contacts, 1);
+    assert_int_equal(polled, 1); /* the owner's poll answered, not the thread */
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -192,6 +292,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_contact),
         cmocka_unit_test(test_sweep),
         cmocka_unit_test(test_warm),
+        cmocka_unit_test(test_owner_serves_hellos),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
