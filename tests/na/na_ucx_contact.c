@@ -21,8 +21,8 @@
  * Usage: na_ucx_contact <ucx+shm or ucx+tcp URI>.
  */
 #include <errno.h>
-#include <sched.h>
 #include <poll.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
