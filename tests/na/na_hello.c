@@ -23,6 +23,7 @@
 
 #include "na/na_hello.h"
 #include "na/na_listen.h"
+#include "na_test.h"
 #include "harness.h"
 
 static void test_frame_checks(void **state)
@@ -139,14 +140,6 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void pin_to(int cpu)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    (void)sched_setaffinity(0, sizeof(set), &set);
-}
-
 /*
  * The child (arg: its CPU): pinned before the listener's thread exists (it
  * inherits the pin), then SCHED_FIFO on that CPU, so the thread (normal
@@ -163,7 +156,7 @@ static int poll_owner(void *arg)
     struct hmi_na_listener *l = NULL;
     uint16_t port = 0;
     char line[64];
-    pin_to(*(const int *)arg);
+    nt_pin_to(*(const int *)arg);
     int setup = 0;
     if (hmi_na_listener_open("127.0.0.1", 0, &key, "worker", 6, &stats, &l, &port) != 0)
         setup = EIO;
@@ -192,17 +185,12 @@ static int poll_owner(void *arg)
 static void test_owner_poll(void **state)
 {
     (void)state;
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2)
+    int cpus[2];
+    if (!nt_two_cpus(cpus))
         skip(); /* the dialer needs a CPU the spinning owner does not hold */
-    int cpus[2], n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
-        if (CPU_ISSET(c, &allowed))
-            cpus[n++] = c;
     hm_test_alarm(30, "test_owner_poll");
     struct hm_test_child owner;
-    assert_int_equal(hm_test_spawn(&owner, poll_owner, &cpus[0]), 0);
-    pin_to(cpus[1]);
+    assert_int_equal(nt_spawn_owner(&owner, poll_owner, cpus), 0);
     char line[64];
     unsigned int port = 0;
     int setup = 0;

@@ -2,6 +2,7 @@
 #include "na_test.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,34 @@ uint64_t nt_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+bool nt_two_cpus(int cpus[2])
+{
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2)
+        return false;
+    int n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+        if (CPU_ISSET(c, &allowed))
+            cpus[n++] = c;
+    return true;
+}
+
+void nt_pin_to(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    (void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+int nt_spawn_owner(struct hm_test_child *owner, hm_test_fn_t fn, int cpus[2])
+{
+    if (hm_test_spawn(owner, fn, &cpus[0]) != 0)
+        return -1;
+    nt_pin_to(cpus[1]);
+    return 0;
 }
 
 static void nt_recv_cb(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token)

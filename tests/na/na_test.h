@@ -73,5 +73,12 @@ int nt_server_main(void *arg);
 /* Start nt_server_main on `uri` (the fixture, fixture.h); srv->uri is its address. */
 int nt_server_start(struct hm_test_server *srv, const char *uri);
 uint64_t nt_now_ms(void);
+/* The first two CPUs this process may run on in cpus[]; false if it has fewer. */
+bool nt_two_cpus(int cpus[2]);
+/* Pin the calling thread, and the threads it creates afterwards, to `cpu`. */
+void nt_pin_to(int cpu);
+/* Spawn `fn` (its arg: &cpus[0], the CPU it pins itself to) and pin the
+ * caller to cpus[1]: an owner spinning on one CPU, its peer on the other. */
+int nt_spawn_owner(struct hm_test_child *owner, hm_test_fn_t fn, int cpus[2]);
 
 #endif

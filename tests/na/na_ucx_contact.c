@@ -188,14 +188,6 @@ static void test_warm(void **state)
     assert_int_equal(warmed, check_quiet_after_open(false));
 }
 
-static void pin_to(int cpu)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    (void)sched_setaffinity(0, sizeof(set), &set);
-}
-
 #define OWNER_SPIN_MS 5000 /* the owner's bound: a broken poll fails, it never hangs */
 
 /*
@@ -206,7 +198,7 @@ static void pin_to(int cpu)
  */
 static int spinning_owner(void *arg)
 {
-    pin_to(*(const int *)arg);
+    nt_pin_to(*(const int *)arg);
     hmi_na_class_t *cls;
     if (hmi_na_class_open(g_uri, &cls) != HM_SUCCESS)
         return hm_test_ready("setup 5") != 0;
@@ -237,18 +229,12 @@ static int spinning_owner(void *arg)
 static void test_owner_serves_hellos(void **state)
 {
     (void)state;
-    cpu_set_t allowed;
-    if (strncmp(g_uri, "ucx+tcp", 7) != 0 ||
-        sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2)
+    int cpus[2];
+    if (strncmp(g_uri, "ucx+tcp", 7) != 0 || !nt_two_cpus(cpus))
         skip(); /* the dialer needs a CPU the spinning owner does not hold */
-    int cpus[2], n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
-        if (CPU_ISSET(c, &allowed))
-            cpus[n++] = c;
     hm_test_alarm(30, "test_owner_serves_hellos");
     struct hm_test_child owner;
-    assert_int_equal(hm_test_spawn(&owner, spinning_owner, &cpus[0]), 0);
-    pin_to(cpus[1]);
+    assert_int_equal(nt_spawn_owner(&owner, spinning_owner, cpus), 0);
     char line[1100];
     assert_int_equal(hm_test_recv(&owner, line, sizeof(line), 10000), 0);
     int setup = 0;
