@@ -15,7 +15,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* FNV-1a of `len` bytes: a name's part of a FIFO path. */
+/*
+ * FNV-1a's steps over `len` bytes from the offset 1469598103934665603, not
+ * FNV's 14695981039346656037 (src/group/gclass.c has that one): a name's
+ * part of a FIFO path. Kept as it is: processes of different builds must
+ * name each other's FIFOs and ofi+shm doorbell pages alike (ofi_sweep.c
+ * parses those names too), and any spread of the hash serves here.
+ */
 uint64_t hmi_na_wakefifo_hash(const void *bytes, size_t len);
 /* Make the FIFO at `path` (replacing one already there: a dead owner's of
  * the same name) and open it; the fd, or -1 with errno. */
