@@ -602,19 +602,6 @@ static void *nap_waker_main(void *arg)
     return NULL;
 }
 
-/* Arm a nap, progressing until the arm holds (it may find work). */
-static int nap_arm_settled(struct nt_peer *p)
-{
-    for (int i = 0; i < 1000; i++) {
-        hm_return_t ret = hmi_na_nap_arm(p->ctx);
-        if (ret == HM_SUCCESS)
-            return 0;
-        NT_CHECK(ret == HM_AGAIN);
-        hmi_na_progress(p->ctx);
-    }
-    return 1;
-}
-
 static long nap_voluntary_switches(void)
 {
     struct rusage ru;
@@ -637,7 +624,7 @@ static int client_nap(void *arg)
     }
     hmi_na_progress(p.ctx); /* undoes the arm above */
     /* Timed out: false, and the nap slept (a voluntary switch). */
-    NT_CHECK(nap_arm_settled(&p) == 0);
+    NT_CHECK(nt_arm_settled(p.ctx, hmi_na_nap_arm) == 0);
     long before = nap_voluntary_switches();
     NT_CHECK(!hmi_na_nap(p.ctx, 50));
     NT_CHECK(nap_voluntary_switches() > before);
@@ -658,7 +645,7 @@ static int client_nap(void *arg)
     NT_CHECK(woken > 0);
     nt_msg_free(&p, m);
     /* Another thread's nap_wake ends a nap in progress... */
-    NT_CHECK(nap_arm_settled(&p) == 0);
+    NT_CHECK(nt_arm_settled(p.ctx, hmi_na_nap_arm) == 0);
     struct nap_waker w = {.p = &p, .delay_ms = 50};
     pthread_t thread;
     NT_CHECK(pthread_create(&thread, NULL, nap_waker_main, &w) == 0);
@@ -668,7 +655,7 @@ static int client_nap(void *arg)
     /* ...and one before the arm makes the arm answer HM_AGAIN, once. */
     hmi_na_nap_wake(p.ctx);
     NT_CHECK(hmi_na_nap_arm(p.ctx) == HM_AGAIN);
-    NT_CHECK(nap_arm_settled(&p) == 0);
+    NT_CHECK(nt_arm_settled(p.ctx, hmi_na_nap_arm) == 0);
     hmi_na_progress(p.ctx);
     nt_client_close(&p, srv);
     return 0;

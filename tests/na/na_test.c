@@ -19,6 +19,39 @@ uint64_t nt_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+void nt_recv_release(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token)
+{
+    (void)source, (void)buf, (void)len;
+    hmi_na_msg_release(*(hmi_na_context_t **)arg, token);
+}
+
+hm_return_t nt_poll_arm(hmi_na_context_t *ctx)
+{
+    return ctx->x_class->c_ops.poll_arm(ctx);
+}
+
+int nt_arm_settled(hmi_na_context_t *ctx, hm_return_t (*arm)(hmi_na_context_t *))
+{
+    for (int i = 0; i < 1000; i++) {
+        hm_return_t ret = arm(ctx);
+        if (ret == HM_SUCCESS)
+            return 0;
+        if (ret != HM_AGAIN) {
+            fprintf(stderr, "arm: %s\n", hm_strerror(ret));
+            return 1;
+        }
+        hmi_na_progress(ctx);
+    }
+    fprintf(stderr, "arm: never held in 1000 tries\n");
+    return 1;
+}
+
+int nt_fd_ready(hmi_na_context_t *ctx, int timeout_ms)
+{
+    struct pollfd pfd = {.fd = ctx->x_class->c_ops.poll_fd(ctx), .events = POLLIN};
+    return poll(&pfd, 1, timeout_ms);
+}
+
 bool nt_two_cpus(int cpus[2])
 {
     cpu_set_t allowed;

@@ -73,6 +73,17 @@ int nt_server_main(void *arg);
 /* Start nt_server_main on `uri` (the fixture, fixture.h); srv->uri is its address. */
 int nt_server_start(struct hm_test_server *srv, const char *uri);
 uint64_t nt_now_ms(void);
+/* A receive callback that releases each message at once; `arg` points at
+ * the context's pointer (as hmi_na_context_open's last argument fills it). */
+void nt_recv_release(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token);
+/* `ctx`'s plugin's poll_arm, in the shape nt_arm_settled takes. */
+hm_return_t nt_poll_arm(hmi_na_context_t *ctx);
+/* Call `arm` (nt_poll_arm, hmi_na_nap_arm), progressing while it says
+ * HM_AGAIN (it may find work first), at most 1000 times. 0 once it holds;
+ * 1 after a message on stderr. */
+int nt_arm_settled(hmi_na_context_t *ctx, hm_return_t (*arm)(hmi_na_context_t *));
+/* poll(2) for POLLIN on `ctx`'s poll fd: 1 readable, 0 not within timeout_ms. */
+int nt_fd_ready(hmi_na_context_t *ctx, int timeout_ms);
 /* The first two CPUs this process may run on in cpus[]; false if it has fewer. */
 bool nt_two_cpus(int cpus[2]);
 /* Pin the calling thread, and the threads it creates afterwards, to `cpu`. */

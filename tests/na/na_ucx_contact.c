@@ -43,16 +43,10 @@
 
 static const char *g_uri;
 
-static void ct_recv(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token)
-{
-    (void)source, (void)buf, (void)len;
-    hmi_na_msg_release(*(hmi_na_context_t **)arg, token);
-}
-
 static hmi_na_context_t *ctx_open(hmi_na_class_t *cls, unsigned int index)
 {
     hmi_na_context_t *ctx = NULL;
-    assert_int_equal(hmi_na_context_open(cls, index, ct_recv, &ctx, NULL, NULL, &ctx),
+    assert_int_equal(hmi_na_context_open(cls, index, nt_recv_release, &ctx, NULL, NULL, &ctx),
                      HM_SUCCESS);
     return ctx;
 }
@@ -64,23 +58,6 @@ static void self_uri(hmi_na_context_t *ctx, char *buf, size_t size)
     assert_int_equal(ops->addr_self(ctx, &self), HM_SUCCESS);
     assert_int_equal(ops->addr_to_string(ctx, self, buf, &size), HM_SUCCESS);
     ops->addr_unref(self);
-}
-
-/* Progress `ctx` until its poll arm holds (it may find work first). */
-static void arm_settled(hmi_na_context_t *ctx)
-{
-    for (int i = 0; i < 1000; i++) {
-        if (ctx->x_class->c_ops.poll_arm(ctx) == HM_SUCCESS)
-            return;
-        hmi_na_progress(ctx);
-    }
-    fail_msg("the arm never held");
-}
-
-static int fd_ready(hmi_na_context_t *ctx, int timeout_ms)
-{
-    struct pollfd pfd = {.fd = ctx->x_class->c_ops.poll_fd(ctx), .events = POLLIN};
-    return poll(&pfd, 1, timeout_ms);
 }
 
 static void test_contact(void **state)
@@ -98,19 +75,19 @@ static void test_contact(void **state)
     hmi_na_progress(a);
     uint64_t made = a->x_peers_made;
 
-    arm_settled(a);
+    assert_int_equal(nt_arm_settled(a, nt_poll_arm), 0);
     hmi_na_addr_t *addr;
     assert_int_equal(cls->c_ops.addr_lookup(b, a_uri, 0, &addr), HM_SUCCESS);
-    assert_int_equal(fd_ready(a, 10000), 1);
+    assert_int_equal(nt_fd_ready(a, 10000), 1);
     hmi_na_progress(a);
     assert_int_equal(a->x_peers_made, made + 1);
 
-    arm_settled(a);
+    assert_int_equal(nt_arm_settled(a, nt_poll_arm), 0);
     hmi_na_addr_t *again;
     assert_int_equal(cls->c_ops.addr_lookup(b, a_uri, 0, &again), HM_SUCCESS);
     assert_ptr_equal(again, addr);
     if (ucx_ctx(a)->c_cls->k_proto == UCX_PROTO_SHM)
-        assert_int_equal(fd_ready(a, 100), 0); /* (over tcp, UCX's own wire-up may wake it) */
+        assert_int_equal(nt_fd_ready(a, 100), 0); /* (over tcp, UCX's own wire-up may wake it) */
     for (uint64_t end = nt_now_ms() + 100; nt_now_ms() < end;)
         hmi_na_progress(a);
     assert_int_equal(a->x_peers_made, made + 1);
@@ -173,8 +150,8 @@ static uint64_t check_quiet_after_open(bool warm)
         eps++;
     }
     assert_int_equal(eps, warm ? 1 : 0);
-    arm_settled(a);
-    assert_int_equal(fd_ready(a, 200), 0);
+    assert_int_equal(nt_arm_settled(a, nt_poll_arm), 0);
+    assert_int_equal(nt_fd_ready(a, 200), 0);
     hmi_na_context_close(a);
     assert_int_equal(hmi_na_class_close(cls), HM_SUCCESS);
     assert_int_equal(unsetenv("HM_UCX_WARM"), 0);

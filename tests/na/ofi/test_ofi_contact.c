@@ -25,16 +25,11 @@
 #include <cmocka.h>
 
 #include "na/ofi/ofi_internal.h"
+#include "../na_test.h"
 
 #define CONTACT_LOOKERS 4u
 
 static const char *g_uri;
-
-static void ct_recv(void *arg, hmi_na_addr_t *source, void *buf, size_t len, uintptr_t token)
-{
-    (void)source, (void)buf, (void)len;
-    hmi_na_msg_release(*(hmi_na_context_t **)arg, token);
-}
 
 struct contact_fixture {
     hmi_na_class_t *cls;
@@ -46,10 +41,10 @@ struct contact_fixture {
 static void fixture_open(struct contact_fixture *f)
 {
     assert_int_equal(hmi_na_class_open(g_uri, &f->cls), HM_SUCCESS);
-    assert_int_equal(hmi_na_context_open(f->cls, 0, ct_recv, &f->a, NULL, NULL, &f->a),
+    assert_int_equal(hmi_na_context_open(f->cls, 0, nt_recv_release, &f->a, NULL, NULL, &f->a),
                      HM_SUCCESS);
     for (unsigned int i = 0; i < CONTACT_LOOKERS; i++)
-        assert_int_equal(hmi_na_context_open(f->cls, i + 1, ct_recv, &f->lookers[i], NULL, NULL,
+        assert_int_equal(hmi_na_context_open(f->cls, i + 1, nt_recv_release, &f->lookers[i], NULL, NULL,
                                              &f->lookers[i]),
                          HM_SUCCESS);
     assert_true(ofi_ctx(f->a)->x_bell_fd >= 0); /* a doorbell protocol */
@@ -76,28 +71,6 @@ static void look_up(struct contact_fixture *f, hmi_na_context_t *looker)
     f->cls->c_ops.addr_unref(addr);
 }
 
-/* Progress A until `arm` holds (it may find work first). */
-static void arm_settled(hmi_na_context_t *a, hm_return_t (*arm)(hmi_na_context_t *))
-{
-    for (int i = 0; i < 1000; i++) {
-        if (arm(a) == HM_SUCCESS)
-            return;
-        hmi_na_progress(a);
-    }
-    fail_msg("the arm never held");
-}
-
-static hm_return_t poll_arm(hmi_na_context_t *a)
-{
-    return a->x_class->c_ops.poll_arm(a);
-}
-
-static int fd_ready(hmi_na_context_t *a, int timeout_ms)
-{
-    struct pollfd pfd = {.fd = a->x_class->c_ops.poll_fd(a), .events = POLLIN};
-    return poll(&pfd, 1, timeout_ms);
-}
-
 static void test_contact(void **state)
 {
     (void)state;
@@ -107,14 +80,14 @@ static void test_contact(void **state)
     uint64_t made = f.a->x_peers_made;
 
     /* Asleep in poll. */
-    arm_settled(f.a, poll_arm);
+    assert_int_equal(nt_arm_settled(f.a, nt_poll_arm), 0);
     look_up(&f, f.lookers[0]);
-    assert_int_equal(fd_ready(f.a, 10000), 1);
+    assert_int_equal(nt_fd_ready(f.a, 10000), 1);
     hmi_na_progress(f.a);
     assert_int_equal(f.a->x_peers_made, made + 1);
 
     /* Napping on the word: a nap far longer than the test's timeout ends. */
-    arm_settled(f.a, hmi_na_nap_arm);
+    assert_int_equal(nt_arm_settled(f.a, hmi_na_nap_arm), 0);
     look_up(&f, f.lookers[1]);
     assert_true(hmi_na_nap(f.a, 100000));
     hmi_na_progress(f.a);
@@ -122,17 +95,17 @@ static void test_contact(void **state)
 
     /* Awake: the next arm takes the mark and does not hold... */
     look_up(&f, f.lookers[2]);
-    assert_int_equal(poll_arm(f.a), HM_AGAIN);
+    assert_int_equal(nt_poll_arm(f.a), HM_AGAIN);
     assert_int_equal(f.a->x_peers_made, made + 3);
     /* ...or an idle progress takes it, and the arm then holds. */
     look_up(&f, f.lookers[3]);
     hmi_na_progress(f.a);
     assert_int_equal(f.a->x_peers_made, made + 4);
-    assert_int_equal(poll_arm(f.a), HM_SUCCESS);
+    assert_int_equal(nt_poll_arm(f.a), HM_SUCCESS);
 
     /* Known already: no mark, A sleeps through. */
     look_up(&f, f.lookers[0]);
-    assert_int_equal(fd_ready(f.a, 100), 0);
+    assert_int_equal(nt_fd_ready(f.a, 100), 0);
     hmi_na_progress(f.a);
     assert_int_equal(f.a->x_peers_made, made + 4);
 
