@@ -434,6 +434,10 @@ HM_EXPORT hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max,
  *    hm_timer callbacks) through a timerfd inside it.
  *  - The fd is level-triggered (an epoll set): until the next hm_progress it
  *    stays readable once it is. Use EPOLLIN, not EPOLLET.
+ *  - A transport event that brings no work can make it readable too (a
+ *    connection inside the transport library finishing its close, such as
+ *    a fresh ucx+tcp context's warm-up connection to itself on a loaded
+ *    machine): the round finds nothing and the fd sleeps again.
  *  - hm_progress with a timeout and the context's own blocking still work on
  *    the same context; mixing them just costs a spurious wake-up.
  * Protocols: ucx+tcp and ucx+shm (the UCP worker's event fd, armed with

@@ -1,6 +1,7 @@
 /* Hermod-level pieces of the test fixture; see fixture_hm.h. */
 #include "fixture_hm.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,4 +113,17 @@ static void progress_idle(void *ctx)
 int hm_test_server_stop_ctx(struct hm_test_server *srv, int timeout_s, hm_context_t *ctx)
 {
     return hm_test_server_stop_while(srv, timeout_s, ctx != NULL ? progress_idle : NULL, ctx);
+}
+
+bool hm_test_wait_fd_sleeps(hm_context_t *ctx, int fd, int rounds)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    for (int round = 0; round < rounds; round++) {
+        (void)hm_progress(ctx, 0);
+        (void)hm_trigger(ctx, 64, NULL);
+        if (poll(&pfd, 1, 50) == 0)
+            return true;
+        fprintf(stderr, "wait fd %d woke in round %d of %d\n", fd, round + 1, rounds);
+    }
+    return false;
 }

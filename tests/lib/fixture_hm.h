@@ -7,6 +7,7 @@
 #ifndef HM_TEST_FIXTURE_HM_H
 #define HM_TEST_FIXTURE_HM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <hermod.h>
@@ -65,5 +66,16 @@ hm_return_t hm_test_contexts_close(hm_context_t *const *ctxs, int n, int tries);
  * closes to it are answered (on ucx+tcp they wait up to 2 s otherwise).
  */
 int hm_test_server_stop_ctx(struct hm_test_server *srv, int timeout_s, hm_context_t *ctx);
+
+/*
+ * hm_test_wait_fd_sleeps: whether ctx's wait fd `fd`, armed by a round of
+ * hm_progress(ctx, 0) and hm_trigger, then stays quiet for 50 ms. A fd that
+ * wakes gets another round, up to `rounds` in all: a late event the context
+ * was owed (on a loaded machine, a fresh ucx+tcp context's warm-up
+ * connection to itself may finish closing, on UCX's async thread, after the
+ * context was handed out) is consumed by the next round, while a fd that
+ * never sleeps wakes in every round and fails.
+ */
+bool hm_test_wait_fd_sleeps(hm_context_t *ctx, int fd, int rounds);
 
 #endif
