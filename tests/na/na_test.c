@@ -52,6 +52,19 @@ int nt_fd_ready(hmi_na_context_t *ctx, int timeout_ms)
     return poll(&pfd, 1, timeout_ms);
 }
 
+bool nt_sleeps(hmi_na_context_t *ctx, int timeout_ms, int rounds)
+{
+    for (int round = 0; round < rounds; round++) {
+        if (nt_arm_settled(ctx, nt_poll_arm) != 0)
+            return false;
+        if (nt_fd_ready(ctx, timeout_ms) == 0)
+            return true;
+        fprintf(stderr, "poll fd woke in round %d of %d\n", round + 1, rounds);
+        hmi_na_progress(ctx);
+    }
+    return false;
+}
+
 bool nt_two_cpus(int cpus[2])
 {
     cpu_set_t allowed;
