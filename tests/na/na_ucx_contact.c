@@ -21,7 +21,6 @@
  * Usage: na_ucx_contact <ucx+shm or ucx+tcp URI>.
  */
 #include <errno.h>
-#include <poll.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -270,8 +270,8 @@ struct ucx_ctx {
     uint64_t c_hellos_seen;         /* tcp: hellos our listener had answered at the last look */
     uint64_t c_listen_poll_ns;      /* tcp: when idle progress last served hellos */
     uint64_t c_idle_since_ns;       /* tcp: first clock read of this run of idle calls; 0: none */
-    unsigned int c_listen_skips;    /* tcp: idle calls since ucx_serve_hellos read the clock */
     uint64_t c_hellos_polled;       /* tcp: hellos our own idle progress answered */
+    unsigned int c_listen_skips;    /* tcp: idle calls since ucx_serve_hellos read the clock */
     unsigned int c_npidfds;
     size_t c_eager_held;           /* eager UCX buffers delivered, not released */
     bool c_eps_failed;             /* some unnamed endpoint failed */

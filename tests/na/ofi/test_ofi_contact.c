@@ -14,7 +14,6 @@
  *    through a short poll and counts nothing.
  * Usage: test_ofi_contact <ofi+shm URI>.
  */
-#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,8 +43,8 @@ static void fixture_open(struct contact_fixture *f)
     assert_int_equal(hmi_na_context_open(f->cls, 0, nt_recv_release, &f->a, NULL, NULL, &f->a),
                      HM_SUCCESS);
     for (unsigned int i = 0; i < CONTACT_LOOKERS; i++)
-        assert_int_equal(hmi_na_context_open(f->cls, i + 1, nt_recv_release, &f->lookers[i], NULL, NULL,
-                                             &f->lookers[i]),
+        assert_int_equal(hmi_na_context_open(f->cls, i + 1, nt_recv_release, &f->lookers[i], NULL,
+                                             NULL, &f->lookers[i]),
                          HM_SUCCESS);
     assert_true(ofi_ctx(f->a)->x_bell_fd >= 0); /* a doorbell protocol */
     hmi_na_addr_t *self;
