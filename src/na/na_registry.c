@@ -16,6 +16,9 @@ extern const struct hmi_na_ops hmi_na_ofi_ops;
 #ifdef HM_NA_VERBS
 extern const struct hmi_na_ops hmi_na_verbs_ops;
 #endif
+#ifdef HM_NA_SOCK
+extern const struct hmi_na_ops hmi_na_sock_ops;
+#endif
 
 const struct hmi_na_ops *const hmi_na_plugins[] = {
 #ifdef HM_NA_UCX
@@ -26,6 +29,9 @@ const struct hmi_na_ops *const hmi_na_plugins[] = {
 #endif
 #ifdef HM_NA_VERBS
     &hmi_na_verbs_ops,
+#endif
+#ifdef HM_NA_SOCK
+    &hmi_na_sock_ops,
 #endif
     NULL,
 };

@@ -1,0 +1,411 @@
+/*
+ * sock+tcp connections: the send queue, the frame reader and the end of a
+ * connection. One connection is one peer (sock_internal.h).
+ *
+ * Reading. A connection reads as much as its current chunk holds with one
+ * recv, then hands every whole frame to the NA layer in place. A frame's
+ * header is checked before its payload is awaited: a length past the eager
+ * limit, or a reserved word that is not 0, closes the connection (the peer
+ * broke the protocol; nothing of it was delivered). So a peer holds at most
+ * one chunk of the size of its largest legal frame while it sends, and the
+ * messages the core keeps (bounded by its admission and, through
+ * x_recv_pinned, copied out under pressure).
+ */
+#include "na/sock/sock_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "util/le.h"
+#include "util/log.h"
+
+static size_t frame_size(size_t len)
+{
+    return SOCK_FRAME_HDR + ((len + 7) & ~(size_t)7);
+}
+
+/* ---- Chunks ---------------------------------------------------------------- */
+
+static struct sock_chunk *chunk_new(struct sock_ctx *c, size_t size)
+{
+    struct sock_chunk *ch;
+    if (size == SOCK_CHUNK_SIZE && c->c_nspare > 0) {
+        ch = hmi_container_of(hmi_list_pop_front(&c->c_spare), struct sock_chunk, ch_link);
+        c->c_nspare--;
+    } else {
+        ch = malloc(sizeof(*ch) + size);
+    }
+    if (ch == NULL)
+        return NULL;
+    ch->ch_refs = 1;
+    ch->ch_pinned = false;
+    ch->ch_ctx = c;
+    hmi_list_init(&ch->ch_link);
+    ch->ch_size = size;
+    ch->ch_start = 0;
+    ch->ch_used = 0;
+    return ch;
+}
+
+void hmi_sock_chunk_release(struct sock_chunk *ch)
+{
+    if (--ch->ch_refs > 0)
+        return;
+    struct sock_ctx *c = ch->ch_ctx;
+    if (ch->ch_pinned && c != NULL) {
+        hmi_list_remove(&ch->ch_link);
+        c->c_na->x_recv_pinned--;
+    }
+    if (c != NULL && ch->ch_size == SOCK_CHUNK_SIZE && c->c_nspare < SOCK_CHUNKS_KEPT) {
+        hmi_list_push_back(&c->c_spare, &ch->ch_link);
+        c->c_nspare++;
+        return;
+    }
+    free(ch);
+}
+
+/* The connection lets go of its chunk; messages the core holds in it pin it. */
+static void conn_drop_chunk(struct sock_conn *n)
+{
+    struct sock_chunk *ch = n->n_rx;
+    if (ch == NULL)
+        return;
+    n->n_rx = NULL;
+    if (ch->ch_refs > 1 && !ch->ch_pinned) {
+        ch->ch_pinned = true;
+        hmi_list_push_back(&n->n_ctx->c_pinned, &ch->ch_link);
+        n->n_ctx->c_na->x_recv_pinned++;
+    }
+    hmi_sock_chunk_release(ch);
+}
+
+/*
+ * Room for `need` bytes from ch_start on: reuse the chunk from its start
+ * when nothing in it is held, else move the unparsed bytes to a new one.
+ */
+static bool conn_make_room(struct sock_conn *n, size_t need)
+{
+    struct sock_chunk *ch = n->n_rx;
+    size_t have = ch != NULL ? ch->ch_used - ch->ch_start : 0;
+    size_t size = need > SOCK_CHUNK_SIZE ? need : SOCK_CHUNK_SIZE;
+    if (ch != NULL && ch->ch_refs == 1 && ch->ch_size >= need) {
+        if (ch->ch_start > 0) {
+            memmove(ch->ch_data, ch->ch_data + ch->ch_start, have);
+            ch->ch_start = 0;
+            ch->ch_used = have;
+        }
+        return true;
+    }
+    if (ch != NULL && ch->ch_size - ch->ch_start >= need)
+        return true;
+    struct sock_chunk *fresh = chunk_new(n->n_ctx, size);
+    if (fresh == NULL)
+        return false;
+    if (have > 0)
+        memcpy(fresh->ch_data, ch->ch_data + ch->ch_start, have);
+    fresh->ch_used = have;
+    conn_drop_chunk(n);
+    n->n_rx = fresh;
+    return true;
+}
+
+/* ---- Ends ------------------------------------------------------------------ */
+
+void hmi_sock_conn_end_sends(struct sock_conn *n, hm_return_t status)
+{
+    struct hmi_list *link;
+    while ((link = hmi_list_pop_front(&n->n_sendq)) != NULL) {
+        struct sock_op *p = hmi_container_of(link, struct sock_op, p_link);
+        p->p_conn = NULL;
+        hmi_na_op_complete(p->p_op, p->p_canceled ? HM_CANCELED : status);
+    }
+    n->n_head_sent = 0;
+}
+
+/*
+ * Close `n`: its queued sends end with `why` (HM_UNREACHABLE, or
+ * HM_CANCELED at context close), its address is dead and will be reported
+ * by the next progress. Freed after the progress pass (hmi_sock_conn_free),
+ * since an event for it may still be in the batch being handled.
+ */
+void hmi_sock_conn_fail(struct sock_conn *n, hm_return_t why)
+{
+    if (n->n_state == SOCK_CONN_DEAD)
+        return;
+    struct sock_ctx *c = n->n_ctx;
+    hmi_log(HMI_SUBSYS_NA, HMI_LOG_DEBUG, "sock+tcp: context %u closes the connection %s %s: %s",
+            c->c_na->x_index, n->n_inbound ? "from" : "to",
+            n->n_addr != NULL ? n->n_addr->a_uri : "a peer before its hello", hm_strerror(why));
+    if (n->n_inbound && n->n_state == SOCK_CONN_HELLO)
+        c->c_npending--;
+    else if (n->n_inbound)
+        c->c_ninbound--;
+    n->n_state = SOCK_CONN_DEAD;
+    epoll_ctl(c->c_epfd, EPOLL_CTL_DEL, n->n_fd, NULL);
+    close(n->n_fd);
+    n->n_fd = -1;
+    hmi_sock_conn_end_sends(n, why);
+    conn_drop_chunk(n);
+    hmi_list_remove(&n->n_link);
+    hmi_list_push_back(&c->c_dead, &n->n_link);
+    if (n->n_addr != NULL) {
+        n->n_addr->a_conn = NULL;
+        hmi_sock_addr_dead(n->n_addr);
+        n->n_addr = NULL;
+    }
+}
+
+void hmi_sock_conn_free(struct sock_conn *n)
+{
+    free(n);
+}
+
+struct sock_conn *hmi_sock_conn_new(struct sock_ctx *c, int fd, bool inbound)
+{
+    struct sock_conn *n = calloc(1, sizeof(*n));
+    if (n == NULL)
+        return NULL;
+    n->n_fd = fd;
+    n->n_state = SOCK_CONN_HELLO;
+    n->n_inbound = inbound;
+    n->n_ctx = c;
+    hmi_list_init(&n->n_link);
+    hmi_list_init(&n->n_sendq);
+    n->n_hello_want = HM_NA_HELLO_HDR;
+    return n;
+}
+
+static hm_return_t conn_set_events(struct sock_conn *n, int op, bool want_out)
+{
+    struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0u), .data.ptr = n};
+    if (epoll_ctl(n->n_ctx->c_epfd, op, n->n_fd, &ev) != 0) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: epoll_ctl: %s", strerror(errno));
+        return HM_TRANSPORT_ERROR;
+    }
+    n->n_want_out = want_out;
+    return HM_SUCCESS;
+}
+
+hm_return_t hmi_sock_conn_watch(struct sock_conn *n)
+{
+    return conn_set_events(n, EPOLL_CTL_ADD, false);
+}
+
+/* ---- Sending --------------------------------------------------------------- */
+
+/* Whether a send error means the peer is gone (else: try again later). */
+static bool send_would_block(int err)
+{
+    return err == EAGAIN || err == EWOULDBLOCK || err == EINTR;
+}
+
+/*
+ * Write what the queue holds until the socket is full. Returns false when
+ * the connection failed (it is closed then).
+ */
+static bool conn_flush(struct sock_conn *n)
+{
+    while (!hmi_list_empty(&n->n_sendq)) {
+        struct sock_op *p = hmi_container_of(n->n_sendq.next, struct sock_op, p_link);
+        ssize_t w = send(n->n_fd, p->p_frame + n->n_head_sent, p->p_len - n->n_head_sent,
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0) {
+            if (send_would_block(errno))
+                break;
+            hmi_sock_conn_fail(n, HM_UNREACHABLE);
+            return false;
+        }
+        n->n_head_sent += (size_t)w;
+        if (n->n_head_sent < p->p_len)
+            break;
+        hmi_list_remove(&p->p_link);
+        p->p_conn = NULL;
+        n->n_head_sent = 0;
+        hmi_na_op_complete(p->p_op, p->p_canceled ? HM_CANCELED : HM_SUCCESS);
+    }
+    bool want_out = !hmi_list_empty(&n->n_sendq);
+    if (want_out != n->n_want_out && conn_set_events(n, EPOLL_CTL_MOD, want_out) != HM_SUCCESS) {
+        hmi_sock_conn_fail(n, HM_UNREACHABLE);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * Send the frame of `op` (set up by the caller): at once when nothing is
+ * queued before it, else behind the queue. An outbound connection may
+ * send before the peer's reply to its hello is in: the peer reads our hello
+ * first.
+ */
+hm_return_t hmi_sock_conn_send(struct sock_conn *n, hmi_na_op_t *op)
+{
+    struct sock_op *p = sock_op(op);
+    p->p_conn = n;
+    hmi_list_push_back(&n->n_sendq, &p->p_link);
+    /* Behind others, EPOLLOUT is armed. A write that finds the peer gone
+     * completes the op (HM_UNREACHABLE) with the rest: the post succeeded. */
+    if (n->n_sendq.next == &p->p_link)
+        conn_flush(n);
+    return HM_SUCCESS;
+}
+
+/*
+ * Cancel a queued send: one not started leaves the queue at once; the head
+ * whose bytes are partly written must finish (the peer would lose the
+ * stream otherwise) and then completes with HM_CANCELED.
+ */
+hm_return_t hmi_sock_conn_cancel(struct sock_op *p, hmi_na_op_t *op)
+{
+    struct sock_conn *n = p->p_conn;
+    if (n == NULL)
+        return HM_NOENTRY;
+    if (n->n_sendq.next == &p->p_link && n->n_head_sent > 0) {
+        p->p_canceled = true;
+        return HM_SUCCESS;
+    }
+    hmi_list_remove(&p->p_link);
+    p->p_conn = NULL;
+    hmi_na_op_complete(op, HM_CANCELED);
+    if (hmi_list_empty(&n->n_sendq) && n->n_want_out)
+        conn_flush(n);
+    return HM_SUCCESS;
+}
+
+/* ---- Receiving ------------------------------------------------------------- */
+
+static void conn_refuse_frame(struct sock_conn *n, uint32_t len, uint32_t reserved)
+{
+    static struct hmi_log_limit refuse_log; /* a peer can cause it: rate-limited */
+    struct sock_ctx *c = n->n_ctx;
+    c->c_frames_refused++;
+    atomic_fetch_add_explicit(&c->c_na->x_listen.ls_refused_frame, 1, memory_order_relaxed);
+    hmi_log_limited(&refuse_log, HMI_SUBSYS_NA, HMI_LOG_WARN,
+                    "sock+tcp: closed a connection from %s: frame of %u bytes (limit %zu), "
+                    "reserved 0x%x",
+                    n->n_addr != NULL ? n->n_addr->a_uri : "?", (unsigned int)len,
+                    c->c_cls->k_eager, (unsigned int)reserved);
+    hmi_sock_conn_fail(n, HM_UNREACHABLE);
+}
+
+/*
+ * Hand every whole frame of the chunk to the NA layer. Returns the frames
+ * delivered, or -1 when the connection ended (a bad header, or the core
+ * dropped the peer from inside a delivery). *need_out: bytes the next
+ * frame needs from ch_start (its header, or all of it).
+ */
+static int conn_deliver(struct sock_conn *n, struct sock_chunk *ch, size_t *need_out)
+{
+    int delivered = 0;
+    size_t limit = n->n_ctx->c_cls->k_eager;
+    for (;;) {
+        size_t have = ch->ch_used - ch->ch_start;
+        *need_out = SOCK_FRAME_HDR;
+        if (have < SOCK_FRAME_HDR)
+            return delivered;
+        const unsigned char *hdr = ch->ch_data + ch->ch_start;
+        uint32_t len = hmi_le_get32(hdr), reserved = hmi_le_get32(hdr + 4);
+        if (len > limit || reserved != 0) {
+            conn_refuse_frame(n, len, reserved);
+            return -1;
+        }
+        *need_out = frame_size(len);
+        if (have < *need_out)
+            return delivered;
+        ch->ch_start += *need_out;
+        ch->ch_refs++; /* the core's, until hmi_sock_msg_release */
+        hmi_na_deliver(n->n_ctx->c_na, n->n_addr, (void *)(hdr + SOCK_FRAME_HDR), len,
+                       (uintptr_t)ch);
+        delivered++;
+        if (n->n_state == SOCK_CONN_DEAD)
+            return -1;
+    }
+}
+
+/* One recv into the current chunk, then delivery. Events handled, or -1. */
+static int conn_read(struct sock_conn *n)
+{
+    struct sock_chunk *ch = n->n_rx;
+    if (ch == NULL || ch->ch_used == ch->ch_size) {
+        size_t need = SOCK_FRAME_HDR;
+        if (ch != NULL && ch->ch_used - ch->ch_start >= SOCK_FRAME_HDR)
+            need = frame_size(hmi_le_get32(ch->ch_data + ch->ch_start));
+        if (!conn_make_room(n, need)) {
+            hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: no memory for a receive buffer");
+            return 0; /* level-triggered: tried again at the next progress */
+        }
+        ch = n->n_rx;
+    }
+    ssize_t r = recv(n->n_fd, ch->ch_data + ch->ch_used, ch->ch_size - ch->ch_used,
+                     MSG_DONTWAIT);
+    if (r <= 0) {
+        if (r < 0 && send_would_block(errno))
+            return 0;
+        hmi_sock_conn_fail(n, HM_UNREACHABLE);
+        return -1;
+    }
+    ch->ch_used += (size_t)r;
+    ch->ch_refs++; /* kept across the deliveries, which may end the connection */
+    size_t need;
+    int delivered = conn_deliver(n, ch, &need);
+    bool alive = delivered >= 0 && n->n_state != SOCK_CONN_DEAD && n->n_rx == ch;
+    hmi_sock_chunk_release(ch);
+    if (!alive)
+        return -1;
+    if (ch->ch_start == ch->ch_used && ch->ch_refs == 1) {
+        ch->ch_start = 0; /* all parsed, nothing held: read from the start again */
+        ch->ch_used = 0;
+    } else if (ch->ch_size - ch->ch_start < need && !conn_make_room(n, need)) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: no memory for a receive buffer");
+    }
+    return delivered;
+}
+
+void hmi_sock_conn_events(struct sock_conn *n, uint32_t events)
+{
+    if (n->n_state == SOCK_CONN_DEAD)
+        return;
+    if ((events & EPOLLOUT) && !conn_flush(n))
+        return;
+    if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0)
+        return;
+    /* Frames often follow a hello in the same segment: read them now. */
+    if (n->n_state == SOCK_CONN_OPEN || hmi_sock_hello_read(n))
+        conn_read(n);
+}
+
+/* ---- Ops slots ------------------------------------------------------------- */
+
+hm_return_t hmi_sock_msg_send(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const void *buf,
+                              size_t len, void *desc, hmi_na_op_t *op)
+{
+    (void)desc;
+    struct sock_ctx *c = sock_ctx(ctx);
+    if (len > c->c_cls->k_eager)
+        return HM_MSGSIZE;
+    if (dest->a_ctx != c)
+        return HM_INVALID_ARG;
+    struct sock_conn *n = dest->a_conn;
+    if (n == NULL || dest->a_dead)
+        return HM_UNREACHABLE;
+    unsigned char *frame = (unsigned char *)buf - SOCK_FRAME_HDR;
+    hmi_le_put32(frame, (uint32_t)len);
+    hmi_le_put32(frame + 4, 0);
+    size_t total = frame_size(len);
+    memset(frame + SOCK_FRAME_HDR + len, 0, total - SOCK_FRAME_HDR - len);
+    struct sock_op *p = sock_op(op);
+    p->p_op = op;
+    p->p_frame = frame;
+    p->p_len = total;
+    p->p_canceled = false;
+    return hmi_sock_conn_send(n, op);
+}
+
+void hmi_sock_msg_release(hmi_na_context_t *ctx, uintptr_t token)
+{
+    (void)ctx;
+    hmi_sock_chunk_release((struct sock_chunk *)token);
+}

@@ -1,0 +1,333 @@
+/*
+ * sock+tcp: the context's listening socket, inbound connections until
+ * their hello checks out, and the dial of a lookup (sock_internal.h, "Wire").
+ *
+ * Bounds on what an unauthenticated connection costs (the promise of
+ * na_listen.h, kept here on the context's own thread):
+ *   - at most HM_NA_LISTEN_PENDING inbound connections wait for their hello;
+ *     one more evicts the oldest ("busy");
+ *   - a hello must be whole within HM_NA_LISTEN_DEADLINE_MS ("slow"),
+ *     checked at each progress while any waits;
+ *   - a hello is read into the connection's fixed buffer, header first; a
+ *     bad header or a payload past SOCK_HELLO_PAYLOAD_MAX closes it
+ *     ("frame"), a job key other than ours too ("key");
+ *   - at most HM_SOCK_MAX_CONNS inbound connections per context; past it a
+ *     new one is closed at accept ("busy").
+ */
+#include "na/sock/sock_internal.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "na/na_listen.h"
+#include "util/log.h"
+#include "util/time.h"
+
+/* After a failed accept for want of descriptors, the listener rests this long. */
+#define SOCK_ACCEPT_REST_NS 10000000ull
+
+static void count(atomic_uint_least64_t *counter)
+{
+    atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+static void sock_nodelay(int fd)
+{
+    int one = 1;
+    /* Latency over batching, as every RPC transport does; a failure costs
+     * only speed. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* ---- Listening ------------------------------------------------------------- */
+
+static hm_return_t listen_name(struct sock_ctx *c, const struct hmi_uri_host *bound)
+{
+    struct hmi_uri_host h = *bound;
+    hmi_uri_concrete(&h); /* never 0.0.0.0 or :: in a URI we hand out */
+    char text[HMI_URI_TEXT_MAX];
+    if (hmi_uri_format(&h, text, sizeof(text)) == 0)
+        return HM_INVALID_ARG;
+    int len = snprintf(c->c_uri, sizeof(c->c_uri), SOCK_SCHEME "%s", text);
+    if (len < 0 || (size_t)len >= sizeof(c->c_uri))
+        return HM_INVALID_ARG;
+    c->c_uri_len = (size_t)len;
+    return HM_SUCCESS;
+}
+
+hm_return_t hmi_sock_listen_open(struct sock_ctx *c, unsigned int index)
+{
+    struct hmi_uri_host h = c->c_cls->k_listen;
+    if (index > 0)
+        hmi_uri_set_port(&h, 0);
+    int fd = socket(h.hp_addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: socket: %s", strerror(errno));
+        return HM_TRANSPORT_ERROR;
+    }
+    int one = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)); /* restart on a fixed port */
+    if (bind(fd, (struct sockaddr *)&h.hp_addr, h.hp_len) != 0 || listen(fd, 1024) != 0) {
+        int err = errno;
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: cannot listen on port %u: %s",
+                hmi_uri_port(&h), strerror(err));
+        close(fd);
+        return err == EADDRINUSE ? HM_EXISTS : HM_TRANSPORT_ERROR;
+    }
+    socklen_t len = h.hp_len;
+    if (getsockname(fd, (struct sockaddr *)&h.hp_addr, &len) != 0 ||
+        listen_name(c, &h) != HM_SUCCESS) {
+        close(fd);
+        return HM_TRANSPORT_ERROR;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->c_listen_fd};
+    if (epoll_ctl(c->c_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: epoll_ctl: %s", strerror(errno));
+        close(fd);
+        return HM_TRANSPORT_ERROR;
+    }
+    c->c_listen_fd = fd;
+    return HM_SUCCESS;
+}
+
+/* Out of descriptors: stop reading the listener for a while (progress resumes it). */
+static void listen_rest(struct sock_ctx *c)
+{
+    struct epoll_event ev = {.events = 0, .data.ptr = &c->c_listen_fd};
+    if (epoll_ctl(c->c_epfd, EPOLL_CTL_MOD, c->c_listen_fd, &ev) == 0)
+        c->c_listen_rest_until_ns = hmi_time_ns() + SOCK_ACCEPT_REST_NS;
+}
+
+void hmi_sock_listen_resume(struct sock_ctx *c)
+{
+    if (c->c_listen_rest_until_ns == 0 || hmi_time_ns() < c->c_listen_rest_until_ns)
+        return;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->c_listen_fd};
+    if (epoll_ctl(c->c_epfd, EPOLL_CTL_MOD, c->c_listen_fd, &ev) == 0)
+        c->c_listen_rest_until_ns = 0;
+}
+
+static void pending_evict_oldest(struct sock_ctx *c)
+{
+    struct sock_conn *old = hmi_container_of(c->c_pending.next, struct sock_conn, n_link);
+    count(&c->c_na->x_listen.ls_refused_busy);
+    hmi_sock_conn_fail(old, HM_UNREACHABLE);
+}
+
+static void accept_one(struct sock_ctx *c, int fd)
+{
+    if (c->c_ninbound + c->c_npending >= c->c_cls->k_max_conns) {
+        count(&c->c_na->x_listen.ls_refused_busy);
+        close(fd);
+        return;
+    }
+    if (c->c_npending >= HM_NA_LISTEN_PENDING)
+        pending_evict_oldest(c);
+    struct sock_conn *n = hmi_sock_conn_new(c, fd, true);
+    if (n == NULL) {
+        close(fd);
+        return;
+    }
+    sock_nodelay(fd);
+    n->n_deadline_ns = hmi_time_ns() + HM_NA_LISTEN_DEADLINE_MS * 1000000ull;
+    if (hmi_sock_conn_watch(n) != HM_SUCCESS) {
+        close(fd);
+        hmi_sock_conn_free(n);
+        return;
+    }
+    hmi_list_push_back(&c->c_pending, &n->n_link);
+    c->c_npending++;
+}
+
+/* Take what the listener has queued, a bounded number per pass. */
+void hmi_sock_accept(struct sock_ctx *c)
+{
+    for (int i = 0; i < 32; i++) {
+        int fd = accept4(c->c_listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            accept_one(c, fd);
+            continue;
+        }
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            static struct hmi_log_limit fd_log;
+            hmi_log_limited(&fd_log, HMI_SUBSYS_NA, HMI_LOG_WARN,
+                            "sock+tcp: cannot accept: %s (resting 10 ms)", strerror(errno));
+            listen_rest(c);
+        }
+        return; /* EAGAIN, or a connection that died in the queue */
+    }
+}
+
+void hmi_sock_pending_sweep(struct sock_ctx *c)
+{
+    uint64_t now = hmi_time_ns();
+    while (!hmi_list_empty(&c->c_pending)) {
+        struct sock_conn *n = hmi_container_of(c->c_pending.next, struct sock_conn, n_link);
+        if (n->n_deadline_ns > now)
+            return; /* oldest first: the rest are younger */
+        count(&c->c_na->x_listen.ls_refused_slow);
+        hmi_sock_conn_fail(n, HM_UNREACHABLE);
+    }
+}
+
+/* ---- Hellos ---------------------------------------------------------------- */
+
+static bool hello_write(struct sock_ctx *c, int fd, unsigned int flags)
+{
+    unsigned char frame[HM_NA_HELLO_HDR + SOCK_URI_MAX];
+    size_t len = hmi_na_hello_encode(frame, sizeof(frame), &c->c_cls->k_key, flags, c->c_uri,
+                                     c->c_uri_len);
+    /* A fresh socket's buffer takes a hello whole. */
+    return len > 0 && send(fd, frame, len, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len;
+}
+
+/* An inbound hello checked out: answer it and give the peer its address. */
+static void hello_accept(struct sock_conn *n, size_t payload_len)
+{
+    struct sock_ctx *c = n->n_ctx;
+    char uri[SOCK_URI_MAX + 1], canon[SOCK_URI_MAX];
+    memcpy(uri, n->n_hello + HM_NA_HELLO_HDR, payload_len);
+    uri[payload_len] = '\0';
+    size_t canon_len = sizeof(canon);
+    struct hmi_uri_host h;
+    if (strlen(uri) != payload_len ||
+        hmi_sock_uri_parse(uri, true, &h, canon, &canon_len) != HM_SUCCESS) {
+        count(&c->c_na->x_listen.ls_refused_frame);
+        hmi_sock_conn_fail(n, HM_UNREACHABLE);
+        return;
+    }
+    hmi_na_addr_t *a;
+    if (!hello_write(c, n->n_fd, HM_NA_HELLO_F_REPLY) ||
+        hmi_sock_addr_new(c, canon, canon_len, n, false, &a) != HM_SUCCESS) {
+        hmi_sock_conn_fail(n, HM_UNREACHABLE);
+        return;
+    }
+    c->c_npending--;
+    c->c_ninbound++;
+    hmi_list_remove(&n->n_link);
+    hmi_list_push_back(&c->c_conns, &n->n_link);
+    n->n_addr = a;
+    n->n_state = SOCK_CONN_OPEN;
+    c->c_na->x_peers_made++;
+    count(&c->c_na->x_listen.ls_accepted);
+}
+
+static void hello_refuse(struct sock_conn *n, enum hmi_na_hello_verdict verdict)
+{
+    struct sock_ctx *c = n->n_ctx;
+    if (!n->n_inbound) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: peer %s answered %s",
+                n->n_addr != NULL ? n->n_addr->a_uri : "?",
+                verdict == HM_NA_HELLO_BAD_KEY ? "without our job key (HM_JOB_KEY)"
+                                               : "with a malformed hello");
+    } else {
+        count(verdict == HM_NA_HELLO_BAD_KEY ? &c->c_na->x_listen.ls_refused_key
+                                             : &c->c_na->x_listen.ls_refused_frame);
+    }
+    hmi_sock_conn_fail(n, verdict == HM_NA_HELLO_BAD_KEY ? HM_PERMISSION : HM_UNREACHABLE);
+}
+
+/* The header is in: check it, and learn how long the payload is. */
+static bool hello_check_header(struct sock_conn *n)
+{
+    size_t len = 0;
+    enum hmi_na_hello_verdict v =
+        hmi_na_hello_check(n->n_hello, !n->n_inbound, &n->n_ctx->c_cls->k_key, &len);
+    if (v == HM_NA_HELLO_OK && len > SOCK_HELLO_PAYLOAD_MAX)
+        v = HM_NA_HELLO_BAD_FRAME;
+    if (v != HM_NA_HELLO_OK) {
+        hello_refuse(n, v);
+        return false;
+    }
+    n->n_hello_want = HM_NA_HELLO_HDR + len;
+    return true;
+}
+
+/* The hello (inbound) or its reply (outbound) is whole. */
+static void hello_done(struct sock_conn *n)
+{
+    if (n->n_inbound) {
+        hello_accept(n, n->n_hello_want - HM_NA_HELLO_HDR);
+        return;
+    }
+    n->n_state = SOCK_CONN_OPEN; /* the reply's payload (the peer's URI) is not needed */
+}
+
+/*
+ * Read the hello or its reply, never a byte past it (frames follow in the
+ * same stream). Returns true when the connection opened.
+ */
+bool hmi_sock_hello_read(struct sock_conn *n)
+{
+    while (n->n_state == SOCK_CONN_HELLO) {
+        ssize_t r = recv(n->n_fd, n->n_hello + n->n_hello_have,
+                         n->n_hello_want - n->n_hello_have, MSG_DONTWAIT);
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return false;
+        if (r <= 0) {
+            if (n->n_inbound)
+                count(&n->n_ctx->c_na->x_listen.ls_refused_frame); /* cut short */
+            hmi_sock_conn_fail(n, HM_UNREACHABLE);
+            return false;
+        }
+        n->n_hello_have += (size_t)r;
+        if (n->n_hello_have < n->n_hello_want)
+            continue;
+        if (n->n_hello_want == HM_NA_HELLO_HDR && !hello_check_header(n))
+            return false;
+        if (n->n_hello_have == n->n_hello_want)
+            hello_done(n);
+    }
+    return n->n_state == SOCK_CONN_OPEN;
+}
+
+/* ---- Dialing --------------------------------------------------------------- */
+
+static hm_return_t dial_wait(struct sock_ctx *c, int fd)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    int rc;
+    do {
+        rc = poll(&pfd, 1, (int)c->c_cls->k_connect_ms);
+    } while (rc < 0 && errno == EINTR);
+    if (rc == 0)
+        return HM_TIMEOUT;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
+        return HM_UNREACHABLE;
+    return HM_SUCCESS;
+}
+
+/*
+ * Connect to the peer's listener and write our hello. The peer's reply is
+ * read later, by progress, before anything else from it; frames may follow
+ * our hello at once.
+ */
+hm_return_t hmi_sock_dial(struct sock_ctx *c, const struct hmi_uri_host *h, int *fd_out)
+{
+    int fd = socket(h->hp_addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: socket: %s", strerror(errno));
+        return HM_TRANSPORT_ERROR;
+    }
+    sock_nodelay(fd);
+    hm_return_t ret = HM_SUCCESS;
+    if (connect(fd, (const struct sockaddr *)&h->hp_addr, h->hp_len) != 0)
+        ret = errno == EINPROGRESS ? dial_wait(c, fd) : HM_UNREACHABLE;
+    if (ret == HM_SUCCESS && !hello_write(c, fd, 0))
+        ret = HM_UNREACHABLE;
+    if (ret != HM_SUCCESS) {
+        close(fd);
+        return ret == HM_TIMEOUT ? HM_UNREACHABLE : ret;
+    }
+    *fd_out = fd;
+    return HM_SUCCESS;
+}
