@@ -86,7 +86,8 @@ typedef struct hm_class_opts {
  * Listen addresses are strict, alike on every plugin (one parser):
  *
  *   protocol            listen part after "://"        example
- *   ucx+tcp, ofi+tcp    ""  (every interface)          ucx+tcp://
+ *   ucx+tcp, ofi+tcp,   ""  (every interface)          ucx+tcp://
+ *   sock+tcp
  *                       HOST or HOST:PORT, HOST one of ucx+tcp://127.0.0.1:0
  *                         IPv4 literal                 ofi+tcp://[::1]:4000
  *                         [IPv6 literal] (no %zone)    ucx+tcp://lo:0
@@ -441,7 +442,8 @@ HM_EXPORT hm_return_t hm_trigger(hm_context_t *ctx, unsigned int max,
  *  - hm_progress with a timeout and the context's own blocking still work on
  *    the same context; mixing them just costs a spurious wake-up.
  * Protocols: ucx+tcp and ucx+shm (the UCP worker's event fd, armed with
- * ucp_worker_arm), ofi+tcp (the CQ's FI_WAIT_FD, fi_trywait) and ofi+shm
+ * ucp_worker_arm), sock+tcp (the epoll set of its sockets), ofi+tcp (the
+ * CQ's FI_WAIT_FD, fi_trywait) and ofi+shm
  * (shm's CQ has no wait object: Hermod's doorbell, a unix socket a peer
  * rings after posting to a sleeping context) all give one, except an
  * ofi+tcp context created HM_PROGRESS_BUSY: it never sleeps, so its CQ has
@@ -485,13 +487,16 @@ typedef struct hm_stats {
     uint64_t credit_queue_peak;   /* most RPCs waiting for credits at once */
     uint64_t submissions_queued;  /* posts handed over through the submission queue */
     uint64_t wakeups;             /* sleeping progress calls woken by another thread */
-    /* The context's own listener (ucx+tcp; 0 elsewhere): connections whose
-       hello it answered, and those it closed, by reason. */
+    /* The context's own listener (ucx+tcp, sock+tcp; 0 elsewhere): connections
+       whose hello it answered, and those it closed, by reason. */
     uint64_t listen_accepted;
-    uint64_t listen_refused_frame; /* bad magic/version/flags/length, or cut short */
+    uint64_t listen_refused_frame; /* bad magic/version/flags/length, or cut short;
+                                      sock+tcp: also a frame header past the eager
+                                      limit or with its reserved word set */
     uint64_t listen_refused_key;   /* job key (HM_JOB_KEY) missing or different */
     uint64_t listen_refused_slow;  /* no whole hello within its deadline */
-    uint64_t listen_refused_busy;  /* evicted: too many connections waiting */
+    uint64_t listen_refused_busy;  /* evicted: too many connections waiting;
+                                      sock+tcp: also past HM_SOCK_MAX_CONNS */
     /* Admission (server) and its retries (client). */
     uint64_t overload_replies;    /* requests answered HM_OVERLOADED (or HM_MSGSIZE for an
                                      overflow larger than the per-peer budget), not run */
@@ -632,7 +637,7 @@ HM_EXPORT void hm_addr_free(hm_addr_t *addr);
  */
 HM_EXPORT hm_return_t hm_addr_to_string(const hm_addr_t *addr, char *buf, size_t *size);
 /*
- * hm_listen_interfaces_print: for `protocol` ("ucx+tcp", "ofi+tcp", as
+ * hm_listen_interfaces_print: for `protocol` ("ucx+tcp", "sock+tcp", as
  * hm_protocol_list names them), print to `out` the interfaces a listen
  * address may name: one line each with its name, state and addresses
  * (IPv6 in brackets), then the address wildcard listening reports.

@@ -38,7 +38,7 @@ static hm_return_t class_check_peers(const hm_class_t *cls, const hm_class_opts_
     hmi_log(HMI_SUBSYS_CORE, HMI_LOG_ERROR,
             "%s is refused unless peers are declared trusted (HM_TRUSTED_PEERS=1 or the "
             "trusted_peers class option, when only the job's processes can reach its ports; "
-            "else use a protocol hm_info says faces any peer, e.g. ofi+tcp): %s",
+            "else use a protocol hm_info says faces any peer, e.g. sock+tcp): %s",
             cls->k_na->c_protocol, why);
     return HM_NOT_SUPPORTED;
 }

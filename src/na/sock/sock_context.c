@@ -111,6 +111,10 @@ static bool linger_drain(struct sock_conn *n)
  */
 static void ctx_linger(struct sock_ctx *c)
 {
+    /* No new peers meanwhile: they are refused, and a queued one would wake
+     * every wait below. */
+    close(c->c_listen_fd);
+    c->c_listen_fd = -1;
     unsigned int open = 0;
     for (struct hmi_list *l = c->c_conns.next; l != &c->c_conns; l = l->next) {
         struct sock_conn *n = hmi_container_of(l, struct sock_conn, n_link);
@@ -128,7 +132,7 @@ static void ctx_linger(struct sock_ctx *c)
                            (int)((deadline - now + 999999) / 1000000));
         for (int i = 0; i < k; i++) {
             struct sock_conn *n = events[i].data.ptr;
-            if (n == (void *)&c->c_listen_fd || n->n_state == SOCK_CONN_DEAD)
+            if (n->n_state == SOCK_CONN_DEAD)
                 continue;
             if (linger_drain(n)) {
                 hmi_sock_conn_fail(n, HM_CANCELED);

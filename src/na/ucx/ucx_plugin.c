@@ -201,9 +201,9 @@ static const char *ucx_tcp_trusted_only(void)
     ucp_get_version(&major, &minor, &release);
     if (major == 1 && minor < 14)
         return "trusted only: UCX's own tcp port aborts the process on a malformed packet, "
-               "and this UCX on a peer that dies while connecting (use ofi+tcp)";
+               "and this UCX on a peer that dies while connecting (use sock+tcp)";
     return "trusted only: UCX's own tcp port aborts the process on a malformed packet "
-           "(use ofi+tcp)";
+           "(use sock+tcp)";
 }
 
 static hm_return_t ucx_class_open(hmi_na_class_t *cls, const char *protocol, const char *listen)
