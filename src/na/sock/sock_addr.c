@@ -10,7 +10,9 @@
  * (what the core checks: forward.c, forward_foreign).
  *
  * The context holds a reference to every address until its connection
- * ended and the death was reported (hmi_na_peer_failed).
+ * ended and the death was reported (hmi_na_peer_failed). Our own address
+ * (addr_self) connects to our listener at its first send; every other
+ * address has its connection from its creation.
  */
 #include "na/sock/sock_internal.h"
 
@@ -114,37 +116,42 @@ void hmi_sock_addr_fini(struct sock_ctx *c)
 
 /* ---- Ops slots ------------------------------------------------------------- */
 
-static hm_return_t addr_dial(struct sock_ctx *c, const struct hmi_uri_host *h,
-                             const char *canon, size_t len, hmi_na_addr_t **out)
+/* Forget an address that never had a connection (its lookup failed). */
+static void addr_discard(hmi_na_addr_t *a)
 {
-    int fd;
-    hm_return_t ret = hmi_sock_dial(c, h, &fd);
+    hmi_na_addrtab_remove(&a->a_ctx->c_by_uri, &a->a_entry);
+    hmi_list_remove(&a->a_link);
+    free(a);
+}
+
+/*
+ * Dial the peer of `a` (one of ours, without a connection yet): a lookup's
+ * new peer, or our own address at its first send.
+ */
+hm_return_t hmi_sock_addr_connect(hmi_na_addr_t *a)
+{
+    struct sock_ctx *c = a->a_ctx;
+    struct hmi_uri_host h;
+    char canon[SOCK_URI_MAX];
+    size_t len = sizeof(canon);
+    hm_return_t ret = hmi_sock_uri_parse(a->a_uri, true, &h, canon, &len);
+    int fd = -1;
+    if (ret == HM_SUCCESS)
+        ret = hmi_sock_dial(c, &h, &fd);
     if (ret != HM_SUCCESS) {
-        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: cannot connect to %s", canon);
+        hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: cannot connect to %s", a->a_uri);
         return ret;
     }
     struct sock_conn *n = hmi_sock_conn_new(c, fd, false);
-    if (n == NULL) {
-        close(fd);
-        return HM_NOMEM;
-    }
-    hmi_na_addr_t *a;
-    ret = hmi_sock_addr_new(c, canon, len, n, true, &a);
-    if (ret == HM_SUCCESS && hmi_sock_conn_watch(n) != HM_SUCCESS) {
-        hmi_list_remove(&a->a_link);
-        hmi_na_addrtab_remove(&c->c_by_uri, &a->a_entry);
-        free(a);
-        ret = HM_TRANSPORT_ERROR;
-    }
-    if (ret != HM_SUCCESS) {
+    if (n == NULL || hmi_sock_conn_watch(n) != HM_SUCCESS) {
         close(fd);
         hmi_sock_conn_free(n);
-        return ret;
+        return n == NULL ? HM_NOMEM : HM_TRANSPORT_ERROR;
     }
     n->n_addr = a;
+    a->a_conn = n;
     hmi_list_push_back(&c->c_conns, &n->n_link);
     c->c_na->x_peers_made++;
-    *out = a;
     return HM_SUCCESS;
 }
 
@@ -164,10 +171,15 @@ hm_return_t hmi_sock_addr_lookup(hmi_na_context_t *ctx, const char *uri, unsigne
     }
     struct hmi_na_addrtab_entry *e = hmi_na_addrtab_find(&c->c_by_uri, canon, len);
     hmi_na_addr_t *a = e != NULL ? hmi_container_of(e, hmi_na_addr_t, a_entry) : NULL;
-    if (a == NULL) {
-        ret = addr_dial(c, &h, canon, len, &a);
+    if (a == NULL) { /* a new peer: connect now, so an unreachable one fails the lookup */
+        ret = hmi_sock_addr_new(c, canon, len, NULL, true, &a);
         if (ret != HM_SUCCESS)
             return ret;
+        ret = hmi_sock_addr_connect(a);
+        if (ret != HM_SUCCESS) {
+            addr_discard(a);
+            return ret;
+        }
     }
     a->a_refs++;
     *out = a;
@@ -178,9 +190,19 @@ hm_return_t hmi_sock_addr_self(hmi_na_context_t *ctx, hmi_na_addr_t **out)
 {
     struct sock_ctx *c = sock_ctx(ctx);
     if (c->c_self == NULL) {
-        hm_return_t ret = hmi_sock_addr_lookup(ctx, c->c_uri, 0, &c->c_self);
-        if (ret != HM_SUCCESS)
-            return ret;
+        /* Connected at its first send, not now: most contexts ask for their
+         * own address only to print it. Lookups of our URI find it too. */
+        struct hmi_na_addrtab_entry *e =
+            hmi_na_addrtab_find(&c->c_by_uri, c->c_uri, c->c_uri_len);
+        if (e != NULL) {
+            c->c_self = hmi_container_of(e, hmi_na_addr_t, a_entry);
+        } else {
+            hm_return_t ret =
+                hmi_sock_addr_new(c, c->c_uri, c->c_uri_len, NULL, true, &c->c_self);
+            if (ret != HM_SUCCESS)
+                return ret;
+        }
+        c->c_self->a_refs++; /* c_self's own */
     }
     c->c_self->a_refs++;
     *out = c->c_self;

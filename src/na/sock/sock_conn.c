@@ -115,6 +115,10 @@ static bool conn_make_room(struct sock_conn *n, size_t need)
 
 /* ---- Ends ------------------------------------------------------------------ */
 
+static hm_return_t conn_set_events(struct sock_conn *n, int op, bool want_out);
+
+/* End every queued send with `status`; an open socket stops waiting for EPOLLOUT
+ * (after a shutdown it would report it at every wait). */
 void hmi_sock_conn_end_sends(struct sock_conn *n, hm_return_t status)
 {
     struct hmi_list *link;
@@ -124,6 +128,8 @@ void hmi_sock_conn_end_sends(struct sock_conn *n, hm_return_t status)
         hmi_na_op_complete(p->p_op, p->p_canceled ? HM_CANCELED : status);
     }
     n->n_head_sent = 0;
+    if (n->n_fd >= 0 && n->n_want_out)
+        (void)conn_set_events(n, EPOLL_CTL_MOD, false); /* at worst: a spurious wake-up */
 }
 
 /*
@@ -388,9 +394,13 @@ hm_return_t hmi_sock_msg_send(hmi_na_context_t *ctx, hmi_na_addr_t *dest, const 
         return HM_MSGSIZE;
     if (dest->a_ctx != c)
         return HM_INVALID_ARG;
-    struct sock_conn *n = dest->a_conn;
-    if (n == NULL || dest->a_dead)
+    if (dest->a_dead)
         return HM_UNREACHABLE;
+    if (dest->a_conn == NULL && hmi_sock_addr_connect(dest) != HM_SUCCESS) {
+        hmi_sock_addr_dead(dest); /* our own address: reported, made anew at the next ask */
+        return HM_UNREACHABLE;
+    }
+    struct sock_conn *n = dest->a_conn;
     unsigned char *frame = (unsigned char *)buf - SOCK_FRAME_HDR;
     hmi_le_put32(frame, (uint32_t)len);
     hmi_le_put32(frame + 4, 0);

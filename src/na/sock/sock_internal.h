@@ -146,7 +146,7 @@ struct sock_ctx {
     uint64_t c_listen_rest_until_ns; /* 0, or: listener disarmed until then (no fds) */
     unsigned int c_npending;
     unsigned int c_ninbound;    /* inbound connections past their hello */
-    hmi_na_addr_t *c_self;      /* our own address, dialed at first use */
+    hmi_na_addr_t *c_self;      /* our own address (one reference), dialed at its first send */
     uint64_t c_frames_refused;  /* connections closed for a bad frame header */
 };
 
@@ -203,6 +203,7 @@ hm_return_t hmi_sock_uri_parse(const char *uri, bool peer_text, struct hmi_uri_h
 hm_return_t hmi_sock_addr_new(struct sock_ctx *c, const char *uri, size_t len,
                               struct sock_conn *n, bool dialed, hmi_na_addr_t **out);
 void hmi_sock_addr_dead(hmi_na_addr_t *a);
+hm_return_t hmi_sock_addr_connect(hmi_na_addr_t *a);
 int hmi_sock_addr_report(struct sock_ctx *c);
 void hmi_sock_addr_fini(struct sock_ctx *c);
 hm_return_t hmi_sock_addr_lookup(hmi_na_context_t *ctx, const char *uri, unsigned int flags,
