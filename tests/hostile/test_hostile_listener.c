@@ -1,7 +1,10 @@
 /*
  * Hostile bytes on a TCP listener (ucx+tcp: Hermod's own listener and UCX's
- * tcp port; ofi+tcp: libfabric's listener). An attacker process works on a
- * live server while a good client process runs RPCs through fresh lookups.
+ * tcp port; sock+tcp: Hermod's own listener, the transport's only port, its
+ * hello carrying the dialer's URI; ofi+tcp: libfabric's listener). An
+ * attacker process works on a live server while a good client process runs
+ * RPCs through fresh lookups (hostile_scene.h). What follows a good
+ * sock+tcp hello is attacked in test_hostile_sock.
  * Each test names the promise it checks; every one ends with: the good
  * client's RPCs all succeeded, the server still serves, its resident
  * memory grew by less than HOSTILE_RSS_GROWTH_KB, and it exits cleanly.
@@ -24,149 +27,37 @@
 
 #include <cmocka.h>
 
-#include "hostile_test.h"
-#include "util/sha256.h"
+#include "hostile_scene.h"
+#include "hostile_wire.h"
 
 static const char *protocol;
-static bool ours; /* Hermod's own listener is the one under attack (ucx+tcp) */
+static bool ours;      /* Hermod's own listener is the one under attack (ucx+tcp, sock+tcp) */
+static bool ucx_port;  /* the transport listens on a port of its own too (ucx+tcp) */
+static bool uri_hello; /* a hello's payload is the dialer's URI, parsed (sock+tcp) */
 
 /* ---- the scene: a server, a good client, an attacker ------------------------------ */
 
 struct scene {
-    struct hm_test_server server; /* its process and URI */
-    struct hostile_good good;
-    uint16_t port;       /* the URI's port */
-    uint16_t extra[8];   /* other ports the server listens on (UCX's tcp iface) */
+    struct hostile_scene sc; /* the server, the good client, the counters before */
+    uint16_t extra[8];       /* other ports the server listens on (UCX's tcp iface) */
     size_t nextra;
-    uint64_t rss_before_kb;
-    struct core_server_stats before;
-    bool stop_server; /* the probe asks the server to exit after reading */
 };
-
-/* The server's counters, read by a client in a child (the parent never opens a transport). */
-static int probe_main(void *arg)
-{
-    struct scene *s = arg;
-    struct core_client cli;
-    memset(&cli, 0, sizeof(cli));
-    struct core_server_stats st;
-    if (core_client_open(&cli, protocol, s->server.uri) != HM_SUCCESS ||
-        core_server_stats(&cli, &st) != HM_SUCCESS ||
-        (s->stop_server && core_call(&cli, cli.ids.shutdown, NULL, NULL, 5000) != HM_SUCCESS)) {
-        core_client_close(&cli);
-        return 1;
-    }
-    core_client_close(&cli);
-    char line[256];
-    snprintf(line, sizeof(line), "%llu %llu %llu %llu %llu %llu",
-             (unsigned long long)st.listen_accepted,
-             (unsigned long long)st.listen_refused_frame,
-             (unsigned long long)st.listen_refused_key,
-             (unsigned long long)st.listen_refused_slow,
-             (unsigned long long)st.listen_refused_busy,
-             (unsigned long long)st.dropped_malformed);
-    hm_test_ready(line);
-    return 0;
-}
-
-/* The server's counters; fails the test if no client can read them. */
-static void scene_probe(struct scene *s, struct core_server_stats *st)
-{
-    struct hm_test_child probe;
-    char line[256];
-    unsigned long long v[6];
-    assert_int_equal(hm_test_spawn(&probe, probe_main, s), 0);
-    assert_int_equal(hm_test_recv(&probe, line, sizeof(line), 30000), 0);
-    assert_int_equal(hm_test_wait(&probe, 20), 0);
-    assert_int_equal(sscanf(line, "%llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-                            &v[4], &v[5]),
-                     6);
-    memset(st, 0, sizeof(*st));
-    st->listen_accepted = v[0];
-    st->listen_refused_frame = v[1];
-    st->listen_refused_key = v[2];
-    st->listen_refused_slow = v[3];
-    st->listen_refused_busy = v[4];
-    st->dropped_malformed = v[5];
-}
 
 static void scene_start(struct scene *s)
 {
     memset(s, 0, sizeof(*s));
-    assert_int_equal(core_server_start(&s->server, protocol, 200), 0);
-    const char *colon = strrchr(s->server.uri, ':');
-    assert_non_null(colon);
-    s->port = (uint16_t)atoi(colon + 1);
-    assert_int_equal(hostile_good_start(&s->good, protocol, s->server.uri), 0);
-    scene_probe(s, &s->before);
-    s->nextra = hostile_listen_ports(s->server.child.pid, s->port, s->extra, 8);
-    if (ours) /* UCX's tcp transport listens too: it is attacked as well */
+    hostile_scene_start(&s->sc, protocol, false);
+    s->nextra = hostile_listen_ports(s->sc.server.child.pid, s->sc.port, s->extra, 8);
+    if (ucx_port) /* UCX's tcp transport listens too: it is attacked as well */
         assert_true(s->nextra > 0);
     for (size_t i = 0; i < s->nextra; i++)
         printf("# the server also listens on port %u (the transport's own)\n",
                (unsigned int)s->extra[i]);
-    s->rss_before_kb = hostile_rss_kb(s->server.child.pid);
-    assert_true(s->rss_before_kb > 0);
 }
 
-/* The promises every test ends with; `after` gets the server's counters. */
-static void scene_end(struct scene *s, struct core_server_stats *after)
-{
-    uint64_t rss_after_kb = hostile_rss_kb(s->server.child.pid);
-    unsigned long ok = 0, failed = 0;
-    assert_int_equal(hostile_good_stop(&s->good, &ok, &failed), 0);
-    printf("# good client: %lu RPCs ok, %lu failed; server RSS %llu -> %llu KiB\n", ok, failed,
-           (unsigned long long)s->rss_before_kb, (unsigned long long)rss_after_kb);
-    assert_int_equal(failed, 0);
-    assert_true(ok >= HOSTILE_GOOD_BATCH);
-    assert_true(rss_after_kb > 0); /* alive */
-    assert_true(rss_after_kb < s->rss_before_kb + HOSTILE_RSS_GROWTH_KB);
-    s->stop_server = true;
-    scene_probe(s, after); /* still serving a new client, then told to exit */
-    /* A clean exit: a sanitizer's report in the server fails the test. */
-    assert_int_equal(hm_test_server_stop(&s->server, 30), 0);
-}
+/* ---- hello frames by hand (hostile_wire.h) ------------------------------------------ */
 
-/* Run `attack` in a child of its own against the scene; it must exit 0. */
-static void scene_attack(struct scene *s, hm_test_fn_t attack)
-{
-    struct hm_test_child attacker;
-    assert_int_equal(hm_test_spawn(&attacker, attack, s), 0);
-    assert_int_equal(hm_test_wait(&attacker, 90), 0);
-}
-
-/* ---- hello frames by hand (the layout documented in src/na/na_hello.h) ------------- */
-
-#define HELLO_HDR 48
-
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* A request header carrying the digest of `key` (NULL: no key). */
-static void hello_make(uint8_t *h, const char *key, uint32_t len)
-{
-    memset(h, 0, HELLO_HDR);
-    put32(h, 0x4c484d48u);
-    put16(h + 4, 1);
-    put32(h + 8, len);
-    if (key != NULL) {
-        static const char domain[] = "hermod-job-key-v1";
-        uint8_t buf[128];
-        memcpy(buf, domain, sizeof(domain));
-        memcpy(buf + sizeof(domain), key, strlen(key));
-        hmi_sha256(buf, sizeof(domain) + strlen(key), h + 16);
-        put16(h + 6, 0x2);
-    }
-}
+#define HELLO_HDR HOSTILE_HELLO_HDR
 
 /*
  * Send `len` bytes on a fresh connection; true if the server then closed it
@@ -227,7 +118,7 @@ static int attack_random(void *arg)
 {
     struct scene *s = arg;
     srand(13);
-    spray_random(s->port, 200);
+    spray_random(s->sc.port, 200);
     for (size_t i = 0; i < s->nextra; i++)
         spray_random(s->extra[i], 100);
     return 0;
@@ -239,69 +130,120 @@ static void test_random_bytes(void **state)
     struct scene s;
     struct core_server_stats after;
     scene_start(&s);
-    scene_attack(&s, attack_random);
-    scene_end(&s, &after);
+    hostile_scene_attack(attack_random, &s);
+    hostile_scene_end(&s.sc, &after);
     if (ours)
-        assert_true(after.listen_refused_frame - s.before.listen_refused_frame >= 150);
+        assert_true(after.listen_refused_frame - s.sc.before.listen_refused_frame >= 150);
 }
 
-/* Each bad hello must be closed unanswered (ucx+tcp); on ofi+tcp they are just bytes. */
+/* Wrong headers, each on a connection of its own: how many were closed unanswered. */
+#define BAD_HEADERS 9
+#define BAD_HEADERS_KEY 2 /* of them, refused for the job key; the others as frames */
+static int bad_headers(uint16_t port)
+{
+    uint8_t h[HELLO_HDR + 64];
+    int unanswered = 0;
+    hostile_hello_header(h, HOSTILE_JOB_KEY, 0);
+    unanswered += send_refused(port, h, 20, "truncated header");
+    hostile_hello_header(h, HOSTILE_JOB_KEY, 64);
+    unanswered += send_refused(port, h, HELLO_HDR + 10, "truncated payload");
+    hostile_hello_header(h, HOSTILE_JOB_KEY, 1u << 20);
+    unanswered += send_refused(port, h, sizeof(h), "oversized");
+    hostile_hello_header(h, HOSTILE_JOB_KEY, 0);
+    h[0] ^= 0xff;
+    unanswered += send_refused(port, h, HELLO_HDR, "wrong magic");
+    hostile_hello_header(h, HOSTILE_JOB_KEY, 0);
+    h[4] = 7;
+    unanswered += send_refused(port, h, HELLO_HDR, "wrong version");
+    hostile_hello_header(h, HOSTILE_JOB_KEY, 0);
+    h[7] = 0x80;
+    unanswered += send_refused(port, h, HELLO_HDR, "unknown flag");
+    hostile_hello_header(h, HOSTILE_JOB_KEY, 0);
+    h[6] |= HOSTILE_HELLO_F_REPLY;
+    unanswered += send_refused(port, h, HELLO_HDR, "a reply, not a request");
+    hostile_hello_header(h, NULL, 0);
+    unanswered += send_refused(port, h, HELLO_HDR, "no job key");
+    hostile_hello_header(h, "another-job", 0);
+    unanswered += send_refused(port, h, HELLO_HDR, "wrong job key");
+    return unanswered;
+}
+
+/* A good header whose payload (a sock+tcp dialer's URI) is `claim`, `len` bytes. */
+static bool claim_refused(uint16_t port, const char *claim, size_t len, const char *what)
+{
+    uint8_t h[HELLO_HDR + 64];
+    hostile_hello_header(h, HOSTILE_JOB_KEY, (uint32_t)len);
+    memcpy(h + HELLO_HDR, claim, len);
+    return send_refused(port, h, HELLO_HDR + len, what);
+}
+
+/* sock+tcp: good headers whose payload is no URI a peer may claim (counted as frames). */
+#define BAD_CLAIMS 4
+static int bad_claims(uint16_t port)
+{
+    static const char nul[] = "sock+tcp://127.0.0.1:1\0x";
+    int unanswered = 0;
+    unanswered += claim_refused(port, "", 0, "no URI");
+    unanswered += claim_refused(port, "hello, world", 12, "not a URI");
+    unanswered += claim_refused(port, nul, sizeof(nul) - 1, "a URI with a NUL inside");
+    /* A name would make the listener resolve it: only numeric hosts are taken. */
+    unanswered += claim_refused(port, "sock+tcp://localhost:1", 22, "a host name");
+    return unanswered;
+}
+
+/* The good hello, by hand: answered with a reply frame carrying our job key's digest. */
+static bool good_hello_answered(uint16_t port)
+{
+    static const char claim[] = "sock+tcp://127.0.0.1:9";
+    uint8_t h[HELLO_HDR + sizeof(claim)];
+    size_t len = uri_hello ? sizeof(claim) - 1 : 0;
+    hostile_hello_header(h, HOSTILE_JOB_KEY, (uint32_t)len);
+    memcpy(h + HELLO_HDR, claim, len);
+    int fd = hostile_connect(port);
+    uint8_t reply[HELLO_HDR];
+    bool answered = fd >= 0 && send(fd, h, HELLO_HDR + len, MSG_NOSIGNAL) ==
+                                   (ssize_t)(HELLO_HDR + len) &&
+                    recv(fd, reply, sizeof(reply), MSG_WAITALL) == (ssize_t)sizeof(reply) &&
+                    memcmp(reply, h, 6) == 0 && (reply[6] & HOSTILE_HELLO_F_REPLY) &&
+                    memcmp(reply + 16, h + 16, 32) == 0;
+    if (fd >= 0)
+        close(fd);
+    return answered;
+}
+
+/* Each bad hello must be closed unanswered (ours); on ofi+tcp they are just bytes. */
 static int attack_bad_hellos(void *arg)
 {
     struct scene *s = arg;
-    uint8_t h[HELLO_HDR + 64];
-    int unanswered = 0, sent = 0;
-    hello_make(h, HOSTILE_JOB_KEY, 0);
-    sent++, unanswered += send_refused(s->port, h, 20, "truncated header");
-    hello_make(h, HOSTILE_JOB_KEY, 64);
-    sent++, unanswered += send_refused(s->port, h, HELLO_HDR + 10, "truncated payload");
-    hello_make(h, HOSTILE_JOB_KEY, 1u << 20);
-    sent++, unanswered += send_refused(s->port, h, sizeof(h), "oversized");
-    hello_make(h, HOSTILE_JOB_KEY, 0);
-    h[0] ^= 0xff;
-    sent++, unanswered += send_refused(s->port, h, HELLO_HDR, "wrong magic");
-    hello_make(h, HOSTILE_JOB_KEY, 0);
-    h[4] = 7;
-    sent++, unanswered += send_refused(s->port, h, HELLO_HDR, "wrong version");
-    hello_make(h, HOSTILE_JOB_KEY, 0);
-    h[7] = 0x80;
-    sent++, unanswered += send_refused(s->port, h, HELLO_HDR, "unknown flag");
-    hello_make(h, HOSTILE_JOB_KEY, 0);
-    h[6] |= 0x1;
-    sent++, unanswered += send_refused(s->port, h, HELLO_HDR, "a reply, not a request");
-    hello_make(h, NULL, 0);
-    sent++, unanswered += send_refused(s->port, h, HELLO_HDR, "no job key");
-    hello_make(h, "another-job", 0);
-    sent++, unanswered += send_refused(s->port, h, HELLO_HDR, "wrong job key");
+    int sent = BAD_HEADERS, unanswered = bad_headers(s->sc.port);
+    if (uri_hello) {
+        sent += BAD_CLAIMS;
+        unanswered += bad_claims(s->sc.port);
+    }
     printf("# %d of %d bad hellos closed unanswered\n", unanswered, sent);
     if (!ours)
         return 0;
     if (unanswered != sent)
         return 1;
-    /* The good hello, by hand: answered with a reply frame. */
-    hello_make(h, HOSTILE_JOB_KEY, 0);
-    int fd = hostile_connect(s->port);
-    uint8_t reply[HELLO_HDR];
-    bool answered = fd >= 0 && send(fd, h, HELLO_HDR, MSG_NOSIGNAL) == HELLO_HDR &&
-                    recv(fd, reply, sizeof(reply), MSG_WAITALL) == (ssize_t)sizeof(reply) &&
-                    memcmp(reply, h, 6) == 0 && (reply[6] & 0x1) &&
-                    memcmp(reply + 16, h + 16, 32) == 0;
-    if (fd >= 0)
-        close(fd);
-    return answered ? 0 : 2;
+    return good_hello_answered(s->sc.port) ? 0 : 2;
 }
 
-/* Promise: truncated, oversized and wrong hellos (magic, version, flags, job key) are refused and counted. */
+/*
+ * Promise: truncated, oversized and wrong hellos (magic, version, flags, job
+ * key; on sock+tcp a payload that is no numeric URI) are refused and counted.
+ */
 static void test_bad_hellos(void **state)
 {
     struct scene s;
     struct core_server_stats after;
     scene_start(&s);
-    scene_attack(&s, attack_bad_hellos);
-    scene_end(&s, &after);
+    hostile_scene_attack(attack_bad_hellos, &s);
+    hostile_scene_end(&s.sc, &after);
     if (ours) {
-        assert_int_equal(after.listen_refused_frame - s.before.listen_refused_frame, 7);
-        assert_int_equal(after.listen_refused_key - s.before.listen_refused_key, 2);
+        int frames = BAD_HEADERS - BAD_HEADERS_KEY + (uri_hello ? BAD_CLAIMS : 0);
+        assert_int_equal(after.listen_refused_frame - s.sc.before.listen_refused_frame, frames);
+        assert_int_equal(after.listen_refused_key - s.sc.before.listen_refused_key,
+                         BAD_HEADERS_KEY);
     }
 }
 
@@ -309,8 +251,8 @@ static int attack_trickle(void *arg)
 {
     struct scene *s = arg;
     uint8_t h[HELLO_HDR];
-    hello_make(h, HOSTILE_JOB_KEY, 0);
-    int fd = hostile_connect(s->port);
+    hostile_hello_header(h, HOSTILE_JOB_KEY, 0);
+    int fd = hostile_connect(s->sc.port);
     if (fd < 0)
         return 1;
     size_t sent = 0;
@@ -330,10 +272,10 @@ static void test_slow_trickle(void **state)
     struct scene s;
     struct core_server_stats after;
     scene_start(&s);
-    scene_attack(&s, attack_trickle);
-    scene_end(&s, &after);
+    hostile_scene_attack(attack_trickle, &s);
+    hostile_scene_end(&s.sc, &after);
     if (ours)
-        assert_int_equal(after.listen_refused_slow - s.before.listen_refused_slow, 1);
+        assert_int_equal(after.listen_refused_slow - s.sc.before.listen_refused_slow, 1);
 }
 
 #define HALF_OPEN 300
@@ -344,7 +286,7 @@ static int attack_half_open(void *arg)
     static int fds[HALF_OPEN * 2];
     int n = 0;
     for (int i = 0; i < HALF_OPEN; i++)
-        if ((fds[n] = hostile_connect(s->port)) >= 0)
+        if ((fds[n] = hostile_connect(s->sc.port)) >= 0)
             n++;
     for (int i = 0; s->nextra > 0 && i < HALF_OPEN; i++)
         if ((fds[n] = hostile_connect(s->extra[0])) >= 0)
@@ -362,19 +304,21 @@ static void test_half_open(void **state)
     struct scene s;
     struct core_server_stats after;
     scene_start(&s);
-    scene_attack(&s, attack_half_open);
-    scene_end(&s, &after);
+    hostile_scene_attack(attack_half_open, &s);
+    hostile_scene_end(&s.sc, &after);
     if (ours) {
-        assert_true(after.listen_refused_busy - s.before.listen_refused_busy >=
+        assert_true(after.listen_refused_busy - s.sc.before.listen_refused_busy >=
                     HALF_OPEN - 64);
-        assert_true(after.listen_accepted > s.before.listen_accepted);
+        assert_true(after.listen_accepted > s.sc.before.listen_accepted);
     }
 }
 
 int main(int argc, char **argv)
 {
     protocol = argc > 1 ? argv[1] : "ucx+tcp://127.0.0.1:0";
-    ours = strncmp(protocol, "ucx+tcp", 7) == 0;
+    ucx_port = strncmp(protocol, "ucx+tcp", 7) == 0;
+    uri_hello = strncmp(protocol, "sock+tcp", 8) == 0;
+    ours = ucx_port || uri_hello;
     setenv("HM_JOB_KEY", HOSTILE_JOB_KEY, 1);
     setvbuf(stdout, NULL, _IONBF, 0);
     hm_test_alarm(280, "test_hostile_listener");

@@ -4,6 +4,8 @@
  *
  * Bounds on what an unauthenticated connection costs (the promise of
  * na_listen.h, kept here on the context's own thread):
+ *   - the kernel hands us a connection only once it has sent something
+ *     (TCP_DEFER_ACCEPT), and a hello already in is read at the accept;
  *   - at most HM_NA_LISTEN_PENDING inbound connections wait for their hello;
  *     one more evicts the oldest ("busy");
  *   - a hello must be whole within HM_NA_LISTEN_DEADLINE_MS ("slow"),
@@ -87,6 +89,11 @@ hm_return_t hmi_sock_listen_open(struct sock_ctx *c, unsigned int index)
         close(fd);
         return HM_TRANSPORT_ERROR;
     }
+    /* The kernel queues a connection only once its first bytes are in, so
+     * connections that send nothing never reach the pending list, and a
+     * good peer's hello is read at its accept (as in na_listen.c). */
+    int defer_s = (int)((HM_NA_LISTEN_DEADLINE_MS + 999u) / 1000u);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof(defer_s));
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->c_listen_fd};
     if (epoll_ctl(c->c_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: epoll_ctl: %s", strerror(errno));
@@ -144,6 +151,9 @@ static void accept_one(struct sock_ctx *c, int fd)
     }
     hmi_list_push_back(&c->c_pending, &n->n_link);
     c->c_npending++;
+    /* Its hello is usually in already (TCP_DEFER_ACCEPT): answered now, it
+     * never waits behind connections that send nothing, nor is evicted. */
+    hmi_sock_conn_events(n, EPOLLIN);
 }
 
 /* Take what the listener has queued, a bounded number per pass. */

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "util/log.h"
 
@@ -18,8 +19,8 @@ const struct hmi_na_tunable hmi_sock_tunables[SOCK_TUNE_COUNT] = {
     /* Each costs a descriptor and at most a frame of the eager limit while
      * it sends one. */
     [SOCK_TUNE_MAX_CONNS] = {"HM_SOCK_MAX_CONNS", HMI_NA_TUNABLE_SIZE, "1024", 1, 1u << 20,
-                             "sock+tcp: inbound connections a context keeps; one more is "
-                             "refused (counted \"busy\")"},
+                             "sock+tcp: inbound connections a context keeps (at most half "
+                             "the descriptor limit); one more is refused (counted \"busy\")"},
     [SOCK_TUNE_LINGER_MS] = {"HM_SOCK_LINGER_MS", HMI_NA_TUNABLE_SIZE, "1000", 0, 600000,
                              "sock+tcp: a closing context waits at most this long (ms) for its "
                              "peers to close their side, so its last messages reach them"},
@@ -28,6 +29,27 @@ const struct hmi_na_tunable hmi_sock_tunables[SOCK_TUNE_COUNT] = {
 static const char sock_peers_any[] =
     "any: a sender is its TCP connection, each peer's memory is bounded by one frame "
     "(tests/hostile); the name in a peer's hello is its own claim, used only to print it";
+
+/*
+ * Inbound connections per context, at most half the process's soft
+ * descriptor limit: past that, accept would fail for want of descriptors,
+ * the connection would wait in the kernel's queue instead of being refused
+ * and counted, and the process could open nothing else.
+ */
+static unsigned int sock_max_conns(void)
+{
+    size_t wanted = hmi_na_tunable_size(&hmi_sock_tunables[SOCK_TUNE_MAX_CONNS]);
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY ||
+        lim.rlim_cur / 2 >= wanted)
+        return (unsigned int)wanted;
+    size_t cap = lim.rlim_cur / 2 > 0 ? (size_t)(lim.rlim_cur / 2) : 1;
+    hmi_log(HMI_SUBSYS_NA, HMI_LOG_INFO,
+            "sock+tcp: %zu inbound connections per context, not %zu: half the descriptor "
+            "limit (ulimit -n %llu)",
+            cap, wanted, (unsigned long long)lim.rlim_cur);
+    return (unsigned int)cap;
+}
 
 static hm_return_t sock_class_open(hmi_na_class_t *cls, const char *protocol, const char *listen)
 {
@@ -41,7 +63,7 @@ static hm_return_t sock_class_open(hmi_na_class_t *cls, const char *protocol, co
     hmi_na_hello_key_from_env(&k->k_key);
     k->k_eager = hmi_na_tunable_size(&hmi_sock_tunables[SOCK_TUNE_EAGER_LIMIT]) & ~(size_t)7;
     k->k_connect_ms = (unsigned int)hmi_na_tunable_size(&hmi_sock_tunables[SOCK_TUNE_CONNECT_MS]);
-    k->k_max_conns = (unsigned int)hmi_na_tunable_size(&hmi_sock_tunables[SOCK_TUNE_MAX_CONNS]);
+    k->k_max_conns = sock_max_conns();
     k->k_linger_ms = (unsigned int)hmi_na_tunable_size(&hmi_sock_tunables[SOCK_TUNE_LINGER_MS]);
     cls->c_eager_limit = k->k_eager;
     cls->c_inject_limit = 0;
