@@ -1,6 +1,7 @@
 /* hm-ceiling's parts: the bulk copy ceilings (hm_ceiling.c), the blocking
- * ping-pong floors (ceiling_pingpong.c) and the transport libraries' first
- * contacts (ceiling_first.c, ceiling_first_ucx.c, ceiling_first_ofi.c). */
+ * ping-pong floors (ceiling_pingpong.c) and the first contacts between fresh
+ * processes (ceiling_first.c; ceiling_first_ucx.c, ceiling_first_ofi.c and
+ * ceiling_first_tcp.c). */
 #ifndef HM_PERF_CEILING_H
 #define HM_PERF_CEILING_H
 
@@ -15,6 +16,10 @@
  * and the first contacts, each round a fresh one:
  *   tcp_first  `iters` (at most 1000) 127.0.0.1 connections, each timed
  *              from socket() to its first reply (the raw first contact);
+ *   tcp_first_fresh  `iters` (at most 200) rounds of a fresh server and
+ *              client process, both spinning: raw TCP's first contact on the
+ *              terms of ucx_first and ofi_first, from the client's socket()
+ *              to the reply of a 16-byte message (ceil_tcp_first_fresh);
  *   ucx_first  (built with UCX) `iters` (at most 20) rounds of a fresh
  *              server and client process: UCX's own first contact over tcp,
  *              from fetching the server's worker address to the reply of an
@@ -48,5 +53,6 @@ void ceil_ns_stats(uint64_t *ns, unsigned int n, double *median_us, double *p99_
 int ceil_ucx_first(unsigned int rounds, double *median_us, double *p99_us);
 int ceil_ucx_first_warm(unsigned int rounds, double *median_us, double *p99_us);
 int ceil_ofi_first(unsigned int rounds, double *median_us, double *p99_us);
+int ceil_tcp_first_fresh(unsigned int rounds, double *median_us, double *p99_us);
 
 #endif

@@ -1,10 +1,10 @@
 /*
- * hm-ceiling: the harness of the transport libraries' first-contact floors
- * (ucx_first, ofi_first). A round forks a fresh server and a fresh client,
- * so each pays its library's whole setup (untimed) and nothing is cached
- * between rounds: the parent relays the server's contact to the client
- * (both set up meanwhile, in parallel), collects the client's measured
- * nanoseconds, then lets the server end. Every wait is bounded; on a
+ * hm-ceiling: the harness of the first-contact floors between fresh
+ * processes (ucx_first, ofi_first, tcp_first_fresh). A round forks a fresh
+ * server and a fresh client, so each pays its library's whole setup
+ * (untimed) and nothing is cached between rounds: the parent relays the
+ * server's contact to the client (both set up meanwhile, in parallel),
+ * collects the client's measured nanoseconds, then lets the server end. Every wait is bounded; on a
  * failure the parent kills and reaps the two children it forked.
  *
  *   server --contact--> parent --contact--> client

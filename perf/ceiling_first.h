@@ -1,8 +1,8 @@
 /*
- * The first-contact floors of the transport libraries (ucx_first, ofi_first):
- * the harness (ceiling_first.c) forks a fresh server and a fresh client
- * process per round; each transport (ceiling_first_ucx.c,
- * ceiling_first_ofi.c) supplies what the two processes do.
+ * The first-contact floors between fresh processes (ucx_first, ofi_first,
+ * tcp_first_fresh): the harness (ceiling_first.c) forks a fresh server and a
+ * fresh client process per round; each transport (ceiling_first_ucx.c,
+ * ceiling_first_ofi.c, ceiling_first_tcp.c) supplies what the two processes do.
  */
 #ifndef HM_PERF_CEILING_FIRST_H
 #define HM_PERF_CEILING_FIRST_H
@@ -22,7 +22,8 @@
 
 /*
  * One transport's two processes. The contact is a 127.0.0.1 address: the
- * server's address-exchange listener (ucx) or its endpoint's own (ofi).
+ * server's address-exchange listener (ucx), its endpoint's own (ofi) or its
+ * listening socket (tcp).
  * Each returns 0, or -1 after a message on stderr.
  */
 struct cf_transport {

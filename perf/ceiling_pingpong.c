@@ -11,8 +11,8 @@
  *            over ucx+tcp and ofi+tcp), and the kernel's own tail (p99).
  * A forked child echoes; the parent times each round trip (after a warm-up)
  * and reports the median and p99 in us. Then the first contacts: tcp_first
- * here, ucx_first and ofi_first (ceiling_first*.c) when built with the
- * library.
+ * here, tcp_first_fresh (ceiling_first_tcp.c), and ucx_first and ofi_first
+ * (ceiling_first*.c) when built with the library.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -322,8 +322,9 @@ int ceil_floors(const struct ceil_floor_opts *o)
     pp_server_cpu = o->server_cpu;
     pp_client_cpu = o->client_cpu;
     /* tcp_first: at most 1000 rounds, each leaving a port in TIME_WAIT;
-     * ucx_first and ofi_first: 20, each round two processes that set up a
-     * library (ofi: libfabric's first fi_getinfo, 0.13 s). */
+     * tcp_first_fresh: 200, each round two forks and their reaping (about
+     * 3 ms); ucx_first and ofi_first: 20, each round two processes that set
+     * up a library (ofi: libfabric's first fi_getinfo, 0.13 s). */
     static const struct {
         const char *name;
         int (*run)(unsigned int iters, double *med, double *p99);
@@ -333,6 +334,7 @@ int ceil_floors(const struct ceil_floor_opts *o)
                   {"tcp_nodelay", pp_tcp, 0},
                   {"tcp_busy", pp_tcp_busy, 0},
                   {"tcp_first", pp_tcp_first, 1000},
+                  {"tcp_first_fresh", ceil_tcp_first_fresh, 200},
 #ifdef HM_CEIL_UCX
                   {"ucx_first", ceil_ucx_first, 20},
                   {"ucx_first_warm", ceil_ucx_first_warm, 20},

@@ -18,6 +18,9 @@
  * tcp_busy, and the first contacts over 127.0.0.1, each round a fresh one:
  *   tcp_first  a new TCP connection, one byte there and back (at most 1000
  *              rounds);
+ *   tcp_first_fresh  the same between a fresh server and client process per
+ *              round, both spinning, timed from the client's socket() to
+ *              the reply of a 16-byte message (at most 200 rounds);
  *   ucx_first  UCX's own (ucp over tcp): a fresh server and client process
  *              per round, timed from fetching the worker address to the
  *              reply of an active message (at most 20 rounds; built with UCX);

@@ -152,6 +152,7 @@ hm_return_t hmi_sock_addr_connect(hmi_na_addr_t *a)
     a->a_conn = n;
     hmi_list_push_back(&c->c_conns, &n->n_link);
     c->c_na->x_peers_made++;
+    hmi_sock_expect_peer(c);
     return HM_SUCCESS;
 }
 

@@ -226,6 +226,7 @@ static void hello_accept(struct sock_conn *n, size_t payload_len)
     n->n_addr = a;
     n->n_state = SOCK_CONN_OPEN;
     c->c_na->x_peers_made++;
+    hmi_sock_expect_peer(c);
     count(&c->c_na->x_listen.ls_accepted);
 }
 
@@ -300,15 +301,26 @@ bool hmi_sock_hello_read(struct sock_conn *n)
 
 /* ---- Dialing --------------------------------------------------------------- */
 
+/*
+ * Wait for a connect in progress: without sleeping for the context's first
+ * x_contact_spin_ns (a sleeping dialer pays a wake-up), then in poll.
+ */
 static hm_return_t dial_wait(struct sock_ctx *c, int fd)
 {
     struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    uint64_t start = hmi_time_ns(), limit_ns = c->c_cls->k_connect_ms * 1000000ull;
+    uint64_t spin_ns = c->c_na->x_contact_spin_ns < limit_ns ? c->c_na->x_contact_spin_ns
+                                                             : limit_ns;
     int rc;
     do {
-        rc = poll(&pfd, 1, (int)c->c_cls->k_connect_ms);
-    } while (rc < 0 && errno == EINTR);
-    if (rc == 0)
-        return HM_TIMEOUT;
+        rc = poll(&pfd, 1, 0);
+    } while (rc == 0 && hmi_time_ns() - start < spin_ns);
+    while (rc == 0 || (rc < 0 && errno == EINTR)) {
+        uint64_t spent_ms = (hmi_time_ns() - start) / 1000000u;
+        if (spent_ms >= c->c_cls->k_connect_ms)
+            return HM_TIMEOUT;
+        rc = poll(&pfd, 1, (int)(c->c_cls->k_connect_ms - spent_ms));
+    }
     int err = 0;
     socklen_t len = sizeof(err);
     if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)

@@ -144,6 +144,7 @@ struct sock_ctx {
     struct hmi_list c_spare;    /* free chunks of SOCK_CHUNK_SIZE, for reuse */
     unsigned int c_nspare;
     uint64_t c_listen_rest_until_ns; /* 0, or: listener disarmed until then (no fds) */
+    uint64_t c_yield_until_ns;  /* 0, or: an idle pass gives the core away until then */
     unsigned int c_npending;
     unsigned int c_ninbound;    /* inbound connections past their hello */
     hmi_na_addr_t *c_self;      /* our own address (one reference), dialed at its first send */
@@ -216,6 +217,7 @@ void hmi_sock_addr_unref(hmi_na_addr_t *addr);
 bool hmi_sock_peer_drop(hmi_na_context_t *ctx, hmi_na_addr_t *peer, const char *why);
 
 /* sock_context.c: contexts and progress. */
+void hmi_sock_expect_peer(struct sock_ctx *c);
 hm_return_t hmi_sock_context_open(hmi_na_context_t *ctx);
 void hmi_sock_context_close(hmi_na_context_t *ctx);
 int hmi_sock_progress(hmi_na_context_t *ctx);
