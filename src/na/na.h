@@ -718,6 +718,13 @@ static inline void *hmi_na_context_priv(const hmi_na_context_t *ctx) { return ct
 static inline void *hmi_na_op_priv(const hmi_na_op_t *op) { return op->o_priv; }
 static inline void *hmi_na_mem_priv(const hmi_na_mem_t *mem) { return mem->m_priv; }
 
+/*
+ * addr_to_string's contract for a plugin that keeps its address as text:
+ * copy `len` bytes of `text` and a NUL into `buf` (`*size` in: its size;
+ * out: len + 1), or HM_MSGSIZE when it does not fit (buf may be NULL).
+ */
+hm_return_t hmi_na_text_out(const char *text, size_t len, char *buf, size_t *size);
+
 /* Complete `op` with `status`: queue it for dispatch. Exactly once per post. */
 void hmi_na_op_complete(hmi_na_op_t *op, hm_return_t status);
 

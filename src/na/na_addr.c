@@ -5,6 +5,8 @@
  */
 #include "na/na.h"
 
+#include <string.h>
+
 hm_return_t hmi_na_addr_lookup(hmi_na_context_t *ctx, const char *uri, unsigned int flags,
                                hmi_na_addr_t **addr_out)
 {
@@ -20,6 +22,19 @@ hm_return_t hmi_na_addr_to_string(hmi_na_context_t *ctx, hmi_na_addr_t *addr, ch
                                  size_t *size)
 {
     return ctx->x_class->c_ops.addr_to_string(ctx, addr, buf, size);
+}
+
+hm_return_t hmi_na_text_out(const char *text, size_t len, char *buf, size_t *size)
+{
+    size_t need = len + 1;
+    if (buf == NULL || *size < need) {
+        *size = need;
+        return HM_MSGSIZE;
+    }
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    *size = need;
+    return HM_SUCCESS;
 }
 
 void hmi_na_addr_ref(const hmi_na_class_t *cls, hmi_na_addr_t *addr)

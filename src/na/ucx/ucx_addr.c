@@ -1032,12 +1032,5 @@ hm_return_t hmi_ucx_addr_to_string(hmi_na_context_t *ctx, hmi_na_addr_t *addr, c
                                    size_t *size)
 {
     (void)ctx;
-    size_t need = addr->a_uri_len + 1;
-    if (buf == NULL || *size < need) {
-        *size = need;
-        return HM_MSGSIZE;
-    }
-    memcpy(buf, addr->a_uri, need);
-    *size = need;
-    return HM_SUCCESS;
+    return hmi_na_text_out(addr->a_uri, addr->a_uri_len, buf, size);
 }
