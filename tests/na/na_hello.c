@@ -132,6 +132,7 @@ static void test_dial_silent(void **state)
 /* ---- An owner's poll, with the listener's thread kept off the CPU ---------- */
 
 #define POLL_SPIN_S 3 /* the owner's bound: a broken poll fails, it never hangs */
+#define OWNER_DIALS 5 /* hellos the test sends the spinning owner */
 
 static double now_s(void)
 {
@@ -171,8 +172,10 @@ static int poll_owner(void *arg)
         hmi_na_listener_close(l);
         return 1;
     }
+    /* Spin until every dial of the test was answered, by our polls or the thread. */
     int answered = 0;
-    for (double end = now_s() + POLL_SPIN_S; answered == 0 && now_s() < end;)
+    for (double end = now_s() + POLL_SPIN_S;
+         atomic_load(&stats.ls_accepted) < OWNER_DIALS && now_s() < end;)
         answered += hmi_na_listener_poll(l);
     struct sched_param normal = {.sched_priority = 0};
     (void)sched_setscheduler(0, SCHED_OTHER, &normal);
@@ -204,16 +207,23 @@ static void test_owner_poll(void **state)
     assert_int_equal(sscanf(line, "port %u", &port), 1);
     struct hmi_na_hello_key key;
     hmi_na_hello_key_set(&key, "job-a");
-    char reply[16];
-    size_t len = sizeof(reply);
-    hm_return_t ret = hmi_na_hello_dial("127.0.0.1", (uint16_t)port, &key, 5000, 0, reply, &len);
+    /* Several dials: the kernel lets a normal thread run 50 ms a second
+     * beside a spinning SCHED_FIFO one (sched_rt_runtime_us), so the thread
+     * may answer a hello that lands then (seen once under TSan in CI); the
+     * owner's poll must answer at least one. */
+    hm_return_t ret = HM_SUCCESS;
+    for (int i = 0; i < OWNER_DIALS && ret == HM_SUCCESS; i++) {
+        char reply[16];
+        size_t len = sizeof(reply);
+        ret = hmi_na_hello_dial("127.0.0.1", (uint16_t)port, &key, 5000, 0, reply, &len);
+    }
     int answered = -1;
     assert_int_equal(hm_test_recv(&owner, line, sizeof(line), 10000), 0);
     assert_int_equal(sscanf(line, "answered %d", &answered), 1);
     assert_int_equal(hm_test_wait(&owner, 10), 0);
     hm_test_alarm(0, NULL);
     assert_int_equal(ret, HM_SUCCESS);
-    assert_int_equal(answered, 1); /* the owner's poll answered, not the thread */
+    assert_true(answered >= 1); /* the owner's poll answered, not only the thread */
 }
 
 int main(void)
