@@ -509,7 +509,7 @@ static const char *fz_leftover(void)
     return NULL;
 }
 
-/* The context's connection to itself is up: every connection open, none waiting. */
+/* Every connection the context has is open and none waits for its hello. */
 static bool fz_ready(void)
 {
     const struct sock_ctx *c = sock_ctx(fz.ctx->c_na);
@@ -526,7 +526,7 @@ static void fz_baseline(void)
     uint64_t deadline = fz_now_ms() + FZ_DEADLINE_MS;
     while (!fz_ready()) {
         if (fz_now_ms() > deadline)
-            fz_die("the context's connection to itself does not come up");
+            fz_die("the context's connections do not settle");
         fz_drive();
     }
     fz_census_take(&fz.base);
