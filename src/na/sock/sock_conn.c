@@ -151,6 +151,8 @@ void hmi_sock_conn_fail(struct sock_conn *n, hm_return_t why)
     else if (n->n_inbound)
         c->c_ninbound--;
     n->n_state = SOCK_CONN_DEAD;
+    if (c->c_hot == n)
+        c->c_hot = NULL;
     epoll_ctl(c->c_epfd, EPOLL_CTL_DEL, n->n_fd, NULL);
     close(n->n_fd);
     n->n_fd = -1;
@@ -332,7 +334,7 @@ static int conn_deliver(struct sock_conn *n, struct sock_chunk *ch, size_t *need
 }
 
 /* One recv into the current chunk, then delivery. Events handled, or -1. */
-static int conn_read(struct sock_conn *n)
+int hmi_sock_conn_read(struct sock_conn *n)
 {
     struct sock_chunk *ch = n->n_rx;
     if (ch == NULL || ch->ch_used == ch->ch_size) {
@@ -380,7 +382,7 @@ void hmi_sock_conn_events(struct sock_conn *n, uint32_t events)
         return;
     /* Frames often follow a hello in the same segment: read them now. */
     if (n->n_state == SOCK_CONN_OPEN || hmi_sock_hello_read(n))
-        conn_read(n);
+        hmi_sock_conn_read(n);
 }
 
 /* ---- Ops slots ------------------------------------------------------------- */

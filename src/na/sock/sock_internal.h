@@ -148,6 +148,8 @@ struct sock_ctx {
     unsigned int c_npending;
     unsigned int c_ninbound;    /* inbound connections past their hello */
     hmi_na_addr_t *c_self;      /* our own address (one reference), dialed at its first send */
+    struct sock_conn *c_hot;    /* read directly between epoll_waits (ctx_choose_hot), or NULL */
+    unsigned int c_passes;      /* progress passes, for the epoll_wait every SOCK_EPOLL_EVERY */
     uint64_t c_frames_refused;  /* connections closed for a bad frame header */
 };
 
@@ -183,6 +185,7 @@ static inline struct sock_op *sock_op(const hmi_na_op_t *op)
 struct sock_conn *hmi_sock_conn_new(struct sock_ctx *c, int fd, bool inbound);
 hm_return_t hmi_sock_conn_watch(struct sock_conn *n);
 void hmi_sock_conn_events(struct sock_conn *n, uint32_t events);
+int hmi_sock_conn_read(struct sock_conn *n);
 void hmi_sock_conn_fail(struct sock_conn *n, hm_return_t why);
 void hmi_sock_conn_end_sends(struct sock_conn *n, hm_return_t status);
 void hmi_sock_conn_free(struct sock_conn *n);
