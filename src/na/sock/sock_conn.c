@@ -184,6 +184,7 @@ struct sock_conn *hmi_sock_conn_new(struct sock_ctx *c, int fd, bool inbound)
     hmi_list_init(&n->n_link);
     hmi_list_init(&n->n_sendq);
     n->n_hello_want = HM_NA_HELLO_HDR;
+    n->n_rx_need = SOCK_FRAME_HDR;
     return n;
 }
 
@@ -289,7 +290,6 @@ static void conn_refuse_frame(struct sock_conn *n, uint32_t len, uint32_t reserv
 {
     static struct hmi_log_limit refuse_log; /* a peer can cause it: rate-limited */
     struct sock_ctx *c = n->n_ctx;
-    c->c_frames_refused++;
     atomic_fetch_add_explicit(&c->c_na->x_listen.ls_refused_frame, 1, memory_order_relaxed);
     hmi_log_limited(&refuse_log, HMI_SUBSYS_NA, HMI_LOG_WARN,
                     "sock+tcp: closed a connection from %s: frame of %u bytes (limit %zu), "
@@ -302,16 +302,15 @@ static void conn_refuse_frame(struct sock_conn *n, uint32_t len, uint32_t reserv
 /*
  * Hand every whole frame of the chunk to the NA layer. Returns the frames
  * delivered, or -1 when the connection ended (a bad header, or the core
- * dropped the peer from inside a delivery). *need_out: bytes the next
- * frame needs from ch_start (its header, or all of it).
+ * dropped the peer from inside a delivery). Sets n_rx_need.
  */
-static int conn_deliver(struct sock_conn *n, struct sock_chunk *ch, size_t *need_out)
+static int conn_deliver(struct sock_conn *n, struct sock_chunk *ch)
 {
     int delivered = 0;
     size_t limit = n->n_ctx->c_cls->k_eager;
     for (;;) {
         size_t have = ch->ch_used - ch->ch_start;
-        *need_out = SOCK_FRAME_HDR;
+        n->n_rx_need = SOCK_FRAME_HDR;
         if (have < SOCK_FRAME_HDR)
             return delivered;
         const unsigned char *hdr = ch->ch_data + ch->ch_start;
@@ -320,10 +319,10 @@ static int conn_deliver(struct sock_conn *n, struct sock_chunk *ch, size_t *need
             conn_refuse_frame(n, len, reserved);
             return -1;
         }
-        *need_out = frame_size(len);
-        if (have < *need_out)
+        n->n_rx_need = frame_size(len); /* checked: at most a frame of the eager limit */
+        if (have < n->n_rx_need)
             return delivered;
-        ch->ch_start += *need_out;
+        ch->ch_start += n->n_rx_need;
         ch->ch_refs++; /* the core's, until hmi_sock_msg_release */
         hmi_na_deliver(n->n_ctx->c_na, n->n_addr, (void *)(hdr + SOCK_FRAME_HDR), len,
                        (uintptr_t)ch);
@@ -338,10 +337,7 @@ int hmi_sock_conn_read(struct sock_conn *n)
 {
     struct sock_chunk *ch = n->n_rx;
     if (ch == NULL || ch->ch_used == ch->ch_size) {
-        size_t need = SOCK_FRAME_HDR;
-        if (ch != NULL && ch->ch_used - ch->ch_start >= SOCK_FRAME_HDR)
-            need = frame_size(hmi_le_get32(ch->ch_data + ch->ch_start));
-        if (!conn_make_room(n, need)) {
+        if (!conn_make_room(n, n->n_rx_need)) {
             hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: no memory for a receive buffer");
             return 0; /* level-triggered: tried again at the next progress */
         }
@@ -357,8 +353,7 @@ int hmi_sock_conn_read(struct sock_conn *n)
     }
     ch->ch_used += (size_t)r;
     ch->ch_refs++; /* kept across the deliveries, which may end the connection */
-    size_t need;
-    int delivered = conn_deliver(n, ch, &need);
+    int delivered = conn_deliver(n, ch);
     bool alive = delivered >= 0 && n->n_state != SOCK_CONN_DEAD && n->n_rx == ch;
     hmi_sock_chunk_release(ch);
     if (!alive)
@@ -366,7 +361,8 @@ int hmi_sock_conn_read(struct sock_conn *n)
     if (ch->ch_start == ch->ch_used && ch->ch_refs == 1) {
         ch->ch_start = 0; /* all parsed, nothing held: read from the start again */
         ch->ch_used = 0;
-    } else if (ch->ch_size - ch->ch_start < need && !conn_make_room(n, need)) {
+    } else if (ch->ch_size - ch->ch_start < n->n_rx_need &&
+               !conn_make_room(n, n->n_rx_need)) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: no memory for a receive buffer");
     }
     return delivered;

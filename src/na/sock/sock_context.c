@@ -89,18 +89,20 @@ static void ctx_orphan_chunks(struct sock_ctx *c)
 }
 
 /*
- * Read and drop what `n` still receives; true once the peer has closed its
- * side (or the connection broke).
+ * Read and drop what `n` still receives, a bounded amount per call (a peer
+ * that keeps sending must not hold us past the linger's deadline); true
+ * once the peer has closed its side (or the connection broke).
  */
 static bool linger_drain(struct sock_conn *n)
 {
     unsigned char scrap[4096];
-    for (;;) {
+    for (int i = 0; i < 16; i++) {
         ssize_t r = recv(n->n_fd, scrap, sizeof(scrap), MSG_DONTWAIT);
         if (r > 0)
             continue;
         return !(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
     }
+    return false;
 }
 
 /*

@@ -112,6 +112,8 @@ struct sock_conn {
     struct hmi_list n_sendq;    /* struct sock_op, head being written */
     size_t n_head_sent;         /* bytes of the head op already written */
     struct sock_chunk *n_rx;    /* OPEN: current receive chunk, or NULL */
+    size_t n_rx_need;           /* OPEN: bytes the next frame needs from ch_start (its
+                                   header, or the whole frame once the header was checked) */
     size_t n_hello_have;        /* HELLO: bytes of n_hello read */
     size_t n_hello_want;        /* HELLO: bytes n_hello must hold (header, then payload) */
     unsigned char n_hello[HM_NA_HELLO_HDR + SOCK_HELLO_PAYLOAD_MAX];
@@ -150,7 +152,6 @@ struct sock_ctx {
     hmi_na_addr_t *c_self;      /* our own address (one reference), dialed at its first send */
     struct sock_conn *c_hot;    /* read directly between epoll_waits (ctx_choose_hot), or NULL */
     unsigned int c_passes;      /* progress passes, for the epoll_wait every SOCK_EPOLL_EVERY */
-    uint64_t c_frames_refused;  /* connections closed for a bad frame header */
 };
 
 struct hmi_na_addr {
