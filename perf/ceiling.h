@@ -30,6 +30,11 @@
  *   ofi_first  (built with libfabric) the same with tcp;ofi_rxm, from
  *              fi_av_insert of the server's address to the reply
  *              (ceil_ofi_first);
+ *   tcp_first_quiet, ucx_first_quiet, ofi_first_quiet  tcp_first_fresh,
+ *              ucx_first and ofi_first with the client's quiet gap: it
+ *              sleeps CF_QUIET_MS after getting the contact, so that its
+ *              first contact meets a kernel as cold as hm-perf's client
+ *              does (ceiling_first.c); tcp_first_quiet at most 100 rounds;
  * one table row or JSON record ({"floor":..., "median_us":...}) per floor.
  * 0, or -1 after a message on stderr.
  */

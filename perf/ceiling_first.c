@@ -10,6 +10,21 @@
  *   server --contact--> parent --contact--> client
  *   client --ns-------> parent
  *   parent --stop (close)--> server
+ *
+ * Back to back, a round's client connects within a few milliseconds of the
+ * last round's connection, and right after its own setup (and warm-up): the
+ * kernel's TCP paths, and the library's, are warm. hm-perf's first contact
+ * is not: its client waits tens of milliseconds for its forked server to
+ * start, with no connection made meanwhile. On the 2-core VM a connection
+ * made 20 ms after any other costs 2-3x one made at once, in the kernel
+ * alone: a fresh process's connect() to a spinning listener 11-17 us right
+ * after a connection of its own, 53-63 us 1 ms after, 105-127 us 20 ms
+ * after, sleeping or spinning meanwhile (medians of 9, 2026-11-29), and
+ * hm-perf's own connect() 94-280 us. So each floor also runs "quiet"
+ * (cf_set_quiet_ms): the client sleeps CF_QUIET_MS after it got the
+ * contact, then times its first contact as before, like for like with
+ * hm-perf's. (Same run: tcp_first_fresh 126-129 us back to back, 323-339
+ * quiet; ofi_first 363-389 and 633-729; ucx_first 1.09-1.23 and 2.35-2.64 ms.)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +40,22 @@
 
 #include "ceiling.h"
 #include "ceiling_first.h"
+
+/* The client's quiet gap before its timed part (cf_set_quiet_ms); children inherit it. */
+static unsigned int cf_quiet_ms;
+
+void cf_set_quiet_ms(unsigned int ms)
+{
+    cf_quiet_ms = ms;
+}
+
+/* Sleep `ms` milliseconds, whole (EINTR resumes). */
+static void cf_sleep_ms(unsigned int ms)
+{
+    struct timespec left = {.tv_sec = ms / 1000u, .tv_nsec = (long)(ms % 1000u) * 1000000L};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR)
+        ;
+}
 
 /* A pipe's ends; -1 once closed. */
 struct cf_pipe {
@@ -121,6 +152,8 @@ int cf_get_contact(int fd, struct sockaddr_in *contact)
                 cf_read_error(errno));
         return -1;
     }
+    if (cf_quiet_ms > 0)
+        cf_sleep_ms(cf_quiet_ms);
     return 0;
 }
 

@@ -36,9 +36,18 @@ struct cf_transport {
     int (*client)(int contact_fd, uint64_t *ns);
 };
 
-/* The server's contact to the parent; the client's from it (waits at most CF_SETUP_NS). */
+/* The server's contact to the parent; the client's from it (waits at most
+ * CF_SETUP_NS, then the quiet gap, below). */
 int cf_put_contact(int fd, const struct sockaddr_in *contact);
 int cf_get_contact(int fd, struct sockaddr_in *contact);
+
+/*
+ * The quiet gap: how long a client sleeps between getting the server's
+ * contact and its timed first contact, untimed (0, the default: none). See
+ * ceiling_first.c for why the _quiet floors leave one.
+ */
+#define CF_QUIET_MS 20u
+void cf_set_quiet_ms(unsigned int ms);
 
 /* Whether the parent has asked the server to end (closed `stop_fd`); never blocks. */
 bool cf_stop_asked(int stop_fd);

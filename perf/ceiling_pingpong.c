@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "ceiling.h"
+#include "ceiling_first.h"
 
 #define PP_WARMUP 200u
 
@@ -324,23 +325,29 @@ int ceil_floors(const struct ceil_floor_opts *o)
     /* tcp_first: at most 1000 rounds, each leaving a port in TIME_WAIT;
      * tcp_first_fresh: 200, each round two forks and their reaping (about
      * 3 ms); ucx_first and ofi_first: 20, each round two processes that set
-     * up a library (ofi: libfabric's first fi_getinfo, 0.13 s). */
+     * up a library (ofi: libfabric's first fi_getinfo, 0.13 s). A _quiet
+     * row is the floor above it with the client's quiet gap
+     * (ceiling_first.c): CF_QUIET_MS more per round. */
     static const struct {
         const char *name;
         int (*run)(unsigned int iters, double *med, double *p99);
         unsigned int cap; /* most rounds, 0: none */
-    } floors[] = {{"pipe", pp_pipe, 0},
-                  {"eventfd", pp_eventfd, 0},
-                  {"tcp_nodelay", pp_tcp, 0},
-                  {"tcp_busy", pp_tcp_busy, 0},
-                  {"tcp_first", pp_tcp_first, 1000},
-                  {"tcp_first_fresh", ceil_tcp_first_fresh, 200},
+        bool quiet;       /* the client's quiet gap (cf_set_quiet_ms) */
+    } floors[] = {{"pipe", pp_pipe, 0, false},
+                  {"eventfd", pp_eventfd, 0, false},
+                  {"tcp_nodelay", pp_tcp, 0, false},
+                  {"tcp_busy", pp_tcp_busy, 0, false},
+                  {"tcp_first", pp_tcp_first, 1000, false},
+                  {"tcp_first_fresh", ceil_tcp_first_fresh, 200, false},
+                  {"tcp_first_quiet", ceil_tcp_first_fresh, 100, true},
 #ifdef HM_CEIL_UCX
-                  {"ucx_first", ceil_ucx_first, 20},
-                  {"ucx_first_warm", ceil_ucx_first_warm, 20},
+                  {"ucx_first", ceil_ucx_first, 20, false},
+                  {"ucx_first_quiet", ceil_ucx_first, 20, true},
+                  {"ucx_first_warm", ceil_ucx_first_warm, 20, false},
 #endif
 #ifdef HM_CEIL_OFI
-                  {"ofi_first", ceil_ofi_first, 20},
+                  {"ofi_first", ceil_ofi_first, 20, false},
+                  {"ofi_first_quiet", ceil_ofi_first, 20, true},
 #endif
     };
     if (!json)
@@ -351,6 +358,7 @@ int ceil_floors(const struct ceil_floor_opts *o)
             continue;
         unsigned int n = floors[i].cap && iters > floors[i].cap ? floors[i].cap : iters;
         fflush(stdout); /* nothing buffered twice in the child */
+        cf_set_quiet_ms(floors[i].quiet ? CF_QUIET_MS : 0);
         if (floors[i].run(n, &med, &p99) != 0) {
             fprintf(stderr, "hm-ceiling: %s ping-pong: %s\n", floors[i].name, strerror(errno));
             return -1;

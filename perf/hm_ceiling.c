@@ -28,7 +28,12 @@
  *              first, untimed (Hermod's contexts do so when they open);
  *   ofi_first  libfabric's own (tcp;ofi_rxm), the same shape, timed from
  *              fi_av_insert to the reply (at most 20 rounds; built with
- *              libfabric).
+ *              libfabric);
+ *   tcp_first_quiet, ucx_first_quiet, ofi_first_quiet  the three above
+ *              with the client asleep 20 ms between getting the contact and
+ *              its timed part, as hm-perf's client waits for its server:
+ *              no connection on the machine meanwhile, so the kernel's TCP
+ *              paths are as cold as for hm-perf's first contact.
  * --no-copy skips the copy ceilings, --no-first the first contacts, and
  * --pin S,C puts the ping-pongs' echoer on CPU S and their timer on CPU C,
  * as perf/pair-raw pins hm-perf's server and client.
