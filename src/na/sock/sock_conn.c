@@ -368,17 +368,20 @@ int hmi_sock_conn_read(struct sock_conn *n)
     return delivered;
 }
 
-void hmi_sock_conn_events(struct sock_conn *n, uint32_t events)
+int hmi_sock_conn_events(struct sock_conn *n, uint32_t events)
 {
     if (n->n_state == SOCK_CONN_DEAD)
-        return;
+        return 0;
     if ((events & EPOLLOUT) && !conn_flush(n))
-        return;
+        return 0;
     if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0)
-        return;
+        return 0;
     /* Frames often follow a hello in the same segment: read them now. */
-    if (n->n_state == SOCK_CONN_OPEN || hmi_sock_hello_read(n))
-        hmi_sock_conn_read(n);
+    if (n->n_state == SOCK_CONN_OPEN || hmi_sock_hello_read(n)) {
+        int delivered = hmi_sock_conn_read(n);
+        return delivered > 0 ? delivered : 0;
+    }
+    return 0;
 }
 
 /* ---- Ops slots ------------------------------------------------------------- */

@@ -128,41 +128,51 @@ static void pending_evict_oldest(struct sock_ctx *c)
     hmi_sock_conn_fail(old, HM_UNREACHABLE);
 }
 
-static void accept_one(struct sock_ctx *c, int fd)
+/* A new connection: watched, and its hello (and frames after it) read now.
+ * Returns whether it delivered frames to the core. */
+static bool accept_one(struct sock_ctx *c, int fd)
 {
     if (c->c_ninbound + c->c_npending >= c->c_cls->k_max_conns) {
         count(&c->c_na->x_listen.ls_refused_busy);
         close(fd);
-        return;
+        return false;
     }
     if (c->c_npending >= HM_NA_LISTEN_PENDING)
         pending_evict_oldest(c);
     struct sock_conn *n = hmi_sock_conn_new(c, fd, true);
     if (n == NULL) {
         close(fd);
-        return;
+        return false;
     }
     sock_nodelay(fd);
     n->n_deadline_ns = hmi_time_ns() + HM_NA_LISTEN_DEADLINE_MS * 1000000ull;
     if (hmi_sock_conn_watch(n) != HM_SUCCESS) {
         close(fd);
         hmi_sock_conn_free(n);
-        return;
+        return false;
     }
     hmi_list_push_back(&c->c_pending, &n->n_link);
     c->c_npending++;
     /* Its hello is usually in already (TCP_DEFER_ACCEPT): answered now, it
      * never waits behind connections that send nothing, nor is evicted. */
-    hmi_sock_conn_events(n, EPOLLIN);
+    return hmi_sock_conn_events(n, EPOLLIN) > 0;
 }
 
-/* Take what the listener has queued, a bounded number per pass. */
+/*
+ * Take what the listener has queued, a bounded number per pass. A new peer
+ * whose first request came with its hello ends the pass's accepting: the
+ * core runs that request before another accept4 (the listener, watched
+ * level-triggered, is reported again at the next pass while connections
+ * wait). A first contact's answer then waits for no accept4 that finds
+ * nothing.
+ */
 void hmi_sock_accept(struct sock_ctx *c)
 {
     for (int i = 0; i < 32; i++) {
         int fd = accept4(c->c_listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
-            accept_one(c, fd);
+            if (accept_one(c, fd))
+                return;
             continue;
         }
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {

@@ -185,7 +185,8 @@ static inline struct sock_op *sock_op(const hmi_na_op_t *op)
 /* sock_conn.c: connections, frames, sends. */
 struct sock_conn *hmi_sock_conn_new(struct sock_ctx *c, int fd, bool inbound);
 hm_return_t hmi_sock_conn_watch(struct sock_conn *n);
-void hmi_sock_conn_events(struct sock_conn *n, uint32_t events);
+/* What epoll reported for `n`: frames delivered to the core (0: none, or it ended). */
+int hmi_sock_conn_events(struct sock_conn *n, uint32_t events);
 int hmi_sock_conn_read(struct sock_conn *n);
 void hmi_sock_conn_fail(struct sock_conn *n, hm_return_t why);
 void hmi_sock_conn_end_sends(struct sock_conn *n, hm_return_t status);
