@@ -332,7 +332,25 @@ static int conn_deliver(struct sock_conn *n, struct sock_chunk *ch)
     }
 }
 
-/* One recv into the current chunk, then delivery. Events handled, or -1. */
+/*
+ * The frames behind a hello, moved to the chunk's start: a hello's length
+ * is not a multiple of 8, and payloads are delivered 8-byte aligned. Nothing
+ * of the chunk is held yet (the hello was copied out of it).
+ */
+static struct sock_chunk *conn_after_hello(struct sock_chunk *ch)
+{
+    size_t rest = ch->ch_used - ch->ch_start;
+    memmove(ch->ch_data, ch->ch_data + ch->ch_start, rest);
+    ch->ch_start = 0;
+    ch->ch_used = rest;
+    return ch;
+}
+
+/*
+ * One recv into the current chunk, then the hello (until the connection is
+ * open) and delivery of the frames behind it: a first contact's hello and
+ * request arrive together and cost one recv. Events handled, or -1.
+ */
 int hmi_sock_conn_read(struct sock_conn *n)
 {
     struct sock_chunk *ch = n->n_rx;
@@ -348,12 +366,20 @@ int hmi_sock_conn_read(struct sock_conn *n)
     if (r <= 0) {
         if (r < 0 && send_would_block(errno))
             return 0;
+        if (n->n_state == SOCK_CONN_HELLO)
+            hmi_sock_hello_cut_short(n);
         hmi_sock_conn_fail(n, HM_UNREACHABLE);
         return -1;
     }
     ch->ch_used += (size_t)r;
     ch->ch_refs++; /* kept across the deliveries, which may end the connection */
-    int delivered = conn_deliver(n, ch);
+    int delivered = 0;
+    if (n->n_state == SOCK_CONN_OPEN)
+        delivered = conn_deliver(n, ch);
+    else if (hmi_sock_hello_take(n, ch))
+        delivered = conn_deliver(n, conn_after_hello(ch));
+    else if (n->n_state == SOCK_CONN_DEAD)
+        delivered = -1; /* refused: hello_take ended it */
     bool alive = delivered >= 0 && n->n_state != SOCK_CONN_DEAD && n->n_rx == ch;
     hmi_sock_chunk_release(ch);
     if (!alive)
@@ -376,12 +402,8 @@ int hmi_sock_conn_events(struct sock_conn *n, uint32_t events)
         return 0;
     if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0)
         return 0;
-    /* Frames often follow a hello in the same segment: read them now. */
-    if (n->n_state == SOCK_CONN_OPEN || hmi_sock_hello_read(n)) {
-        int delivered = hmi_sock_conn_read(n);
-        return delivered > 0 ? delivered : 0;
-    }
-    return 0;
+    int delivered = hmi_sock_conn_read(n); /* the hello first, while there is one */
+    return delivered > 0 ? delivered : 0;
 }
 
 /* ---- Ops slots ------------------------------------------------------------- */

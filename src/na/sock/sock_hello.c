@@ -282,31 +282,35 @@ static void hello_done(struct sock_conn *n)
 }
 
 /*
- * Read the hello or its reply, never a byte past it (frames follow in the
- * same stream). Returns true when the connection opened.
+ * Take the hello or its reply from the bytes `ch` received, never a byte
+ * past it: the frames that follow in the same stream stay in `ch`, parsed
+ * after it. Returns true when the connection opened (false: more bytes
+ * needed, or it was refused and is dead).
  */
-bool hmi_sock_hello_read(struct sock_conn *n)
+bool hmi_sock_hello_take(struct sock_conn *n, struct sock_chunk *ch)
 {
-    while (n->n_state == SOCK_CONN_HELLO) {
-        ssize_t r = recv(n->n_fd, n->n_hello + n->n_hello_have,
-                         n->n_hello_want - n->n_hello_have, MSG_DONTWAIT);
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-            return false;
-        if (r <= 0) {
-            if (n->n_inbound)
-                count(&n->n_ctx->c_na->x_listen.ls_refused_frame); /* cut short */
-            hmi_sock_conn_fail(n, HM_UNREACHABLE);
-            return false;
-        }
-        n->n_hello_have += (size_t)r;
+    while (n->n_state == SOCK_CONN_HELLO && ch->ch_start < ch->ch_used) {
+        size_t want = n->n_hello_want - n->n_hello_have;
+        size_t have = ch->ch_used - ch->ch_start;
+        size_t take = want < have ? want : have;
+        memcpy(n->n_hello + n->n_hello_have, ch->ch_data + ch->ch_start, take);
+        ch->ch_start += take;
+        n->n_hello_have += take;
         if (n->n_hello_have < n->n_hello_want)
-            continue;
+            break;
         if (n->n_hello_want == HM_NA_HELLO_HDR && !hello_check_header(n))
             return false;
         if (n->n_hello_have == n->n_hello_want)
             hello_done(n);
     }
     return n->n_state == SOCK_CONN_OPEN;
+}
+
+/* The connection ended before its hello was whole. */
+void hmi_sock_hello_cut_short(struct sock_conn *n)
+{
+    if (n->n_inbound)
+        count(&n->n_ctx->c_na->x_listen.ls_refused_frame);
 }
 
 /* ---- Dialing --------------------------------------------------------------- */

@@ -198,7 +198,8 @@ void hmi_sock_chunk_release(struct sock_chunk *ch);
 /* sock_hello.c: the listening socket, inbound hellos, dials. */
 hm_return_t hmi_sock_listen_open(struct sock_ctx *c, unsigned int index);
 void hmi_sock_accept(struct sock_ctx *c);
-bool hmi_sock_hello_read(struct sock_conn *n);
+bool hmi_sock_hello_take(struct sock_conn *n, struct sock_chunk *ch);
+void hmi_sock_hello_cut_short(struct sock_conn *n);
 void hmi_sock_listen_resume(struct sock_ctx *c);
 void hmi_sock_pending_sweep(struct sock_ctx *c);
 hm_return_t hmi_sock_dial(struct sock_ctx *c, const struct hmi_uri_host *h, int *fd_out);
