@@ -26,6 +26,7 @@
  * hm-perf's. (Same run: tcp_first_fresh 126-129 us back to back, 323-339
  * quiet; ofi_first 363-389 and 633-729; ucx_first 1.09-1.23 and 2.35-2.64 ms.)
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -155,6 +157,25 @@ int cf_get_contact(int fd, struct sockaddr_in *contact)
     if (cf_quiet_ms > 0)
         cf_sleep_ms(cf_quiet_ms);
     return 0;
+}
+
+int cf_listen_loopback(struct sockaddr_in *contact, const char *floor)
+{
+    socklen_t len = sizeof(*contact);
+    *contact = (struct sockaddr_in){.sin_family = AF_INET,
+                                    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        fprintf(stderr, "hm-ceiling: %s server: socket: %s\n", floor, strerror(errno));
+        return -1;
+    }
+    if (bind(fd, (struct sockaddr *)contact, sizeof(*contact)) != 0 || listen(fd, 4) != 0 ||
+        getsockname(fd, (struct sockaddr *)contact, &len) != 0) {
+        fprintf(stderr, "hm-ceiling: %s server: listen: %s\n", floor, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 bool cf_stop_asked(int stop_fd)

@@ -49,6 +49,10 @@ int cf_get_contact(int fd, struct sockaddr_in *contact);
 #define CF_QUIET_MS 20u
 void cf_set_quiet_ms(unsigned int ms);
 
+/* A non-blocking listener on 127.0.0.1, its port chosen by the kernel and
+ * its address in *contact: the fd, or -1 after a message naming `floor`. */
+int cf_listen_loopback(struct sockaddr_in *contact, const char *floor);
+
 /* Whether the parent has asked the server to end (closed `stop_fd`); never blocks. */
 bool cf_stop_asked(int stop_fd);
 

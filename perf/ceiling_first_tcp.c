@@ -114,26 +114,6 @@ static int cft_send(int fd, const unsigned char *buf, size_t len)
 
 /* ---- the server ------------------------------------------------------------------ */
 
-/* A non-blocking listener on 127.0.0.1, port chosen by the kernel, in *contact. */
-static int cft_listen(struct sockaddr_in *contact)
-{
-    socklen_t len = sizeof(*contact);
-    *contact = (struct sockaddr_in){.sin_family = AF_INET,
-                                    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        cft_fail("server", "socket");
-        return -1;
-    }
-    if (bind(fd, (struct sockaddr *)contact, sizeof(*contact)) != 0 || listen(fd, 4) != 0 ||
-        getsockname(fd, (struct sockaddr *)contact, &len) != 0) {
-        cft_fail("server", "listen");
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* The client's connection, spinning on `lfd`, non-blocking and with
  * TCP_NODELAY; -1 after a message. */
 static int cft_accept(int lfd, uint64_t deadline)
@@ -197,7 +177,7 @@ static int cft_serve_client(int lfd, const struct sockaddr_in *contact, int cont
 static int cft_serve(int contact_fd, int stop_fd)
 {
     struct sockaddr_in contact;
-    int lfd = cft_listen(&contact);
+    int lfd = cf_listen_loopback(&contact, "tcp_first_fresh");
     if (lfd < 0)
         return -1;
     int rc = cft_serve_client(lfd, &contact, contact_fd, stop_fd);

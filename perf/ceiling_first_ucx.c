@@ -259,26 +259,6 @@ static int cfu_await_message(struct cfu *c, uint64_t deadline)
 
 /* ---- the server ------------------------------------------------------------------ */
 
-/* A non-blocking listener on 127.0.0.1, port chosen by the kernel, in *contact. */
-static int cfu_listen(struct sockaddr_in *contact)
-{
-    socklen_t len = sizeof(*contact);
-    *contact = (struct sockaddr_in){.sin_family = AF_INET,
-                                    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        perror("hm-ceiling: ucx_first server: socket");
-        return -1;
-    }
-    if (bind(fd, (struct sockaddr *)contact, sizeof(*contact)) != 0 || listen(fd, 4) != 0 ||
-        getsockname(fd, (struct sockaddr *)contact, &len) != 0) {
-        perror("hm-ceiling: ucx_first server: listen");
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* The worker address as the listener sends it: a 32-bit length, then the bytes. */
 static int cfu_address_msg(struct cfu *c, char **msg, size_t *msg_len)
 {
@@ -369,7 +349,7 @@ static int cfu_serve_client(struct cfu *c, int contact_fd, int stop_fd)
     size_t msg_len;
     if (cfu_address_msg(c, &msg, &msg_len) != 0)
         return -1;
-    int lfd = cfu_listen(&contact);
+    int lfd = cf_listen_loopback(&contact, "ucx_first");
     int rc = lfd >= 0 ? cf_put_contact(contact_fd, &contact) : -1;
     uint64_t deadline = ceil_now_ns() + CF_SERVE_NS;
     if (rc == 0)

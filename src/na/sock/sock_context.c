@@ -177,12 +177,16 @@ void hmi_sock_expect_peer(struct sock_ctx *c)
     c->c_yield_until_ns = hmi_time_ns() + SOCK_YIELD_NS;
 }
 
-static void ctx_yield_for_peer(struct sock_ctx *c)
+/* The end of a progress pass that handled `handled` events: returns it. */
+static int ctx_pass_done(struct sock_ctx *c, int handled)
 {
+    if (hmi_likely(c->c_yield_until_ns == 0) || handled != 0)
+        return handled;
     if (hmi_time_ns() >= c->c_yield_until_ns)
         c->c_yield_until_ns = 0;
     else
         sched_yield();
+    return 0;
 }
 
 /*
@@ -191,7 +195,7 @@ static void ctx_yield_for_peer(struct sock_ctx *c)
  * connection directly, with one recv, for SOCK_EPOLL_EVERY - 1 passes out
  * of SOCK_EPOLL_EVERY. A message then costs one system call to find
  * rather than two (epoll_wait, then recv), and an idle pass one rather
- * than one epoll_wait: busy no-op round trip 0.936x, faster in 8 of 8
+ * than one epoll_wait: busy no-op round trip 0.965x, faster in 6 of 8
  * interleaved rounds (perf/RESULTS.md section 24). Several connections
  * ready at once (a server's many clients) turn it off, so none waits
  * behind another's empty reads.
@@ -211,10 +215,7 @@ int hmi_sock_progress(hmi_na_context_t *ctx)
     int handled = hmi_sock_addr_report(c);
     if (c->c_hot != NULL && (++c->c_passes % SOCK_EPOLL_EVERY) != 0) {
         int read = hmi_sock_conn_read(c->c_hot);
-        handled += read > 0 ? read : 0;
-        if (hmi_unlikely(c->c_yield_until_ns != 0) && handled == 0)
-            ctx_yield_for_peer(c);
-        return handled;
+        return ctx_pass_done(c, handled + (read > 0 ? read : 0));
     }
     struct epoll_event events[SOCK_EVENTS];
     int n = epoll_wait(c->c_epfd, events, SOCK_EVENTS, 0);
@@ -233,10 +234,7 @@ int hmi_sock_progress(hmi_na_context_t *ctx)
         hmi_sock_listen_resume(c);
     if (!hmi_list_empty(&c->c_dead))
         ctx_free_dead(c);
-    handled += hmi_sock_addr_report(c);
-    if (hmi_unlikely(c->c_yield_until_ns != 0) && handled == 0)
-        ctx_yield_for_peer(c);
-    return handled;
+    return ctx_pass_done(c, handled + hmi_sock_addr_report(c));
 }
 
 int hmi_sock_poll_fd(hmi_na_context_t *ctx)

@@ -111,10 +111,10 @@ struct sock_conn {
     struct hmi_list n_link;     /* ctx->c_pending (inbound in HELLO), c_conns or c_dead */
     struct hmi_list n_sendq;    /* struct sock_op, head being written */
     size_t n_head_sent;         /* bytes of the head op already written */
-    struct sock_chunk *n_rx;    /* OPEN: current receive chunk, or NULL */
-    size_t n_rx_need;           /* OPEN: bytes the next frame needs from ch_start (its
-                                   header, or the whole frame once the header was checked) */
-    size_t n_hello_have;        /* HELLO: bytes of n_hello read */
+    struct sock_chunk *n_rx;    /* current receive chunk (the hello lands in it too), or NULL */
+    size_t n_rx_need;           /* bytes the next frame needs from ch_start (its header, or
+                                   the whole frame once the header was checked) */
+    size_t n_hello_have;        /* HELLO: bytes of n_hello taken from the chunk */
     size_t n_hello_want;        /* HELLO: bytes n_hello must hold (header, then payload) */
     unsigned char n_hello[HM_NA_HELLO_HDR + SOCK_HELLO_PAYLOAD_MAX];
 };
