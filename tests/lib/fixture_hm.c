@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 void hm_test_outcome_cb(const hm_cb_info_t *info)
@@ -115,15 +117,61 @@ int hm_test_server_stop_ctx(struct hm_test_server *srv, int timeout_s, hm_contex
     return hm_test_server_stop_while(srv, timeout_s, ctx != NULL ? progress_idle : NULL, ctx);
 }
 
-bool hm_test_wait_fd_sleeps(hm_context_t *ctx, int fd, int rounds)
+/* The kind of fd `fd` ("eventfd", "timerfd", "eventpoll", ...), from /proc. */
+static void fd_kind(int fd, char *buf, size_t size)
+{
+    char path[64], link[80];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    ssize_t len = readlink(path, link, sizeof(link) - 1);
+    link[len > 0 ? len : 0] = '\0';
+    const char *kind = strncmp(link, "anon_inode:", 11) == 0 ? link + 11 : link;
+    snprintf(buf, size, "%s", kind);
+}
+
+/* Append to `out` the readable members of epoll set `epfd`, `depth` levels
+ * down into nested sets: "eventfd 12, eventpoll 9 (eventfd 7)". */
+static void describe_ready(int epfd, int depth, char *out, size_t size)
+{
+    struct epoll_event evs[8];
+    int n = epoll_wait(epfd, evs, 8, 0);
+    for (int i = 0; i < n; i++) {
+        char kind[96];
+        int member = evs[i].data.fd;
+        fd_kind(member, kind, sizeof(kind));
+        size_t used = strlen(out);
+        snprintf(out + used, size - used, "%s%s %d", i > 0 ? ", " : "", kind, member);
+        if (depth > 0 && strstr(kind, "eventpoll") != NULL) {
+            used = strlen(out);
+            snprintf(out + used, size - used, " (");
+            describe_ready(member, depth - 1, out, size);
+            used = strlen(out);
+            snprintf(out + used, size - used, ")");
+        }
+    }
+}
+
+bool hm_test_wait_fd_sleeps(hm_context_t *ctx, int fd)
 {
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    for (int round = 0; round < rounds; round++) {
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int round = 1;; round++) {
         (void)hm_progress(ctx, 0);
         (void)hm_trigger(ctx, 64, NULL);
-        if (poll(&pfd, 1, 50) == 0)
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (poll(&pfd, 1, 50) == 0) {
+            if (round > 1)
+                fprintf(stderr, "wait fd %d slept from round %d on\n", fd, round);
             return true;
-        fprintf(stderr, "wait fd %d woke in round %d of %d\n", fd, round + 1, rounds);
+        }
+        long ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        if (round <= 5 || ms >= HM_TEST_WAIT_SETTLE_MS) {
+            char ready[768] = "";
+            describe_ready(fd, 2, ready, sizeof(ready));
+            fprintf(stderr, "wait fd %d woke in round %d, %ld ms in: %s\n", fd, round, ms,
+                    ready);
+        }
+        if (ms >= HM_TEST_WAIT_SETTLE_MS)
+            return false;
     }
-    return false;
 }
