@@ -148,6 +148,7 @@ hm_return_t hmi_sock_addr_connect(hmi_na_addr_t *a)
         hmi_sock_conn_free(n);
         return n == NULL ? HM_NOMEM : HM_TRANSPORT_ERROR;
     }
+    hmi_sock_hello_owe(n, 0);
     n->n_addr = a;
     a->a_conn = n;
     hmi_list_push_back(&c->c_conns, &n->n_link);

@@ -18,8 +18,10 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include "util/compiler.h"
 #include "util/le.h"
 #include "util/log.h"
 
@@ -151,6 +153,10 @@ void hmi_sock_conn_fail(struct sock_conn *n, hm_return_t why)
     else if (n->n_inbound)
         c->c_ninbound--;
     n->n_state = SOCK_CONN_DEAD;
+    if (n->n_hello_owed) {
+        n->n_hello_owed = false;
+        c->c_hellos_owed--;
+    }
     if (c->c_hot == n)
         c->c_hot = NULL;
     epoll_ctl(c->c_epfd, EPOLL_CTL_DEL, n->n_fd, NULL);
@@ -212,13 +218,80 @@ static bool send_would_block(int err)
     return err == EAGAIN || err == EWOULDBLOCK || err == EINTR;
 }
 
+/* `w` bytes of the queue's head op were written: complete it once whole. */
+static void conn_head_wrote(struct sock_conn *n, struct sock_op *p, size_t w)
+{
+    n->n_head_sent += w;
+    if (n->n_head_sent < p->p_len)
+        return;
+    hmi_list_remove(&p->p_link);
+    p->p_conn = NULL;
+    n->n_head_sent = 0;
+    hmi_na_op_complete(p->p_op, p->p_canceled ? HM_CANCELED : HM_SUCCESS);
+}
+
 /*
- * Write what the queue holds until the socket is full. Returns false when
- * the connection failed (it is closed then).
+ * Write the hello `n` owes (hmi_sock_hello_owe), with the queue's head op
+ * behind it in the same sendmsg when there is one. Returns false when the
+ * connection failed (it is closed then); a full socket leaves the rest owed.
+ */
+bool hmi_sock_conn_pay_hello(struct sock_conn *n)
+{
+    unsigned char hello[HM_NA_HELLO_HDR + SOCK_URI_MAX];
+    size_t len = hmi_sock_hello_encode(n, hello, sizeof(hello));
+    if (len == 0) {
+        hmi_sock_conn_fail(n, HM_UNREACHABLE);
+        return false;
+    }
+    struct iovec iov[2] = {{.iov_base = hello + n->n_hello_sent,
+                            .iov_len = len - n->n_hello_sent}};
+    struct sock_op *head = NULL;
+    if (!hmi_list_empty(&n->n_sendq)) {
+        head = hmi_container_of(n->n_sendq.next, struct sock_op, p_link);
+        iov[1].iov_base = (void *)(head->p_frame + n->n_head_sent);
+        iov[1].iov_len = head->p_len - n->n_head_sent;
+    }
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = head != NULL ? 2 : 1};
+    ssize_t w = sendmsg(n->n_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w < 0) {
+        if (send_would_block(errno))
+            return true;
+        hmi_sock_conn_fail(n, HM_UNREACHABLE);
+        return false;
+    }
+    size_t to_hello = (size_t)w < iov[0].iov_len ? (size_t)w : iov[0].iov_len;
+    n->n_hello_sent += to_hello;
+    if (n->n_hello_sent < len)
+        return true;
+    n->n_hello_owed = false;
+    n->n_ctx->c_hellos_owed--;
+    if ((size_t)w > to_hello)
+        conn_head_wrote(n, head, (size_t)w - to_hello);
+    return true;
+}
+
+/* Progress: the hellos still owed go out alone (no send carried them). */
+void hmi_sock_pay_hellos(struct sock_ctx *c)
+{
+    struct hmi_list *l = c->c_conns.next;
+    while (l != &c->c_conns && c->c_hellos_owed > 0) {
+        struct sock_conn *n = hmi_container_of(l, struct sock_conn, n_link);
+        l = l->next; /* a failed pay moves n to c_dead */
+        if (n->n_hello_owed)
+            (void)hmi_sock_conn_pay_hello(n);
+    }
+}
+
+/*
+ * Write what the queue holds until the socket is full, behind the hello
+ * the connection may still owe. Returns false when the connection failed
+ * (it is closed then).
  */
 static bool conn_flush(struct sock_conn *n)
 {
-    while (!hmi_list_empty(&n->n_sendq)) {
+    if (hmi_unlikely(n->n_hello_owed) && !hmi_sock_conn_pay_hello(n))
+        return false;
+    while (!n->n_hello_owed && !hmi_list_empty(&n->n_sendq)) {
         struct sock_op *p = hmi_container_of(n->n_sendq.next, struct sock_op, p_link);
         ssize_t w = send(n->n_fd, p->p_frame + n->n_head_sent, p->p_len - n->n_head_sent,
                          MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -228,13 +301,11 @@ static bool conn_flush(struct sock_conn *n)
             hmi_sock_conn_fail(n, HM_UNREACHABLE);
             return false;
         }
-        n->n_head_sent += (size_t)w;
-        if (n->n_head_sent < p->p_len)
+        if (n->n_head_sent + (size_t)w < p->p_len) {
+            n->n_head_sent += (size_t)w;
             break;
-        hmi_list_remove(&p->p_link);
-        p->p_conn = NULL;
-        n->n_head_sent = 0;
-        hmi_na_op_complete(p->p_op, p->p_canceled ? HM_CANCELED : HM_SUCCESS);
+        }
+        conn_head_wrote(n, p, (size_t)w);
     }
     bool want_out = !hmi_list_empty(&n->n_sendq);
     if (want_out != n->n_want_out && conn_set_events(n, EPOLL_CTL_MOD, want_out) != HM_SUCCESS) {

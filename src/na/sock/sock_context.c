@@ -121,9 +121,14 @@ static void ctx_linger(struct sock_ctx *c)
     close(c->c_listen_fd);
     c->c_listen_fd = -1;
     unsigned int open = 0;
-    for (struct hmi_list *l = c->c_conns.next; l != &c->c_conns; l = l->next) {
+    struct hmi_list *next;
+    for (struct hmi_list *l = c->c_conns.next; l != &c->c_conns; l = next) {
         struct sock_conn *n = hmi_container_of(l, struct sock_conn, n_link);
+        next = l->next; /* a failed hello moves n to c_dead */
         hmi_sock_conn_end_sends(n, HM_CANCELED);
+        /* A peer we never sent to sees a hello, then our end, not a bad frame. */
+        if (n->n_hello_owed && !hmi_sock_conn_pay_hello(n))
+            continue;
         shutdown(n->n_fd, SHUT_WR);
         open++;
     }
@@ -213,6 +218,8 @@ int hmi_sock_progress(hmi_na_context_t *ctx)
 {
     struct sock_ctx *c = sock_ctx(ctx);
     int handled = hmi_sock_addr_report(c);
+    if (hmi_unlikely(c->c_hellos_owed > 0))
+        hmi_sock_pay_hellos(c); /* no send carried them since the last pass */
     if (c->c_hot != NULL && (++c->c_passes % SOCK_EPOLL_EVERY) != 0) {
         int read = hmi_sock_conn_read(c->c_hot);
         return ctx_pass_done(c, handled + (read > 0 ? read : 0));
@@ -245,8 +252,10 @@ int hmi_sock_poll_fd(hmi_na_context_t *ctx)
 hm_return_t hmi_sock_poll_arm(hmi_na_context_t *ctx)
 {
     struct sock_ctx *c = sock_ctx(ctx);
-    /* Deaths to report, or a listener resting (only progress resumes it). */
-    if (!hmi_list_empty(&c->c_failed) || c->c_listen_rest_until_ns != 0)
+    /* Deaths to report, a listener resting (only progress resumes it), or
+     * hellos owed (only progress writes them when no send does). */
+    if (!hmi_list_empty(&c->c_failed) || c->c_listen_rest_until_ns != 0 ||
+        c->c_hellos_owed > 0)
         return HM_AGAIN;
     return HM_SUCCESS;
 }

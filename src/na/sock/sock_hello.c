@@ -199,13 +199,30 @@ void hmi_sock_pending_sweep(struct sock_ctx *c)
 
 /* ---- Hellos ---------------------------------------------------------------- */
 
-static bool hello_write(struct sock_ctx *c, int fd, unsigned int flags)
+/* The hello `n` owes its peer, into `frame`: its length, 0 if it does not fit. */
+size_t hmi_sock_hello_encode(const struct sock_conn *n, unsigned char *frame, size_t size)
 {
-    unsigned char frame[HM_NA_HELLO_HDR + SOCK_URI_MAX];
-    size_t len = hmi_na_hello_encode(frame, sizeof(frame), &c->c_cls->k_key, flags, c->c_uri,
-                                     c->c_uri_len);
-    /* A fresh socket's buffer takes a hello whole. */
-    return len > 0 && send(fd, frame, len, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len;
+    const struct sock_ctx *c = n->n_ctx;
+    return hmi_na_hello_encode(frame, size, &c->c_cls->k_key, n->n_hello_flags, c->c_uri,
+                               c->c_uri_len);
+}
+
+/*
+ * `n` owes its peer our hello (flags 0, a dialer's) or our reply to its
+ * hello (HM_NA_HELLO_F_REPLY). It is not written now: the connection's
+ * next send carries it in front of its frame, in one system call
+ * (hmi_sock_conn_pay_hello), and progress writes it alone at its next pass
+ * if nothing was sent meanwhile (hmi_sock_pay_hellos). A first contact's
+ * request then travels with the dialer's hello, and the answer with the
+ * listener's reply: one send instead of two on each side, each of them the
+ * first on a cold socket (14-51 us on this VM, perf/RESULTS.md section 26).
+ */
+void hmi_sock_hello_owe(struct sock_conn *n, unsigned int flags)
+{
+    n->n_hello_owed = true;
+    n->n_hello_flags = flags;
+    n->n_hello_sent = 0;
+    n->n_ctx->c_hellos_owed++;
 }
 
 /* An inbound hello checked out: answer it and give the peer its address. */
@@ -224,11 +241,11 @@ static void hello_accept(struct sock_conn *n, size_t payload_len)
         return;
     }
     hmi_na_addr_t *a;
-    if (!hello_write(c, n->n_fd, HM_NA_HELLO_F_REPLY) ||
-        hmi_sock_addr_new(c, canon, canon_len, n, false, &a) != HM_SUCCESS) {
+    if (hmi_sock_addr_new(c, canon, canon_len, n, false, &a) != HM_SUCCESS) {
         hmi_sock_conn_fail(n, HM_UNREACHABLE);
         return;
     }
+    hmi_sock_hello_owe(n, HM_NA_HELLO_F_REPLY);
     c->c_npending--;
     c->c_ninbound++;
     hmi_list_remove(&n->n_link);
@@ -343,9 +360,9 @@ static hm_return_t dial_wait(struct sock_ctx *c, int fd)
 }
 
 /*
- * Connect to the peer's listener and write our hello. The peer's reply is
- * read later, by progress, before anything else from it; frames may follow
- * our hello at once.
+ * Connect to the peer's listener. Our hello goes with the connection's
+ * first send (hmi_sock_hello_owe, by the caller); the peer's reply is read
+ * later, by progress, before anything else from it.
  */
 hm_return_t hmi_sock_dial(struct sock_ctx *c, const struct hmi_uri_host *h, int *fd_out)
 {
@@ -358,8 +375,6 @@ hm_return_t hmi_sock_dial(struct sock_ctx *c, const struct hmi_uri_host *h, int 
     hm_return_t ret = HM_SUCCESS;
     if (connect(fd, (const struct sockaddr *)&h->hp_addr, h->hp_len) != 0)
         ret = errno == EINPROGRESS ? dial_wait(c, fd) : HM_UNREACHABLE;
-    if (ret == HM_SUCCESS && !hello_write(c, fd, 0))
-        ret = HM_UNREACHABLE;
     if (ret != HM_SUCCESS) {
         close(fd);
         return ret == HM_TIMEOUT ? HM_UNREACHABLE : ret;

@@ -111,6 +111,9 @@ struct sock_conn {
     struct hmi_list n_link;     /* ctx->c_pending (inbound in HELLO), c_conns or c_dead */
     struct hmi_list n_sendq;    /* struct sock_op, head being written */
     size_t n_head_sent;         /* bytes of the head op already written */
+    bool n_hello_owed;          /* our hello (or reply) is not all written yet */
+    unsigned int n_hello_flags; /* its flags (HM_NA_HELLO_F_REPLY for a reply) */
+    size_t n_hello_sent;        /* bytes of it already written */
     struct sock_chunk *n_rx;    /* current receive chunk (the hello lands in it too), or NULL */
     size_t n_rx_need;           /* bytes the next frame needs from ch_start (its header, or
                                    the whole frame once the header was checked) */
@@ -152,6 +155,7 @@ struct sock_ctx {
     hmi_na_addr_t *c_self;      /* our own address (one reference), dialed at its first send */
     struct sock_conn *c_hot;    /* read directly between epoll_waits (ctx_choose_hot), or NULL */
     unsigned int c_passes;      /* progress passes, for the epoll_wait every SOCK_EPOLL_EVERY */
+    unsigned int c_hellos_owed; /* connections whose hello waits for a send (hmi_sock_hello_owe) */
 };
 
 struct hmi_na_addr {
@@ -193,6 +197,8 @@ void hmi_sock_conn_end_sends(struct sock_conn *n, hm_return_t status);
 void hmi_sock_conn_free(struct sock_conn *n);
 hm_return_t hmi_sock_conn_send(struct sock_conn *n, hmi_na_op_t *op);
 hm_return_t hmi_sock_conn_cancel(struct sock_op *p, hmi_na_op_t *op);
+bool hmi_sock_conn_pay_hello(struct sock_conn *n);
+void hmi_sock_pay_hellos(struct sock_ctx *c);
 void hmi_sock_chunk_release(struct sock_chunk *ch);
 
 /* sock_hello.c: the listening socket, inbound hellos, dials. */
@@ -200,6 +206,8 @@ hm_return_t hmi_sock_listen_open(struct sock_ctx *c, unsigned int index);
 void hmi_sock_accept(struct sock_ctx *c);
 bool hmi_sock_hello_take(struct sock_conn *n, struct sock_chunk *ch);
 void hmi_sock_hello_cut_short(struct sock_conn *n);
+void hmi_sock_hello_owe(struct sock_conn *n, unsigned int flags);
+size_t hmi_sock_hello_encode(const struct sock_conn *n, unsigned char *frame, size_t size);
 void hmi_sock_listen_resume(struct sock_ctx *c);
 void hmi_sock_pending_sweep(struct sock_ctx *c);
 hm_return_t hmi_sock_dial(struct sock_ctx *c, const struct hmi_uri_host *h, int *fd_out);
