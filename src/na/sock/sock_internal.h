@@ -21,7 +21,8 @@
  * Wire. The dialer writes a hello (payload: its own URI, a claim used only
  * to print the address); the listener checks it and writes its own hello
  * back (flag REPLY, payload: its URI), which the dialer checks before it
- * reads anything else. Then both ways, frames:
+ * reads anything else. Each side's hello goes out in front of its first
+ * frame, in the same sendmsg (hmi_sock_hello_owe). Then both ways, frames:
  *
  *   0  length   u32  payload bytes, at most the eager limit
  *   4  reserved u32  0
