@@ -52,17 +52,22 @@ int nt_fd_ready(hmi_na_context_t *ctx, int timeout_ms)
     return poll(&pfd, 1, timeout_ms);
 }
 
-bool nt_sleeps(hmi_na_context_t *ctx, int timeout_ms, int rounds)
+bool nt_sleeps(hmi_na_context_t *ctx, int timeout_ms)
 {
-    for (int round = 0; round < rounds; round++) {
+    uint64_t start = nt_now_ms();
+    for (int round = 1;; round++) {
         if (nt_arm_settled(ctx, nt_poll_arm) != 0)
             return false;
         if (nt_fd_ready(ctx, timeout_ms) == 0)
             return true;
-        fprintf(stderr, "poll fd woke in round %d of %d\n", round + 1, rounds);
+        uint64_t spent = nt_now_ms() - start;
+        if (round <= 5 || spent >= NT_SETTLE_MS)
+            fprintf(stderr, "poll fd woke in round %d, %llu ms in\n", round,
+                    (unsigned long long)spent);
+        if (spent >= NT_SETTLE_MS)
+            return false;
         hmi_na_progress(ctx);
     }
-    return false;
 }
 
 bool nt_two_cpus(int cpus[2])

@@ -85,11 +85,12 @@ int nt_arm_settled(hmi_na_context_t *ctx, hm_return_t (*arm)(hmi_na_context_t *)
 /* poll(2) for POLLIN on `ctx`'s poll fd: 1 readable, 0 not within timeout_ms. */
 int nt_fd_ready(hmi_na_context_t *ctx, int timeout_ms);
 /* Whether `ctx`, armed (nt_arm_settled with nt_poll_arm), stays quiet for
- * timeout_ms; a wake is progressed and retried, up to `rounds` in all, so a
- * late event the context was owed (a fresh ucx+tcp context's warm-up close
- * finishing on UCX's async thread on a loaded machine) does not fail it,
- * while a context that never sleeps does. */
-bool nt_sleeps(hmi_na_context_t *ctx, int timeout_ms, int rounds);
+ * timeout_ms; a wake is progressed and retried for up to NT_SETTLE_MS, so
+ * late events the context was owed (a fresh ucx+tcp context's UCX fd, on a
+ * loaded machine, stayed readable through 6 rounds 0 ms apart, then slept)
+ * do not fail it, while a context that never sleeps does. */
+#define NT_SETTLE_MS 3000u
+bool nt_sleeps(hmi_na_context_t *ctx, int timeout_ms);
 /* The first two CPUs this process may run on in cpus[]; false if it has fewer. */
 bool nt_two_cpus(int cpus[2]);
 /* Pin the calling thread, and the threads it creates afterwards, to `cpu`. */
