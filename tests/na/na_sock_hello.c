@@ -41,6 +41,16 @@ static void pair_open(struct pair *p)
     assert_int_equal(nt_self_uri(&p->a, p->a_uri, sizeof(p->a_uri)), 0);
 }
 
+/* The pair, with B's lookup of A made: its hello owed, nothing sent yet. */
+static hmi_na_addr_t *pair_open_looked_up(struct pair *p)
+{
+    pair_open(p);
+    hmi_na_addr_t *to_a;
+    assert_int_equal(p->b.cls->c_ops.addr_lookup(p->b.ctx, p->a_uri, 0, &to_a), HM_SUCCESS);
+    assert_int_equal(sock_ctx(p->b.ctx)->c_hellos_owed, 1);
+    return to_a;
+}
+
 static void pair_close(struct pair *p)
 {
     nt_peer_close(&p->b);
@@ -61,10 +71,7 @@ static void test_hello_rides_first_send(void **state)
 {
     (void)state;
     struct pair p;
-    pair_open(&p);
-    hmi_na_addr_t *to_a;
-    assert_int_equal(p.b.cls->c_ops.addr_lookup(p.b.ctx, p.a_uri, 0, &to_a), HM_SUCCESS);
-    assert_int_equal(owed(&p.b), 1);
+    hmi_na_addr_t *to_a = pair_open_looked_up(&p);
     assert_int_equal(nt_poll_arm(p.b.ctx), HM_AGAIN); /* never asleep on an owed hello */
 
     assert_int_equal(nt_send_sync(&p.b, to_a, "request", 8), HM_SUCCESS);
@@ -92,10 +99,7 @@ static void test_hello_without_send(void **state)
 {
     (void)state;
     struct pair p;
-    pair_open(&p);
-    hmi_na_addr_t *to_a;
-    assert_int_equal(p.b.cls->c_ops.addr_lookup(p.b.ctx, p.a_uri, 0, &to_a), HM_SUCCESS);
-    assert_int_equal(owed(&p.b), 1);
+    hmi_na_addr_t *to_a = pair_open_looked_up(&p);
     hmi_na_progress(p.b.ctx);
     assert_int_equal(owed(&p.b), 0);
     uint64_t end = nt_now_ms() + 10000;
@@ -118,9 +122,7 @@ static void test_hello_at_close(void **state)
 {
     (void)state;
     struct pair p;
-    pair_open(&p);
-    hmi_na_addr_t *to_a;
-    assert_int_equal(p.b.cls->c_ops.addr_lookup(p.b.ctx, p.a_uri, 0, &to_a), HM_SUCCESS);
+    hmi_na_addr_t *to_a = pair_open_looked_up(&p);
     p.b.cls->c_ops.addr_unref(to_a);
     nt_peer_close(&p.b); /* no send, no pass: the close writes the hello */
     const struct hmi_na_listen_stats *ls = &p.a.ctx->x_listen;
