@@ -393,13 +393,16 @@ static void ucx_ep_close(struct ucx_ep *e)
 static void ucx_warm_settle(struct ucx_ctx *c, uint64_t deadline)
 {
     unsigned int extra = 0;
-    while (hmi_time_ns() < deadline) {
-        if (ucp_worker_progress(c->c_worker) != 0 || ucp_worker_arm(c->c_worker) != UCS_OK) {
+    while (c->c_worker_efd >= 0 && hmi_time_ns() < deadline) {
+        if (ucp_worker_progress(c->c_worker) != 0) {
             extra++;
             continue;
         }
+        ucs_status_t status = ucp_worker_arm(c->c_worker);
+        if (status != UCS_OK && status != UCS_ERR_BUSY)
+            break; /* hmi_ucx_poll_arm reports it when the context first sleeps */
         struct pollfd pfd = {.fd = c->c_worker_efd, .events = POLLIN};
-        if (poll(&pfd, 1, 0) == 0)
+        if (status == UCS_OK && poll(&pfd, 1, 0) == 0)
             break;
         extra++;
     }
