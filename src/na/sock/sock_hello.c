@@ -215,7 +215,8 @@ size_t hmi_sock_hello_encode(const struct sock_conn *n, unsigned char *frame, si
  * if nothing was sent meanwhile (hmi_sock_pay_hellos). A first contact's
  * request then travels with the dialer's hello, and the answer with the
  * listener's reply: one send instead of two on each side, each of them the
- * first on a cold socket (14-51 us on this VM, perf/RESULTS.md section 26).
+ * first on a cold socket (14-51 us on this VM, perf/RESULTS.md section 25;
+ * the change's figures are in section 26).
  */
 void hmi_sock_hello_owe(struct sock_conn *n, unsigned int flags)
 {
