@@ -129,7 +129,11 @@ static void fd_kind(int fd, char *buf, size_t size)
 }
 
 /* Append to `out` the readable members of epoll set `epfd`, `depth` levels
- * down into nested sets: "eventfd 12, eventpoll 9 (eventfd 7)". */
+ * down into nested sets: "eventfd 12, eventpoll 9 (eventfd 7)". A member is
+ * named by its event's data.fd, so only sets that register their members by
+ * fd number (the core's wait set, the ucx plugin's) name them truly; one
+ * registered by pointer (the sock plugin's connections, UCX's own set)
+ * shows whatever descriptor its pointer's low bits happen to be. */
 static void describe_ready(int epfd, int depth, char *out, size_t size)
 {
     struct epoll_event evs[8];
