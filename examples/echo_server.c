@@ -3,7 +3,7 @@
  *
  *   echo_server [-u URI] [-a FILE] [-n COUNT]
  *
- *   -u URI    transport and listen address (default ofi+tcp://127.0.0.1:0;
+ *   -u URI    transport and listen address (default sock+tcp://127.0.0.1:0;
  *             port 0 picks a free port)
  *   -a FILE   also write the address clients use to FILE (for scripts)
  *   -n COUNT  exit after answering COUNT requests (default: serve forever)
@@ -151,7 +151,7 @@ static void usage(const char *prog)
 
 int main(int argc, char **argv)
 {
-    const char *uri = "ofi+tcp://127.0.0.1:0";
+    const char *uri = "sock+tcp://127.0.0.1:0";
     const char *addr_file = NULL;
     struct server srv = {0};
     hm_class_t *cls = NULL;

@@ -6,7 +6,7 @@
  *
  *   epoll_server [-u URI] [-a FILE] [-n COUNT] [-t MS] [-v]
  *
- *   -u URI    transport and listen address (default ofi+tcp://127.0.0.1:0)
+ *   -u URI    transport and listen address (default sock+tcp://127.0.0.1:0)
  *   -a FILE   also write the address clients use to FILE (for scripts)
  *   -n COUNT  exit after answering COUNT requests (default: serve forever)
  *   -t MS     period of the application's own timer (default 100 ms)
@@ -194,7 +194,7 @@ static int run_loop(hm_context_t *ctx, struct server *srv, unsigned int period_m
 
 int main(int argc, char **argv)
 {
-    const char *uri = "ofi+tcp://127.0.0.1:0";
+    const char *uri = "sock+tcp://127.0.0.1:0";
     const char *addr_file = NULL;
     unsigned int period_ms = 100;
     struct server srv = {0};

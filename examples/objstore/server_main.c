@@ -95,7 +95,7 @@ static int parse_opts(int argc, char **argv, struct server_opts *o)
     };
     int c;
     bool ok = true;
-    *o = (struct server_opts){.uri = "ofi+tcp://127.0.0.1:0",
+    *o = (struct server_opts){.uri = "sock+tcp://127.0.0.1:0",
                               .xfer_timeout_ms = OBJ_XFER_TIMEOUT_DEFAULT_MS};
     while ((c = getopt_long(argc, argv, "u:g:m:x:h", longs, NULL)) != -1) {
         switch (c) {

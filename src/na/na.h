@@ -70,10 +70,11 @@
  *     HM_OFI_PROBE_MS, ofi_addr.c), and what must be drained or completed
  *     before reporting it (ucx drains the worker so nothing the peer sent
  *     is lost; ofi ends its queued and posted ops).
- *   - Hostile bytes: a transport library that aborts on malformed input
- *     sets c_trusted_only (the core then refuses it unless peers are
- *     declared trusted), or is put behind Hermod's own listener
- *     (na_listen.h, na_hello.h). A URI a peer wrote reaches addr_lookup
+ *   - Hostile bytes: a transport library that aborts on malformed input,
+ *     or cannot bound what a peer costs or tell one peer from another, sets
+ *     c_trusted_only (the core then refuses it unless peers are declared
+ *     trusted), or is put behind Hermod's own listener (na_listen.h,
+ *     na_hello.h). A URI a peer wrote reaches addr_lookup
  *     with HMI_NA_LOOKUP_PEER_TEXT: parse literals only, resolve nothing
  *     (na_uri.h's HMI_URI_NUMERIC does it for tcp hosts).
  *   - Its tunables: environment variables HM_<PLUGIN>_*, one const array
@@ -493,8 +494,8 @@ struct hmi_na_class {
                                  check and copy are two syscalls, which can cost
                                  more than a round trip of messages) */
     const char *c_trusted_only; /* set by class_open: NULL when the transport was
-                                 shown to survive any peer's bytes (tests/hostile);
-                                 else "trusted only: why" (static) */
+                                 shown to keep every hostile-peer promise
+                                 (tests/hostile); else "trusted only: why" (static) */
     const char *c_peers_any;  /* set by class_open, optional, when c_trusted_only is
                                  NULL: "any: ..." with the limits the plugin knows
                                  of (static); NULL: the core's plain statement */

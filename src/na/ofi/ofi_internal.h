@@ -87,10 +87,9 @@ struct ofi_quirk {
                                      back as error completions naming their op (so an op
                                      to a dead peer waits for them; see ofi_addr.c) */
     const char *q_note;           /* why, for hm_info and the reader */
-    const char *q_trusted_only;   /* NULL: survives hostile bytes (tests/hostile); else why
-                                     only trusted peers may reach it (hm_class_info_t.peers) */
-    const char *q_peers_any;      /* with q_trusted_only NULL, optional: the statement for
-                                     hm_class_info_t.peers with its known limits */
+    const char *q_trusted_only;   /* NULL: keeps every hostile-peer promise (tests/hostile);
+                                     else why only trusted peers may reach it
+                                     (hm_class_info_t.peers) */
 };
 
 /*

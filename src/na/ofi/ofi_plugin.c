@@ -205,7 +205,6 @@ static hm_return_t plugin_check_info(hmi_na_class_t *cls, struct ofi_class *k)
     cls->c_cma = strcmp(k->k_quirk->q_protocol, "shm") == 0;
     cls->c_cma_min = hmi_ofi_tunable(OFI_TUNE_CMA_MIN);
     cls->c_trusted_only = k->k_quirk->q_trusted_only;
-    cls->c_peers_any = k->k_quirk->q_peers_any;
     k->k_max_msg = info->ep_attr->max_msg_size;
     if (k->k_max_msg == 0 || k->k_max_msg > ((size_t)1 << 30))
         k->k_max_msg = (size_t)1 << 30;

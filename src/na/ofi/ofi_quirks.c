@@ -34,9 +34,15 @@ const struct ofi_quirk hmi_ofi_quirks[] = {
         .q_port_check = true,
         .q_warm_sends = true,
         .q_rma_fails_named = true,
-        .q_peers_any = "any: survives hostile bytes (tests/hostile), with two limits inside "
-                       "rxm (libfabric 1.17): a sender's name is its own claim, and a flood "
-                       "while rxm closes a connection grows memory without a cap",
+        /* rxm survives hostile bytes (tests/hostile runs every attack here,
+         * with trust declared), but two of the promises a class opened
+         * without trust makes are not rxm's to keep (ARCHITECTURE, Known
+         * limits): bounded memory, and a peer's acts never passing for
+         * another's. */
+        .q_trusted_only = "trusted only: rxm (libfabric 1.17) takes a sender's name on its "
+                          "word, so a local process can take over another's connection, and "
+                          "a flood while rxm closes a connection grows memory without a cap "
+                          "(use sock+tcp)",
         .q_note = "rxm offers no FI_SOURCE: every message names its sender (8 bytes for "
                   "IPv4, 28 for IPv6); "
                   "a dead peer shows only as a failed send, so quiet peers we sent to are "
