@@ -1,9 +1,10 @@
 /*
- * Promise checked: a class never opens a transport whose library a peer's
- * bytes can abort unless the application declared its peers trusted
- * (secure by default). hm_class_info_t.peers says, per protocol, whether
- * the transport survived tests/hostile ("any:") or must face trusted peers
- * only ("trusted only: why"). Without trusted_peers (option, or
+ * Promise checked: a class never opens a transport whose library cannot
+ * keep the hostile-peer promises (a peer's bytes can abort it, or it cannot
+ * bound what a peer costs or tell one peer from another) unless the
+ * application declared its peers trusted (secure by default).
+ * hm_class_info_t.peers says, per protocol, whether the transport keeps
+ * them ("any:") or must face trusted peers only ("trusted only: why"). Without trusted_peers (option, or
  * HM_TRUSTED_PEERS=1) hm_class_create refuses the latter with
  * HM_NOT_SUPPORTED and says why, and opens the former.
  *
