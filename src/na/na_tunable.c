@@ -27,7 +27,7 @@ const struct hmi_na_tunable hmi_na_tunables[HMI_NA_TUNE_COUNT] = {
                          "host (shm protocols): RMA over messages instead"},
     [HMI_NA_TUNE_JOB_KEY] = {"HM_JOB_KEY", HMI_NA_TUNABLE_SECRET, NULL, 0, 0,
                              "the job's key: listeners answer only hellos carrying its "
-                             "digest (ucx+tcp)"},
+                             "digest (ucx+tcp, sock+tcp)"},
     /* The bulk layer's (bulk_proc.c): NA is the lowest table every layer
      * above can read. The upper bound keeps a handle's bytes within one
      * message of any class (64 KiB eager limits). */
