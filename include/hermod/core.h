@@ -532,7 +532,9 @@ typedef struct hm_stats {
                                      the RPC's: dropped, the RPC waits on for its own */
     /* Peer records of the transport (added after dropped_foreign; ofi: HM_OFI_PEERS). */
     uint64_t peers_evicted;       /* idle peer records (nothing in flight, no user) dropped
-                                     to make room for a new sender */
+                                     to make room for a new sender; sock+tcp: inbound
+                                     connections of the host holding the most closed at
+                                     HM_SOCK_MAX_CONNS for a host below its share */
     uint64_t peers_refused;       /* messages from, and lookups of, new peers refused because
                                      every peer record was in use */
     /* Bulk RMA over messages, the owner of the memory and its peers (added after

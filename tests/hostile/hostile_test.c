@@ -180,11 +180,22 @@ size_t hostile_listen_ports(pid_t pid, uint16_t except, uint16_t *ports, size_t 
 
 int hostile_connect(uint16_t port)
 {
+    return hostile_connect_from(NULL, port);
+}
+
+int hostile_connect_from(const char *source, uint16_t port)
+{
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
     inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    if (source != NULL && (inet_pton(AF_INET, source, &src.sin_addr) != 1 ||
+                           bind(fd, (struct sockaddr *)&src, sizeof(src)) != 0)) {
+        close(fd);
+        return -1;
+    }
     if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
         close(fd);
         return -1;

@@ -52,6 +52,8 @@ size_t hostile_listen_ports(pid_t pid, uint16_t except, uint16_t *ports, size_t 
 
 /* A connected TCP socket to 127.0.0.1:port (blocking), or -1. */
 int hostile_connect(uint16_t port);
+/* The same from the local IPv4 address `source` (NULL: the kernel's choice). */
+int hostile_connect_from(const char *source, uint16_t port);
 /*
  * Did the peer close `fd` (EOF or reset) within `ms`, having sent us
  * nothing? Reads and discards; false if it sent bytes or stayed open.

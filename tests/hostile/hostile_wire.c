@@ -125,10 +125,16 @@ static int sock_read_reply(int fd, const uint8_t *request)
 int hostile_sock_dial(uint16_t port, const char *key, const char *claim, const void *after,
                       size_t after_len)
 {
+    return hostile_sock_dial_from(NULL, port, key, claim, after, after_len);
+}
+
+int hostile_sock_dial_from(const char *source, uint16_t port, const char *key, const char *claim,
+                           const void *after, size_t after_len)
+{
     size_t claim_len = strlen(claim);
     size_t hello_len = HOSTILE_HELLO_HDR + claim_len;
     uint8_t *msg = malloc(hello_len + after_len);
-    int fd = msg != NULL ? hostile_connect(port) : -1;
+    int fd = msg != NULL ? hostile_connect_from(source, port) : -1;
     if (fd < 0) {
         free(msg);
         return -1;

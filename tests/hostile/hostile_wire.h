@@ -39,6 +39,9 @@ void hostile_hello_header(uint8_t *h, const char *key, uint32_t len);
  */
 int hostile_sock_dial(uint16_t port, const char *key, const char *claim, const void *after,
                       size_t after_len);
+/* The same from the local IPv4 address `source` (another host to the server). */
+int hostile_sock_dial_from(const char *source, uint16_t port, const char *key, const char *claim,
+                           const void *after, size_t after_len);
 
 /* A sock+tcp frame header: payload length and the reserved word. */
 void hostile_frame_header(uint8_t *h, uint32_t len, uint32_t reserved);

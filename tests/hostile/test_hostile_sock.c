@@ -561,6 +561,78 @@ static void test_conn_cap(void **state)
     assert_true(after.listen_refused_busy - s.before.listen_refused_busy >= CAP_EXTRA + 1);
 }
 
+/* ---- a fair share of the cap between hosts ------------------------------------------- */
+
+/* The attacker's host: another address of the loopback network. */
+#define SHARE_SOURCE "127.0.0.2"
+#define SHARE_NEWCOMERS 8 /* fresh connections from 127.0.0.1 while it holds the rest */
+
+/* How many of `fds` the server closed (EOF or reset), after a moment for the FINs. */
+static int count_closed(const int *fds, int n)
+{
+    struct timespec pause = {.tv_nsec = 200000000};
+    nanosleep(&pause, NULL);
+    int closed = 0;
+    for (int i = 0; i < n; i++)
+        closed += hostile_closed_silently(fds[i], 0) ? 1 : 0;
+    return closed;
+}
+
+static int attack_share(void *arg)
+{
+    struct hostile_scene *s = arg;
+    static int fds[CAP + CAP_EXTRA];
+    int held = 0, refused = 0;
+    for (int i = 0; i < CAP + CAP_EXTRA; i++) {
+        int fd = hostile_sock_dial_from(SHARE_SOURCE, s->port, HOSTILE_JOB_KEY, CLAIM, NULL, 0);
+        if (fd >= 0)
+            fds[held++] = fd;
+        else
+            refused++;
+    }
+    int served = 0, kept[SHARE_NEWCOMERS];
+    for (int i = 0; i < SHARE_NEWCOMERS; i++) {
+        kept[i] = sock_dial(s->port); /* from 127.0.0.1, kept open */
+        served += kept[i] >= 0 && call_marked(kept[i], 0x5000u + (uint64_t)i) == 0;
+    }
+    int closed = count_closed(fds, held);
+    printf("# from %s: %d connections held, %d refused, %d closed for %d newcomers from "
+           "127.0.0.1, %d of them served\n",
+           SHARE_SOURCE, held, refused, closed, SHARE_NEWCOMERS, served);
+    for (int i = 0; i < held; i++)
+        close(fds[i]);
+    for (int i = 0; i < SHARE_NEWCOMERS; i++)
+        if (kept[i] >= 0)
+            close(kept[i]);
+    /* Alone it may take every slot (the good client holds one only during
+     * its batches, and its lookups close some of ours meanwhile: counted in
+     * `held` and `closed` both); past them it is refused, being above its
+     * share. */
+    bool capped = held >= CAP / 2 && held - closed <= CAP && refused >= 1;
+    return capped && served == SHARE_NEWCOMERS && closed >= SHARE_NEWCOMERS ? 0 : 1;
+}
+
+/*
+ * Promise: one host cannot lock others out. An attacker on 127.0.0.2 takes
+ * every slot the cap leaves (its further dials are refused); a newcomer from
+ * 127.0.0.1, whose host holds less than its share, still gets a slot and is
+ * answered, a connection of the attacker's host being closed for it
+ * (peers_evicted); the scene's good client, which looks the server up
+ * afresh for every batch, is served throughout. Without the share
+ * (sock_hosts.c) the newcomers are refused and the good client's lookups
+ * fail.
+ */
+static void test_conn_share(void **state)
+{
+    (void)state;
+    struct hostile_scene s;
+    struct core_server_stats after;
+    hostile_scene_start(&s, protocol, false);
+    hostile_scene_attack(attack_share, &s);
+    hostile_scene_end(&s, &after);
+    assert_true(after.listen_refused_busy - s.before.listen_refused_busy >= 1);
+}
+
 int main(int argc, char **argv)
 {
     protocol = argc > 1 ? argv[1] : "sock+tcp://127.0.0.1:0";
@@ -574,6 +646,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_frame_cut_short), cmocka_unit_test(test_frame_trickle),
         cmocka_unit_test(test_partial_frames),  cmocka_unit_test(test_junk_flood),
         cmocka_unit_test(test_wrong_key),       cmocka_unit_test(test_conn_cap),
+        cmocka_unit_test(test_conn_share),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     hm_test_alarm(0, NULL);

@@ -152,6 +152,7 @@ void hmi_sock_conn_fail(struct sock_conn *n, hm_return_t why)
         c->c_npending--;
     else if (n->n_inbound)
         c->c_ninbound--;
+    hmi_sock_host_leave(n);
     n->n_state = SOCK_CONN_DEAD;
     if (n->n_hello_owed) {
         n->n_hello_owed = false;
@@ -189,6 +190,7 @@ struct sock_conn *hmi_sock_conn_new(struct sock_ctx *c, int fd, bool inbound)
     n->n_ctx = c;
     hmi_list_init(&n->n_link);
     hmi_list_init(&n->n_sendq);
+    hmi_list_init(&n->n_host_link);
     n->n_hello_want = HM_NA_HELLO_HDR;
     n->n_rx_need = SOCK_FRAME_HDR;
     return n;
@@ -443,6 +445,7 @@ int hmi_sock_conn_read(struct sock_conn *n)
         return -1;
     }
     ch->ch_used += (size_t)r;
+    n->n_active = n->n_ctx->c_passes; /* which connection of its host was read last */
     ch->ch_refs++; /* kept across the deliveries, which may end the connection */
     int delivered = 0;
     if (n->n_state == SOCK_CONN_OPEN)

@@ -52,15 +52,22 @@ hm_return_t hmi_sock_context_open(hmi_na_context_t *ctx)
     hmi_list_init(&c->c_dead);
     hmi_list_init(&c->c_pinned);
     hmi_list_init(&c->c_spare);
+    hm_return_t ret = hmi_sock_hosts_init(c);
+    if (ret != HM_SUCCESS) {
+        hmi_na_addrtab_fini(&c->c_by_uri);
+        return ret;
+    }
     c->c_epfd = epoll_create1(EPOLL_CLOEXEC);
     if (c->c_epfd < 0) {
         hmi_log(HMI_SUBSYS_NA, HMI_LOG_ERROR, "sock+tcp: epoll_create1: %s", strerror(errno));
+        hmi_sock_hosts_fini(c);
         hmi_na_addrtab_fini(&c->c_by_uri);
         return HM_TRANSPORT_ERROR;
     }
-    hm_return_t ret = hmi_sock_listen_open(c, ctx->x_index);
+    ret = hmi_sock_listen_open(c, ctx->x_index);
     if (ret != HM_SUCCESS) {
         ctx_close_fds(c);
+        hmi_sock_hosts_fini(c);
         hmi_na_addrtab_fini(&c->c_by_uri);
         return ret;
     }
@@ -163,6 +170,7 @@ void hmi_sock_context_close(hmi_na_context_t *ctx)
     hmi_sock_addr_fini(c);
     ctx_orphan_chunks(c);
     ctx_close_fds(c);
+    hmi_sock_hosts_fini(c);
     hmi_na_addrtab_fini(&c->c_by_uri);
 }
 

@@ -14,7 +14,8 @@
  *     bad header or a payload past SOCK_HELLO_PAYLOAD_MAX closes it
  *     ("frame"), a job key other than ours too ("key");
  *   - at most HM_SOCK_MAX_CONNS inbound connections per context; past it a
- *     new one is closed at accept ("busy").
+ *     new one is closed at accept ("busy"), unless its host holds less than
+ *     its share and another holds more (sock_hosts.c).
  */
 #include "na/sock/sock_internal.h"
 
@@ -130,9 +131,11 @@ static void pending_evict_oldest(struct sock_ctx *c)
 
 /* A new connection: watched, and its hello (and frames after it) read now.
  * Returns whether it delivered frames to the core. */
-static bool accept_one(struct sock_ctx *c, int fd)
+static bool accept_one(struct sock_ctx *c, int fd, const struct sockaddr_storage *peer)
 {
-    if (c->c_ninbound + c->c_npending >= c->c_cls->k_max_conns) {
+    uint64_t host = hmi_sock_host_key(peer);
+    if (c->c_ninbound + c->c_npending >= c->c_cls->k_max_conns &&
+        !hmi_sock_hosts_make_room(c, host)) {
         count(&c->c_na->x_listen.ls_refused_busy);
         close(fd);
         return false;
@@ -144,10 +147,17 @@ static bool accept_one(struct sock_ctx *c, int fd)
         close(fd);
         return false;
     }
+    if (hmi_sock_host_join(n, host) != HM_SUCCESS) {
+        close(fd);
+        hmi_sock_conn_free(n);
+        return false;
+    }
+    n->n_active = c->c_passes;
     sock_nodelay(fd);
     n->n_deadline_ns = hmi_time_ns() + HM_NA_LISTEN_DEADLINE_MS * 1000000ull;
     if (hmi_sock_conn_watch(n) != HM_SUCCESS) {
         close(fd);
+        hmi_sock_host_leave(n);
         hmi_sock_conn_free(n);
         return false;
     }
@@ -169,9 +179,12 @@ static bool accept_one(struct sock_ctx *c, int fd)
 void hmi_sock_accept(struct sock_ctx *c)
 {
     for (int i = 0; i < 32; i++) {
-        int fd = accept4(c->c_listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer;
+        socklen_t peer_len = sizeof(peer);
+        int fd = accept4(c->c_listen_fd, (struct sockaddr *)&peer, &peer_len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
-            if (accept_one(c, fd))
+            if (accept_one(c, fd, &peer))
                 return;
             continue;
         }

@@ -15,8 +15,9 @@
  *     rest in the peer's socket;
  *   - every connection starts with the hello frame (na_hello.h), checked
  *     before anything else is read; at most HM_SOCK_MAX_CONNS inbound
- *     connections per context, at most HM_NA_LISTEN_PENDING waiting for
- *     their hello, each for HM_NA_LISTEN_DEADLINE_MS.
+ *     connections per context, shared between the hosts they come from
+ *     (sock_hosts.c), at most HM_NA_LISTEN_PENDING waiting for their
+ *     hello, each for HM_NA_LISTEN_DEADLINE_MS.
  *
  * Wire. The dialer writes a hello (payload: its own URI, a claim used only
  * to print the address); the listener checks it and writes its own hello
@@ -39,10 +40,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/socket.h>
+
 #include "na/na.h"
 #include "na/na_addrtab.h"
 #include "na/na_hello.h"
 #include "na/na_uri.h"
+#include "util/hmap.h"
 #include "util/list.h"
 
 #define SOCK_FRAME_HDR 8u
@@ -120,6 +124,9 @@ struct sock_conn {
                                    the whole frame once the header was checked) */
     size_t n_hello_have;        /* HELLO: bytes of n_hello taken from the chunk */
     size_t n_hello_want;        /* HELLO: bytes n_hello must hold (header, then payload) */
+    struct sock_host *n_host;   /* inbound: the host it came from (sock_hosts.c), or NULL */
+    struct hmi_list n_host_link; /* n_host's members */
+    unsigned int n_active;      /* inbound: ctx->c_passes at its last read */
     unsigned char n_hello[HM_NA_HELLO_HDR + SOCK_HELLO_PAYLOAD_MAX];
 };
 
@@ -157,6 +164,7 @@ struct sock_ctx {
     struct sock_conn *c_hot;    /* read directly between epoll_waits (ctx_choose_hot), or NULL */
     unsigned int c_passes;      /* progress passes, for the epoll_wait every SOCK_EPOLL_EVERY */
     unsigned int c_hellos_owed; /* connections whose hello waits for a send (hmi_sock_hello_owe) */
+    struct hmi_hmap c_hosts;    /* struct sock_host by host key: inbound connections per host */
 };
 
 struct hmi_na_addr {
@@ -212,6 +220,19 @@ size_t hmi_sock_hello_encode(const struct sock_conn *n, unsigned char *frame, si
 void hmi_sock_listen_resume(struct sock_ctx *c);
 void hmi_sock_pending_sweep(struct sock_ctx *c);
 hm_return_t hmi_sock_dial(struct sock_ctx *c, const struct hmi_uri_host *h, int *fd_out);
+
+/* sock_hosts.c: inbound connections per peer host, a fair share of the cap. */
+hm_return_t hmi_sock_hosts_init(struct sock_ctx *c);
+void hmi_sock_hosts_fini(struct sock_ctx *c);
+/* A peer's host: its IPv4 address, or its IPv6 /64 (keyed hash). */
+uint64_t hmi_sock_host_key(const struct sockaddr_storage *peer);
+/* Inbound `n`, just accepted, joins the host `key`; HM_NOMEM at worst. */
+hm_return_t hmi_sock_host_join(struct sock_conn *n, uint64_t key);
+/* `n` leaves its host, if it has one (at its end). */
+void hmi_sock_host_leave(struct sock_conn *n);
+/* At the cap: close a connection of the host holding the most, when the
+ * newcomer's host `key` holds less than its share; whether it did. */
+bool hmi_sock_hosts_make_room(struct sock_ctx *c, uint64_t key);
 
 /* sock_addr.c: addresses. */
 hm_return_t hmi_sock_uri_parse(const char *uri, bool peer_text, struct hmi_uri_host *out,

@@ -20,7 +20,8 @@ const struct hmi_na_tunable hmi_sock_tunables[SOCK_TUNE_COUNT] = {
      * it sends one. */
     [SOCK_TUNE_MAX_CONNS] = {"HM_SOCK_MAX_CONNS", HMI_NA_TUNABLE_SIZE, "1024", 1, 1u << 20,
                              "sock+tcp: inbound connections a context keeps (at most half "
-                             "the descriptor limit); one more is refused (counted \"busy\")"},
+                             "the descriptor limit); one more is refused (counted \"busy\"), "
+                             "unless its host is below its share of them"},
     [SOCK_TUNE_LINGER_MS] = {"HM_SOCK_LINGER_MS", HMI_NA_TUNABLE_SIZE, "1000", 0, 600000,
                              "sock+tcp: a closing context waits at most this long (ms) for its "
                              "peers to close their side, so its last messages reach them"},
