@@ -66,10 +66,12 @@ typedef struct hm_class_opts {
     /*
      * Every process that can reach the class's ports is trusted: a process of
      * the job, on a network only the job can reach. Only then does
-     * hm_class_create open a protocol whose transport library a peer's bytes
-     * can abort (hm_class_info_t.peers says "trusted only: why"; today
-     * ucx+tcp: UCX's own tcp port asserts on a malformed packet, and Hermod
-     * cannot put its listener in front of that port). Without it such a
+     * hm_class_create open a protocol whose transport library cannot keep
+     * Hermod's promises against hostile peers (hm_class_info_t.peers says
+     * "trusted only: why"; today ucx+tcp: UCX's own tcp port asserts on a
+     * malformed packet, and Hermod cannot put its listener in front of that
+     * port; ofi+tcp: rxm takes a sender's name on its word and buffers a
+     * flood without a cap while it closes a connection). Without it such a
      * protocol is refused with HM_NOT_SUPPORTED: secure by default. Default:
      * the environment variable HM_TRUSTED_PEERS (1 or 0), else false.
      * Protocols whose "peers" say "any:" open either way.
@@ -152,9 +154,9 @@ typedef struct hm_class_info {
     const char *rma;      /* who checks a peer's bulk access to this class's memory, in
                              words (static): the owner's key table, or the NIC */
     const char *peers;    /* which peers the class may face, in words (static):
-                             "any: ..." when its transport was shown to survive
-                             hostile bytes (tests/hostile), with the limits known
-                             inside the transport library (ofi+tcp: rxm's), else
+                             "any: ..." when its transport was shown to keep the
+                             hostile-peer promises (tests/hostile), with what it
+                             leaves to the OS or the job key, else
                              "trusted only: why" */
 } hm_class_info_t;
 /* The first version's size: up to and including `peers`. */
