@@ -134,10 +134,12 @@ bool hmi_sock_hosts_make_room(struct sock_ctx *c, uint64_t key)
     if (victim == NULL)
         return false;
     atomic_fetch_add_explicit(&c->c_na->x_peer_stats.ps_evicted, 1, memory_order_relaxed);
-    hmi_log(HMI_SUBSYS_NA, HMI_LOG_INFO,
-            "sock+tcp: context %u closes a connection of a host holding %u of %u to make "
-            "room for another host's",
-            c->c_na->x_index, heaviest->h_conns, c->c_cls->k_max_conns);
+    /* Limited: the hosts' peers decide how often this happens. */
+    static struct hmi_log_limit room_log;
+    hmi_log_limited(&room_log, HMI_SUBSYS_NA, HMI_LOG_INFO,
+                    "sock+tcp: context %u closes a connection of a host holding %u of %u to "
+                    "make room for another host's",
+                    c->c_na->x_index, heaviest->h_conns, c->c_cls->k_max_conns);
     hmi_sock_conn_fail(victim, HM_UNREACHABLE);
     return true;
 }
