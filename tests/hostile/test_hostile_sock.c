@@ -590,15 +590,23 @@ static int attack_share(void *arg)
         else
             refused++;
     }
+    /* Its oldest connection still open is made the most recently read: the
+     * server must close others, read less recently, for the newcomers. */
+    int active = -1;
+    for (int i = 0; i < held && active < 0; i++)
+        if (call_marked(fds[i], 0x4000u + (uint64_t)i) == 0)
+            active = i;
     int served = 0, kept[SHARE_NEWCOMERS];
     for (int i = 0; i < SHARE_NEWCOMERS; i++) {
         kept[i] = sock_dial(s->port); /* from 127.0.0.1, kept open */
         served += kept[i] >= 0 && call_marked(kept[i], 0x5000u + (uint64_t)i) == 0;
     }
     int closed = count_closed(fds, held);
+    bool active_kept = active >= 0 && call_marked(fds[active], 0x4fffu) == 0;
     printf("# from %s: %d connections held, %d refused, %d closed for %d newcomers from "
-           "127.0.0.1, %d of them served\n",
-           SHARE_SOURCE, held, refused, closed, SHARE_NEWCOMERS, served);
+           "127.0.0.1, %d of them served; the one read last %s\n",
+           SHARE_SOURCE, held, refused, closed, SHARE_NEWCOMERS, served,
+           active_kept ? "kept" : "closed");
     for (int i = 0; i < held; i++)
         close(fds[i]);
     for (int i = 0; i < SHARE_NEWCOMERS; i++)
@@ -609,7 +617,8 @@ static int attack_share(void *arg)
      * `held` and `closed` both); past them it is refused, being above its
      * share. */
     bool capped = held >= CAP / 2 && held - closed <= CAP && refused >= 1;
-    return capped && served == SHARE_NEWCOMERS && closed >= SHARE_NEWCOMERS ? 0 : 1;
+    return capped && served == SHARE_NEWCOMERS && closed >= SHARE_NEWCOMERS && active_kept ? 0
+                                                                                             : 1;
 }
 
 /*
@@ -617,7 +626,8 @@ static int attack_share(void *arg)
  * every slot the cap leaves (its further dials are refused); a newcomer from
  * 127.0.0.1, whose host holds less than its share, still gets a slot and is
  * answered, a connection of the attacker's host being closed for it
- * (peers_evicted); the scene's good client, which looks the server up
+ * (peers_evicted): one read less recently than the attacker's connection
+ * that has just made a call; the scene's good client, which looks the server up
  * afresh for every batch, is served throughout. Without the share
  * (sock_hosts.c) the newcomers are refused and the good client's lookups
  * fail.

@@ -445,7 +445,7 @@ int hmi_sock_conn_read(struct sock_conn *n)
         return -1;
     }
     ch->ch_used += (size_t)r;
-    n->n_active = n->n_ctx->c_passes; /* which connection of its host was read last */
+    n->n_active = ++n->n_ctx->c_reads; /* which connection of its host was read last */
     ch->ch_refs++; /* kept across the deliveries, which may end the connection */
     int delivered = 0;
     if (n->n_state == SOCK_CONN_OPEN)

@@ -152,7 +152,7 @@ static bool accept_one(struct sock_ctx *c, int fd, const struct sockaddr_storage
         hmi_sock_conn_free(n);
         return false;
     }
-    n->n_active = c->c_passes;
+    n->n_active = c->c_reads;
     sock_nodelay(fd);
     n->n_deadline_ns = hmi_time_ns() + HM_NA_LISTEN_DEADLINE_MS * 1000000ull;
     if (hmi_sock_conn_watch(n) != HM_SUCCESS) {

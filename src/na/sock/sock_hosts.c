@@ -15,7 +15,9 @@
  * address is its IPv4 one. Processes of one host are not told apart: the
  * job key (HM_JOB_KEY) is what keeps a local stranger out.
  *
- * Cost: nothing per message but a store of the pass count at each read;
+ * Cost: nothing per message but counting each read and stamping it on its
+ * connection (not the progress pass count: it stands still while no
+ * connection is the hot one, and every stamp would tie);
  * the search for the heaviest host and its oldest connection runs only at
  * the cap, over the hosts and then that host's connections.
  */
@@ -111,8 +113,8 @@ static struct sock_conn *host_victim(struct sock_host *h)
         struct sock_conn *n = hmi_container_of(it, struct sock_conn, n_host_link);
         if (n->n_state == SOCK_CONN_HELLO)
             return n;
-        /* Pass counts wrap; the difference from now orders them all the same. */
-        unsigned int now = n->n_ctx->c_passes;
+        /* Read counts wrap; the difference from now orders them all the same. */
+        unsigned int now = n->n_ctx->c_reads;
         if (victim == NULL || now - n->n_active > now - victim->n_active)
             victim = n;
     }

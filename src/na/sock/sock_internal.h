@@ -126,7 +126,7 @@ struct sock_conn {
     size_t n_hello_want;        /* HELLO: bytes n_hello must hold (header, then payload) */
     struct sock_host *n_host;   /* inbound: the host it came from (sock_hosts.c), or NULL */
     struct hmi_list n_host_link; /* n_host's members */
-    unsigned int n_active;      /* inbound: ctx->c_passes at its last read */
+    unsigned int n_active;      /* ctx->c_reads at its last read (or its accept) */
     unsigned char n_hello[HM_NA_HELLO_HDR + SOCK_HELLO_PAYLOAD_MAX];
 };
 
@@ -163,6 +163,7 @@ struct sock_ctx {
     hmi_na_addr_t *c_self;      /* our own address (one reference), dialed at its first send */
     struct sock_conn *c_hot;    /* read directly between epoll_waits (ctx_choose_hot), or NULL */
     unsigned int c_passes;      /* progress passes, for the epoll_wait every SOCK_EPOLL_EVERY */
+    unsigned int c_reads;       /* reads from any connection: their order (n_active) */
     unsigned int c_hellos_owed; /* connections whose hello waits for a send (hmi_sock_hello_owe) */
     struct hmi_hmap c_hosts;    /* struct sock_host by host key: inbound connections per host */
 };
