@@ -75,7 +75,7 @@ int hm_test_server_stop_ctx(struct hm_test_server *srv, int timeout_s, hm_contex
  * machine, a fresh ucx+tcp context's warm-up connection to itself may still
  * be closing, on UCX's async thread, after the context was handed out: its
  * UCX fd stayed readable through 5-6 rounds 0 ms apart, then slept, in
- * about 1 of 200 loaded runs), while a fd that never sleeps wakes
+ * about 1 of 400 loaded runs), while a fd that never sleeps wakes
  * in every round until the budget ends, and fails. Each wake is described on
  * stderr: which members of the set were readable (eventfd: a ring, the
  * transport had work at arming; timerfd: a deadline; eventpoll: the
